@@ -1,0 +1,276 @@
+"""KFP v2 pipelines on the local backend, run by Kubeflow's own `kfp.local` runner.
+
+A run is recorded as a `PipelineRun` whose status mirrors the KFP v2 API's Run (`state`,
+`created_at`, `finished_at`, `error`, `run_details.task_details[]`), with each task's output
+parameters, metrics and artifact paths added, so checks read the same shape on a cluster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import re
+import sys
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from lab.errors import InputError, LabError
+from lab.kube.conditions import now
+
+Event = dict[str, Any]
+EventSink = Callable[[Event], None]
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+TASK_START = re.compile(r"Executing task '([^']+)'")
+TASK_END = re.compile(r"Task '([^']+)' finished with status (\w+)")
+STATE = {"SUCCESS": "SUCCEEDED", "FAILURE": "FAILED"}
+
+
+def _load_module(path: Path) -> Any:
+    """Import a pipeline file under a private module name, its folder importable."""
+    mod_name = f"kflab_pipeline_{uuid.uuid4().hex[:8]}"
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    if spec is None or spec.loader is None:
+        raise InputError(str(path), None, "not a Python file", hint="give a .py pipeline file")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(path.parent))
+    try:
+        with warnings.catch_warnings():
+            # kfp warns about a future default base image on every component: noise here.
+            warnings.filterwarnings("ignore", category=FutureWarning, module="kfp")
+            warnings.filterwarnings("ignore", message=".*base_image.*")
+            spec.loader.exec_module(module)
+    except Exception as exc:
+        raise InputError(str(path), None, f"importing the pipeline failed: {exc!r}",
+                         hint="run `python FILE` to see the full error") from exc
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(str(path.parent))
+    return module
+
+
+def load_pipeline(path: Path, function: str | None = None) -> Any:
+    """The `@dsl.pipeline` function of a .py file (by name when the file has several)."""
+    from kfp.dsl.graph_component import GraphComponent
+
+    if not path.is_file():
+        raise InputError(str(path), "spec.pipeline", "pipeline file not found",
+                         hint="give a path relative to the manifest or the current folder")
+    module = _load_module(path)
+    found = {n: v for n, v in vars(module).items() if isinstance(v, GraphComponent)}
+    if function:
+        if function not in found:
+            raise InputError(str(path), "spec.function", f"no pipeline named '{function}'",
+                             hint=f"pipelines in the file: {', '.join(found) or 'none'}")
+        return found[function]
+    if len(found) != 1:
+        raise InputError(
+            str(path), "spec.function",
+            "no @dsl.pipeline function found" if not found
+            else f"several pipelines found: {', '.join(found)}",
+            hint="decorate one function with @dsl.pipeline, or pick one with --function",
+        )
+    return next(iter(found.values()))
+
+
+def _task_names(pipeline: Any) -> list[str]:
+    """Top-level task names in dependency order, as KFP names them in the run."""
+    tasks = pipeline.pipeline_spec.root.dag.tasks
+    order: list[str] = []
+    pending = dict(tasks)
+    while pending:
+        ready = [n for n, t in pending.items() if set(t.dependent_tasks) <= set(order)]
+        if not ready:  # a cycle cannot happen in KFP, but never loop forever
+            ready = list(pending)
+        for name in sorted(ready):
+            order.append(name)
+            pending.pop(name)
+    return order
+
+
+def _artifact_types(pipeline: Any) -> dict[str, dict[str, str]]:
+    """task name -> {output artifact name: schema title (system.Model, system.Metrics...)}."""
+    spec = pipeline.pipeline_spec
+    out: dict[str, dict[str, str]] = {}
+    for name, task in spec.root.dag.tasks.items():
+        comp = spec.components[task.component_ref.name]
+        out[name] = {a: d.artifact_type.schema_title
+                     for a, d in comp.output_definitions.artifacts.items()}
+    return out
+
+
+def _read_task_outputs(task_dir: Path, types: dict[str, str]) -> dict[str, Any] | None:
+    """Parameters, metrics and artifacts from a task's executor_output.json."""
+    try:
+        data = json.loads((task_dir / "executor_output.json").read_text())
+    except (OSError, ValueError):
+        return None
+    outputs: dict[str, Any] = {"parameters": data.get("parameterValues", {}), "metrics": {},
+                               "artifacts": {}}
+    for out_name, group in (data.get("artifacts") or {}).items():
+        for art in group.get("artifacts", []):
+            uri = art.get("uri", "")
+            meta = art.get("metadata") or {}
+            path = Path(uri)
+            kind = types.get(out_name, "system.Artifact")
+            outputs["artifacts"][out_name] = {"type": kind, "uri": uri, "path": str(path),
+                                              "exists": path.exists(), "metadata": meta}
+            if kind == "system.Metrics":  # metric values live in the artifact's metadata
+                outputs["metrics"].update(meta)
+    return outputs
+
+
+class _LogWatcher(threading.Thread):
+    """Follows the run log and turns kfp.local's task lines into progress events."""
+
+    def __init__(self, log: Path, sink: EventSink | None) -> None:
+        super().__init__(daemon=True)
+        self.log, self.sink = log, sink
+        self.started: dict[str, str] = {}
+        self.finished: dict[str, tuple[str, str]] = {}
+        self.stop_flag = threading.Event()
+
+    def _handle(self, line: str) -> None:
+        line = ANSI.sub("", line)
+        if m := TASK_START.search(line):
+            self.started[m.group(1)] = now()
+            if self.sink:
+                self.sink({"event": "task-started", "task": m.group(1)})
+        elif m := TASK_END.search(line):
+            state = STATE.get(m.group(2), m.group(2))
+            self.finished[m.group(1)] = (state, now())
+            if self.sink:
+                self.sink({"event": "task-finished", "task": m.group(1), "state": state})
+
+    def run(self) -> None:
+        with open(self.log, errors="replace") as fh:
+            while True:
+                line = fh.readline()
+                if line:
+                    self._handle(line)
+                elif self.stop_flag.is_set():
+                    return
+                else:
+                    time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def _redirected(log: Path, env: dict[str, str]) -> Iterator[None]:
+    """Send this process's stdout/stderr (and kfp's task output) to the log; set env."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    with open(log, "a", buffering=1) as fh, contextlib.redirect_stdout(fh), \
+            contextlib.redirect_stderr(fh):
+        try:
+            yield
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+def parse_arguments(pairs: list[str]) -> dict[str, Any]:
+    """`key=value` pairs from the command line; values are parsed as JSON when they can be."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise LabError(f"bad pipeline argument '{pair}'", hint="write it as name=value")
+        try:
+            out[key] = json.loads(raw)
+        except ValueError:
+            out[key] = raw
+    return out
+
+
+def run(obj: dict[str, Any], run_dir: Path, base_dir: Path, save: Callable[[dict], None],
+        sink: EventSink | None = None) -> dict[str, Any]:
+    """Run the PipelineRun `obj` with kfp.local, saving its status as it goes."""
+    import kfp.local
+
+    spec = obj.get("spec") or {}
+    if not spec.get("pipeline"):
+        raise InputError(None, "spec.pipeline", "a PipelineRun needs a pipeline file",
+                         hint="set spec.pipeline: path/to/pipeline.py")
+    path = (base_dir / spec["pipeline"]).resolve()
+    pipeline = load_pipeline(path, spec.get("function"))
+    arguments = spec.get("arguments") or {}
+    tasks = _task_names(pipeline)
+    root = run_dir / "pipeline_root"
+    log = run_dir / "run.log"
+    tmp = run_dir / "tmp"
+    for folder in (root, tmp):
+        folder.mkdir(parents=True, exist_ok=True)
+    log.write_text("")
+    status: dict[str, Any] = {
+        "run_id": str(uuid.uuid4()), "display_name": obj["metadata"]["name"],
+        "pipeline_name": pipeline.name, "state": "RUNNING", "created_at": now(),
+        "finished_at": None, "error": None, "pipeline_root": str(root), "log": str(log),
+        "run_details": {"task_details": [
+            {"display_name": t, "state": "PENDING", "outputs": None} for t in tasks]},
+    }
+    obj["status"] = status
+    save(obj)
+    if sink:
+        sink({"event": "run-started", "run": obj["metadata"]["name"], "tasks": tasks})
+    watcher = _LogWatcher(log, sink)
+    watcher.start()
+    env = {"TMPDIR": str(tmp), "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+           "PYTHONWARNINGS": "ignore::FutureWarning",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    try:
+        with _redirected(log, env):
+            kfp.local.init(runner=kfp.local.SubprocessRunner(use_venv=False),
+                           pipeline_root=str(root), raise_on_error=True)
+            pipeline(**arguments)
+        status["state"] = "SUCCEEDED"
+    except KeyboardInterrupt:
+        status["state"], status["error"] = "CANCELED", {"message": "interrupted by the user"}
+        raise
+    except Exception as exc:  # the pipeline's own failure: record it, never lose it
+        status["state"] = "FAILED"
+        status["error"] = {"message": ANSI.sub("", str(exc)) or type(exc).__name__}
+    finally:
+        watcher.stop_flag.set()
+        watcher.join(timeout=5)
+        status["finished_at"] = now()
+        _fill_tasks(status, root, watcher, _artifact_types(pipeline))
+        save(obj)
+        if sink:
+            sink({"event": "run-finished", "run": obj["metadata"]["name"],
+                  "state": status["state"]})
+    return obj
+
+
+def _fill_tasks(status: dict[str, Any], root: Path, watcher: _LogWatcher,
+                types: dict[str, dict[str, str]]) -> None:
+    run_folders = sorted(p for p in root.iterdir() if p.is_dir())
+    run_folder = run_folders[-1] if run_folders else None
+    details = status["run_details"]["task_details"]
+    known = {d["display_name"] for d in details}
+    if run_folder:
+        for extra in sorted(p.name for p in run_folder.iterdir() if p.is_dir()):
+            if extra not in known:
+                details.append({"display_name": extra, "state": "PENDING", "outputs": None})
+    for task in details:
+        name = task["display_name"]
+        outputs = (_read_task_outputs(run_folder / name, types.get(name, {}))
+                   if run_folder else None)
+        if name in watcher.finished:
+            task["state"], task["end_time"] = watcher.finished[name]
+        elif outputs is not None:
+            task["state"] = "SUCCEEDED"
+        elif status["state"] in ("FAILED", "CANCELED"):
+            task["state"] = "SKIPPED" if name not in watcher.started else status["state"]
+        if name in watcher.started:
+            task["start_time"] = watcher.started[name]
+        task["outputs"] = outputs

@@ -1,0 +1,467 @@
+"""kflab's command tree: parse, call, print. No logic lives here; heavy modules load lazily
+so that `kflab --help` starts fast."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from lab import __version__
+from lab.errors import LabError
+
+
+class Obj:
+    def __init__(self, state: str | None) -> None:
+        self.state_opt = state
+
+    @property
+    def state(self) -> Path:
+        from lab.state import state_dir
+
+        return state_dir(self.state_opt)
+
+    def backend(self, progress: bool = False) -> Any:
+        from lab.backends import get_backend
+
+        backend = get_backend("local", str(self.state))
+        if progress:
+            from lab.ui import Progress
+
+            backend.sink = Progress()
+        return backend
+
+
+pass_obj = click.make_pass_decorator(Obj)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--state", envvar="KFLAB_STATE", type=click.Path(file_okay=False),
+              help="State folder (default ~/.kflab; env KFLAB_STATE).")
+@click.version_option(__version__, prog_name="kflab")
+@click.pass_context
+def cli(ctx: click.Context, state: str | None) -> None:
+    """kflab: a lightweight local Kubeflow lab with checked, hands-on scenarios.
+
+    \b
+    Start here:   kflab demo                 run every scenario on the local backend
+                  kflab scenario list        see the labs
+                  kflab scenario start NAME  do one, guided (then: kflab check / hint / solve)
+    """
+    ctx.obj = Obj(state)
+
+
+@cli.command()
+def version() -> None:
+    """Print kflab's version."""
+    click.echo(f"kflab {__version__}")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--provider", default="local", show_default=True,
+              type=click.Choice(["local", "vagrant-virtualbox", "vagrant-libvirt", "wsl2",
+                                 "host", "existing"]),
+              help="Judge the host for this kind of lab.")
+def doctor(as_json: bool, provider: str) -> None:
+    """Check this host: CPUs, memory, disk, virtualization, Vagrant, WSL, GPUs, IOMMU."""
+    from lab.doctor import Needs, as_dicts, diagnose
+
+    rows = diagnose(Needs(provider=provider))
+    if as_json:
+        click.echo(json.dumps(as_dicts(rows), indent=2))
+    else:
+        from rich.table import Table
+
+        from lab.ui import console
+
+        table = Table(title=f"kflab doctor ({provider})", header_style="bold")
+        for col in ("check", "result", "observed", "advice"):
+            table.add_column(col)
+        colors = {"pass": "green", "warn": "yellow", "fail": "red"}
+        for r in rows:
+            table.add_row(r.name, f"[{colors[r.status]}]{r.status}[/]", r.observed, r.advice)
+        console().print(table)
+    if any(r.status == "fail" for r in rows):
+        sys.exit(1)
+
+
+# --- scenarios ---------------------------------------------------------------------------
+
+@cli.group()
+def scenario() -> None:
+    """List, read, run and test scenarios."""
+
+
+@scenario.command("list")
+@click.option("--json", "as_json", is_flag=True)
+def scenario_list(as_json: bool) -> None:
+    """List the available scenarios."""
+    from lab.scenarios.loader import load_all
+
+    items = load_all()
+    if as_json:
+        click.echo(json.dumps([{"id": s.id, "title": s.title, "level": s.level,
+                                "duration": s.duration, "requires": list(s.requires),
+                                "steps": len(s.steps)} for s in items], indent=2))
+        return
+    from rich.table import Table
+
+    from lab.ui import console
+
+    table = Table(header_style="bold", box=None)
+    for col in ("ID", "TITLE", "LEVEL", "TIME", "STEPS", "NEEDS"):
+        table.add_column(col)
+    for s in items:
+        table.add_row(s.id, s.title, s.level, s.duration, str(len(s.steps)),
+                      ", ".join(s.requires))
+    console().print(table)
+
+
+@scenario.command("show")
+@click.argument("name")
+def scenario_show(name: str) -> None:
+    """Show a scenario's description and steps."""
+    from rich.markdown import Markdown
+
+    from lab.scenarios.loader import find
+    from lab.ui import console
+
+    s = find(name)
+    out = console()
+    out.print(f"[bold]{s.title}[/] ({s.id}) — {s.level}, about {s.duration}")
+    if s.description:
+        out.print(Markdown(s.description))
+    for i, step in enumerate(s.steps, 1):
+        out.print(f"  {i}. {step.title} [dim]({len(step.checks)} checks, "
+                  f"{len(step.hints)} hints)[/]")
+
+
+@scenario.command("validate")
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, file_okay=False), required=True)
+def scenario_validate(paths: tuple[str, ...]) -> None:
+    """Validate scenario folders (for authors); errors name file, line and field."""
+    from lab.scenarios.loader import load_scenario
+
+    for p in paths:
+        s = load_scenario(Path(p))
+        click.echo(f"ok  {s.id}: {len(s.steps)} steps")
+
+
+def _run_many(obj: Obj, names: tuple[str, ...], all_: bool, mode: str, json_out: str | None,
+              junit_out: str | None) -> None:
+    from lab.scenarios import report
+    from lab.scenarios.loader import find, load_all
+    from lab.scenarios.runner import run_scenario
+    from lab.ui import Progress, console, summary
+
+    if all_:
+        scenarios = [s for s in load_all() if "local" in s.backends]
+    elif names:
+        scenarios = [find(n) for n in names]
+    else:
+        raise click.UsageError("name one or more scenarios, or give --all")
+    results = []
+    for s in scenarios:
+        console().rule(f"[bold]{s.id}[/] ({mode})")
+        results.append(run_scenario(s, obj.state, mode=mode, sink=Progress()))
+    summary(results)
+    if json_out:
+        report.write_json(results, Path(json_out))
+    if junit_out:
+        report.write_junit(results, Path(junit_out))
+    if not all(r.ok for r in results):
+        sys.exit(1)
+
+
+def _report_options(f: Any) -> Any:
+    f = click.option("--junit", "junit_out", type=click.Path(dir_okay=False),
+                     help="Write results as JUnit XML.")(f)
+    f = click.option("--json", "json_out", type=click.Path(dir_okay=False),
+                     help="Write results as JSON.")(f)
+    f = click.option("--all", "all_", is_flag=True, help="Every scenario the backend runs.")(f)
+    return click.argument("names", nargs=-1)(f)
+
+
+@scenario.command("run")
+@_report_options
+@pass_obj
+def scenario_run(obj: Obj, names: tuple[str, ...], all_: bool, json_out: str | None,
+                 junit_out: str | None) -> None:
+    """Run scenarios unattended (auto mode): each step's solution, then its checks."""
+    _run_many(obj, names, all_, "auto", json_out, junit_out)
+
+
+@scenario.command("test")
+@_report_options
+@pass_obj
+def scenario_test(obj: Obj, names: tuple[str, ...], all_: bool, json_out: str | None,
+                  junit_out: str | None) -> None:
+    """Test scenarios: each step's checks must FAIL before its solution and PASS after."""
+    _run_many(obj, names, all_, "test", json_out, junit_out)
+
+
+def _show_step(session: Any) -> None:
+    from rich.markdown import Markdown
+    from rich.panel import Panel
+
+    from lab.ui import console
+
+    s, i = session.scenario, session.index
+    console().print(Panel(Markdown(session.step.text),
+                          title=f"{s.id} — step {i + 1}/{len(s.steps)}: {session.step.title}",
+                          subtitle=f"work folder: {session.workdir}"))
+    console().print("When done: [bold]kflab check[/]   stuck: [bold]kflab hint[/]   "
+                    "show me: [bold]kflab solve[/]")
+
+
+@scenario.command("start")
+@click.argument("name")
+@click.option("--workdir", type=click.Path(file_okay=False),
+              help="Where your files go (default ./NAME).")
+@click.option("--restart", is_flag=True, help="Forget saved progress and begin again.")
+@pass_obj
+def scenario_start(obj: Obj, name: str, workdir: str | None, restart: bool) -> None:
+    """Start (or resume) a scenario in guided mode."""
+    from lab.scenarios import guided
+    from lab.scenarios.loader import find
+
+    s = find(name)
+    session = guided.start(s, obj.state, Path(workdir or s.id), restart=restart)
+    if session.finished:
+        click.echo(f"'{s.id}' is already complete; use --restart to do it again.")
+        return
+    _show_step(session)
+
+
+@cli.command()
+@click.option("--wait", default=5.0, show_default=True,
+              help="Seconds to wait for resources that are still settling.")
+@pass_obj
+def check(obj: Obj, wait: float) -> None:
+    """Verify the current step of the scenario in progress."""
+    from lab.scenarios import guided
+    from lab.ui import check_lines, console
+
+    session = guided.active(obj.state)
+    step = session.step
+    ok, results = guided.check(session, wait)
+    check_lines(results)
+    if not ok:
+        console().print(f"[red]Step '{step.title}' is not done yet.[/] "
+                        "Try `kflab hint` for help.")
+        sys.exit(1)
+    console().print(f"[green]Step '{step.title}' passed.[/]")
+    if session.finished:
+        console().print(f"[bold green]Scenario '{session.scenario.id}' complete. Well done![/]")
+    else:
+        _show_step(session)
+
+
+@cli.command()
+@pass_obj
+def hint(obj: Obj) -> None:
+    """Show the next hint for the current step."""
+    from lab.scenarios import guided
+
+    session = guided.active(obj.state)
+    n, total, text = guided.hint(session)
+    if text is None:
+        click.echo("No more hints for this step. `kflab solve` shows the reference solution.")
+    else:
+        click.echo(f"Hint {n}/{total}: {text}")
+
+
+@cli.command()
+@pass_obj
+def solve(obj: Obj) -> None:
+    """Run the reference solution of the current step, then check it."""
+    from lab.scenarios import guided
+
+    session = guided.active(obj.state)
+    for line in guided.solve(session):
+        click.echo(f"  {line}")
+    click.get_current_context().invoke(check)
+
+
+@cli.command()
+@click.option("--json", "json_out", type=click.Path(dir_okay=False))
+@click.option("--junit", "junit_out", type=click.Path(dir_okay=False))
+@pass_obj
+def demo(obj: Obj, json_out: str | None, junit_out: str | None) -> None:
+    """Run every scenario the local backend supports, unattended, with a summary."""
+    _run_many(obj, (), True, "auto", json_out, junit_out)
+
+
+# --- resources ---------------------------------------------------------------------------
+
+@cli.command()
+@click.option("-f", "--filename", "files", multiple=True, required=True,
+              type=click.Path(exists=True, dir_okay=False), help="Manifest file (repeatable).")
+@pass_obj
+def apply(obj: Obj, files: tuple[str, ...]) -> None:
+    """Create or replace resources from manifests and run them."""
+    from lab.kube.manifests import load_manifests
+
+    backend = obj.backend(progress=True)
+    docs = [(Path(f), doc) for f in files for doc in load_manifests(Path(f))]
+    failed = False
+    for path, doc in docs:
+        res = backend.apply(doc.data, base_dir=path.parent.resolve())
+        state = _state_of(res)
+        failed |= state in ("FAILED", "Failed")
+        click.echo(f"{res['kind'].lower()}/{res['metadata']['name']} {state}")
+    if failed:
+        sys.exit(1)
+
+
+def _state_of(obj: dict[str, Any]) -> str:
+    status = obj.get("status") or {}
+    if "state" in status:
+        return str(status["state"])
+    conds = status.get("conditions") or []
+    return str(conds[-1]["type"]) if conds else "created"
+
+
+@cli.group()
+def pipeline() -> None:
+    """Run KFP pipelines."""
+
+
+@pipeline.command("run")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--name", help="Run name (default: the file's name).")
+@click.option("--function", help="Which @dsl.pipeline, when the file has several.")
+@click.option("-p", "--param", "params", multiple=True, help="Pipeline argument name=value.")
+@pass_obj
+def pipeline_run(obj: Obj, file: str, name: str | None, function: str | None,
+                 params: tuple[str, ...]) -> None:
+    """Run a pipeline file (a .py with a @dsl.pipeline) and record the run."""
+    from lab.backends.local.pipelines import parse_arguments
+    from lab.scenarios.actions import pipeline_run_manifest
+
+    path = Path(file).resolve()
+    manifest = pipeline_run_manifest(path.name, name or path.stem.replace("_", "-"),
+                                     parse_arguments(list(params)), function)
+    res = obj.backend(progress=True).apply(manifest, base_dir=path.parent)
+    status = res["status"]
+    click.echo(f"pipelinerun/{res['metadata']['name']} {status['state']}")
+    if status.get("error"):
+        click.echo(status["error"]["message"], err=True)
+        click.echo(f"log: {status['log']}", err=True)
+    if status["state"] != "SUCCEEDED":
+        sys.exit(1)
+
+
+@cli.command()
+@click.argument("kind")
+@click.argument("name", required=False)
+@click.option("-n", "--namespace", default="default", show_default=True)
+@click.option("-A", "--all-namespaces", is_flag=True)
+@click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table")
+@pass_obj
+def get(obj: Obj, kind: str, name: str | None, namespace: str, all_namespaces: bool,
+        output: str) -> None:
+    """List resources, or show one (e.g. `kflab get runs`, `kflab get isvc NAME -o yaml`)."""
+    from lab.kube.kinds import lookup
+    from lab.ui import resource_table
+
+    k = lookup(kind)
+    backend = obj.backend()
+    if name:
+        found = backend.get(k.kind, name, namespace)
+        if found is None:
+            raise LabError(f"{k.kind} '{name}' not found in namespace '{namespace}'",
+                           hint=f"list them with `kflab get {k.plural}`")
+        items = [found]
+    else:
+        items = backend.list(k.kind, None if all_namespaces else namespace)
+    if output == "table":
+        resource_table(k, items, namespaces=all_namespaces)
+        return
+    data: Any = items[0] if name else {"apiVersion": "v1", "kind": "List", "items": items}
+    _dump(data, output)
+
+
+def _dump(data: Any, output: str) -> None:
+    if output == "json":
+        click.echo(json.dumps(data, indent=2))
+    else:
+        import yaml
+
+        click.echo(yaml.safe_dump(data, sort_keys=False), nl=False)
+
+
+@cli.command()
+@click.argument("kind")
+@click.argument("name")
+@click.option("-n", "--namespace", default="default", show_default=True)
+@pass_obj
+def describe(obj: Obj, kind: str, name: str, namespace: str) -> None:
+    """Show a resource in full, status included."""
+    click.get_current_context().invoke(get, kind=kind, name=name, namespace=namespace,
+                                       all_namespaces=False, output="yaml")
+
+
+@cli.command()
+@click.argument("kind")
+@click.argument("name")
+@click.option("-n", "--namespace", default="default", show_default=True)
+@pass_obj
+def delete(obj: Obj, kind: str, name: str, namespace: str) -> None:
+    """Delete a resource and stop whatever runs for it."""
+    from lab.kube.kinds import lookup
+
+    k = lookup(kind)
+    if not obj.backend().delete(k.kind, name, namespace):
+        raise LabError(f"{k.kind} '{name}' not found in namespace '{namespace}'")
+    click.echo(f"{k.kind.lower()}/{name} deleted")
+
+
+@cli.command()
+@click.argument("kind")
+@click.argument("name")
+@click.option("-n", "--namespace", default="default", show_default=True)
+@click.option("--replica", help="One replica, e.g. worker-1 (training jobs).")
+@pass_obj
+def logs(obj: Obj, kind: str, name: str, namespace: str, replica: str | None) -> None:
+    """Print a resource's logs (pipeline run, trial, job replica, model server)."""
+    from lab.kube.kinds import lookup
+
+    for line in obj.backend().logs(lookup(kind).kind, name, namespace, replica):
+        click.echo(line)
+
+
+@cli.command()
+@pass_obj
+def down(obj: Obj) -> None:
+    """Stop every local background process kflab started (model servers)."""
+    stopped = obj.backend().down()
+    click.echo(f"stopped {len(stopped)} process(es)" + (f": {', '.join(stopped)}"
+                                                       if stopped else ""))
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("\ninterrupted", err=True)
+        sys.exit(130)
+    except LabError as exc:
+        click.secho(f"error: {exc}", fg="red", err=True)
+        sys.exit(2)
+    except SystemExit:
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+"""Host preflight: can this machine run the lab, and what is missing?
+
+Every probe reads the host through `Host` (a root folder and a command runner), so tests can
+point it at stand-in /proc and /sys trees. Each row is pass / warn / fail against `Needs`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What the lab needs. Defaults: the local backend, plus a lab VM of 4 CPUs / 8 GiB."""
+
+    cpus: int = 4
+    memory_gib: float = 8.0
+    disk_gib: float = 40.0
+    local_memory_gib: float = 4.0
+    local_disk_gib: float = 5.0
+    provider: str = "local"  # local | vagrant-virtualbox | vagrant-libvirt | wsl2 | host | existing
+    gpu: str = "auto"  # auto | off | PCI addresses
+
+
+@dataclass
+class Row:
+    name: str
+    status: str  # pass | warn | fail
+    observed: str
+    advice: str = ""
+
+
+@dataclass
+class Host:
+    root: Path = Path("/")
+    which: object = shutil.which
+    env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+
+    def read(self, rel: str) -> str:
+        try:
+            return (self.root / rel.lstrip("/")).read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def exists(self, rel: str) -> bool:
+        return (self.root / rel.lstrip("/")).exists()
+
+    def run(self, argv: list[str], timeout: float = 10) -> tuple[int, str]:
+        if self.which(argv[0]) is None:  # type: ignore[operator]
+            return 127, ""
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                                  check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return 1, str(exc)
+        return proc.returncode, proc.stdout + proc.stderr
+
+
+def _meminfo_gib(host: Host) -> float:
+    for line in host.read("/proc/meminfo").splitlines():
+        if line.startswith("MemTotal:"):
+            return int(line.split()[1]) * 1024 / GIB
+    return 0.0
+
+
+def is_wsl(host: Host) -> bool:
+    return "microsoft" in host.read("/proc/sys/kernel/osrelease").lower() or bool(
+        host.env.get("WSL_DISTRO_NAME"))
+
+
+def nvidia_gpus(host: Host) -> list[dict[str, str]]:
+    """GPUs as nvidia-smi reports them (name, memory, PCI bus id); [] without a driver."""
+    code, out = host.run(["nvidia-smi", "--query-gpu=name,memory.total,pci.bus_id",
+                          "--format=csv,noheader"])
+    if code != 0:
+        return []
+    gpus = []
+    for line in out.strip().splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 3:
+            gpus.append({"name": parts[0], "memory": parts[1], "pci": parts[2]})
+    return gpus
+
+
+def nvidia_pci_devices(host: Host) -> list[str]:
+    """PCI addresses of NVIDIA display devices from sysfs (vendor 0x10de, class 0x03xx)."""
+    out = []
+    base = host.root / "sys/bus/pci/devices"
+    if not base.is_dir():
+        return out
+    for dev in sorted(base.iterdir()):
+        vendor = host.read(f"/sys/bus/pci/devices/{dev.name}/vendor").strip()
+        klass = host.read(f"/sys/bus/pci/devices/{dev.name}/class").strip()
+        if vendor == "0x10de" and klass.startswith("0x03"):
+            out.append(dev.name)
+    return out
+
+
+def iommu_group(host: Host, pci: str) -> str | None:
+    link = host.root / f"sys/bus/pci/devices/{pci}/iommu_group"
+    return os.path.basename(os.readlink(link)) if link.is_symlink() else None
+
+
+def diagnose(needs: Needs | None = None, host: Host | None = None) -> list[Row]:
+    needs, host = needs or Needs(), host or Host()
+    rows: list[Row] = []
+    vm = needs.provider.startswith("vagrant")
+    on_node = needs.provider in ("vagrant-virtualbox", "vagrant-libvirt", "wsl2", "host")
+
+    cpus = os.cpu_count() or 0 if host.root == Path("/") else host.read(
+        "/proc/cpuinfo").count("processor\t:")
+    want_cpu = needs.cpus if on_node else 2
+    rows.append(Row("cpus", "pass" if cpus >= want_cpu else "warn", str(cpus),
+                    "" if cpus >= want_cpu else f"the lab wants {want_cpu}; it will be slow"))
+
+    mem = _meminfo_gib(host)
+    want_mem = needs.memory_gib + (2 if vm else 0) if on_node else needs.local_memory_gib
+    rows.append(Row("memory", "pass" if mem >= want_mem else "fail", f"{mem:.1f} GiB",
+                    "" if mem >= want_mem else
+                    f"needs {want_mem:.0f} GiB: close programs or lower `memory` in lab.yaml"))
+
+    try:
+        free = shutil.disk_usage(host.root).free / GIB
+    except OSError:
+        free = 0.0
+    want_disk = needs.disk_gib if on_node else needs.local_disk_gib
+    rows.append(Row("disk", "pass" if free >= want_disk else "fail", f"{free:.0f} GiB free",
+                    "" if free >= want_disk else f"free at least {want_disk:.0f} GiB"))
+
+    cpuinfo = host.read("/proc/cpuinfo")
+    flags = "vmx" if " vmx" in cpuinfo else "svm" if " svm" in cpuinfo else ""
+    kvm = host.exists("/dev/kvm")
+    virt_ok = bool(flags) and kvm
+    rows.append(Row("virtualization", "pass" if virt_ok else ("fail" if vm else "warn"),
+                    f"cpu flag {flags or 'none'}, /dev/kvm {'present' if kvm else 'absent'}",
+                    "" if virt_ok else "enable VT-x/AMD-V in firmware (needed for a VM lab)"))
+
+    vagrant = host.which("vagrant") is not None  # type: ignore[operator]
+    rows.append(Row("vagrant", "pass" if vagrant else ("fail" if vm else "warn"),
+                    "found" if vagrant else "not found",
+                    "" if vagrant else "install Vagrant for a VM lab (docs/install.md)"))
+    if vm or vagrant:
+        vbox = host.which("VBoxManage") is not None  # type: ignore[operator]
+        virsh = host.which("virsh") is not None  # type: ignore[operator]
+        want = {"vagrant-virtualbox": vbox, "vagrant-libvirt": virsh}.get(needs.provider, True)
+        rows.append(Row("vm providers", "pass" if want else "fail",
+                        f"virtualbox {'yes' if vbox else 'no'}, libvirt {'yes' if virsh else 'no'}",
+                        "" if want else f"install the hypervisor for {needs.provider}"))
+
+    wsl = is_wsl(host)
+    rows.append(Row("wsl", "pass" if wsl or needs.provider != "wsl2" else "fail",
+                    "WSL2" if wsl else "not WSL", ""))
+
+    gpus = nvidia_gpus(host)
+    pci = nvidia_pci_devices(host)
+    want_gpu = needs.gpu != "off"
+    if gpus:
+        rows.append(Row("nvidia gpu", "pass", "; ".join(f"{g['name']} ({g['memory']})"
+                                                        for g in gpus)))
+    else:
+        # No GPU at all is fine (CPU-only lab); a GPU without a driver is worth a warning.
+        explicit = want_gpu and needs.gpu != "auto"
+        status = "fail" if explicit else ("warn" if pci and want_gpu else "pass")
+        rows.append(Row("nvidia gpu", status,
+                        f"no driver; {len(pci)} NVIDIA PCI device(s)" if pci
+                        else "none (CPU-only lab)",
+                        "install the NVIDIA driver for GPU labs" if pci else
+                        ("set gpu: auto or off in lab.yaml" if explicit else "")))
+    if needs.provider == "vagrant-libvirt" and pci and want_gpu:
+        groups = {p: iommu_group(host, p) for p in pci}
+        ok = all(groups.values())
+        rows.append(Row("iommu", "pass" if ok else "fail",
+                        ", ".join(f"{p}: group {g}" for p, g in groups.items()),
+                        "" if ok else "enable intel_iommu=on / amd_iommu=on for PCI passthrough"))
+
+    missing = [m for m in ("kfp", "optuna", "torch", "kserve", "sklearn")
+               if importlib.util.find_spec(m) is None]
+    rows.append(Row("local backend", "pass" if not missing else "warn",
+                    "ML stack installed" if not missing else f"missing: {', '.join(missing)}",
+                    "" if not missing else "pip install 'kflab[local]'"))
+    return rows
+
+
+def as_dicts(rows: list[Row]) -> list[dict[str, str]]:
+    return [asdict(r) for r in rows]

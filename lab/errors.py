@@ -1,0 +1,36 @@
+"""Errors a user can act on. The CLI prints them without a traceback."""
+
+from __future__ import annotations
+
+
+class LabError(Exception):
+    """An error with a message written for the user: what is wrong and how to fix it."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+    def __str__(self) -> str:
+        base = super().__str__()
+        return f"{base}\n  fix: {self.hint}" if self.hint else base
+
+
+class InputError(LabError):
+    """Bad input in a user file: names the file, the field (and line when known) and the fix."""
+
+    def __init__(
+        self,
+        file: str | None,
+        field: str | None,
+        problem: str,
+        *,
+        line: int | None = None,
+        hint: str | None = None,
+    ) -> None:
+        where = file or "<input>"
+        if line is not None:
+            where += f":{line}"
+        if field:
+            where += f": field '{field}'"
+        super().__init__(f"{where}: {problem}", hint=hint)
+        self.file, self.field, self.line, self.problem = file, field, line, problem

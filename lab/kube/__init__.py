@@ -1,0 +1,1 @@
+"""Thin Kubernetes layer shared by both backends: kinds, manifests, conditions."""

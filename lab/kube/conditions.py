@@ -1,0 +1,51 @@
+"""Kubernetes-style status conditions, as the upstream controllers write them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+
+def now() -> str:
+    """RFC 3339 timestamp in UTC, second precision, as Kubernetes writes it."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def get_condition(status: dict[str, Any], ctype: str) -> dict[str, Any] | None:
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == ctype:
+            return cond
+    return None
+
+
+def is_true(status: dict[str, Any], ctype: str) -> bool:
+    cond = get_condition(status, ctype)
+    return bool(cond and cond.get("status") == "True")
+
+
+def set_condition(
+    status: dict[str, Any],
+    ctype: str,
+    value: bool | str,
+    reason: str = "",
+    message: str = "",
+    *,
+    with_update_time: bool = True,
+) -> dict[str, Any]:
+    """Set one condition; the transition time moves only when the status value changes."""
+    state = value if isinstance(value, str) else ("True" if value else "False")
+    conds: list[dict[str, Any]] = status.setdefault("conditions", [])
+    stamp = now()
+    cond = get_condition(status, ctype)
+    if cond is None:
+        cond = {"type": ctype}
+        conds.append(cond)
+        cond["lastTransitionTime"] = stamp
+    elif cond.get("status") != state:
+        cond["lastTransitionTime"] = stamp
+    cond["status"] = state
+    if with_update_time:
+        cond["lastUpdateTime"] = stamp
+    cond["reason"] = reason
+    cond["message"] = message
+    return cond

@@ -1,0 +1,73 @@
+"""The resource kinds kflab understands, with the names users type for them.
+
+One table for both backends, so `kflab get isvc` means the same thing locally and on a cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lab.errors import LabError
+
+
+@dataclass(frozen=True)
+class Kind:
+    kind: str
+    group: str
+    version: str
+    plural: str
+    short: tuple[str, ...] = ()
+    # (header, JMESPath over the object), like a CRD's additionalPrinterColumns
+    columns: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+LAST_CONDITION = ("STATUS", "status.conditions[-1].type")
+KINDS: tuple[Kind, ...] = (
+    Kind("PipelineRun", "kflab.dev", "v1", "pipelineruns", ("run", "runs", "pipelinerun", "pr"),
+         (("STATE", "status.state"),
+          ("TASKS", "length(status.run_details.task_details[?state=='SUCCEEDED'])"),
+          ("PIPELINE", "status.pipeline_name"))),
+    Kind("Experiment", "kubeflow.org", "v1beta1", "experiments", ("experiment", "exp"),
+         (LAST_CONDITION, ("TRIALS", "status.trials"),
+          ("SUCCEEDED", "status.trialsSucceeded"), ("FAILED", "status.trialsFailed"),
+          ("BEST", "status.currentOptimalTrial.bestTrialName"))),
+    Kind("Trial", "kubeflow.org", "v1beta1", "trials", ("trial",),
+         (LAST_CONDITION, ("EXPERIMENT", "metadata.labels.\"katib.kubeflow.org/experiment\""),
+          ("OBJECTIVE", "status.observation.metrics[0].latest"))),
+    Kind("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs", ("pytorchjob", "ptj"),
+         (("STATE", "status.conditions[-1].type"),)),
+    Kind("InferenceService", "serving.kserve.io", "v1beta1", "inferenceservices",
+         ("inferenceservice", "isvc"),
+         (("URL", "status.url"), ("READY", "status.conditions[?type=='Ready'].status | [0]"))),
+)
+
+_BY_NAME: dict[str, Kind] = {}
+for _k in KINDS:
+    for _name in (_k.kind, _k.plural, *_k.short):
+        _BY_NAME[_name.lower()] = _k
+
+
+def lookup(name: str) -> Kind:
+    """Resolve a kind, plural or short name (case-insensitive)."""
+    try:
+        return _BY_NAME[name.lower()]
+    except KeyError:
+        known = ", ".join(sorted({k.plural for k in KINDS}))
+        raise LabError(f"unknown resource type '{name}'", hint=f"use one of: {known}") from None
+
+
+def for_object(obj: dict) -> Kind:
+    """The Kind of a manifest, checking that its apiVersion group matches."""
+    kind = lookup(str(obj.get("kind", "")))
+    api = str(obj.get("apiVersion", ""))
+    group = api.rsplit("/", 1)[0] if "/" in api else ""
+    if group != kind.group:
+        raise LabError(
+            f"{kind.kind} has apiVersion '{api}', expected group '{kind.group}'",
+            hint=f"set apiVersion: {kind.api_version}",
+        )
+    return kind

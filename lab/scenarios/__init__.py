@@ -1,0 +1,1 @@
+"""Scenario engine: model + loader, checks, solve actions, runner, progress and reports."""

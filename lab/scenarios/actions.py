@@ -1,0 +1,136 @@
+"""Solve actions: what a scenario's reference solution does, step by step.
+
+Each action is a one-key mapping in scenario.yaml (`apply: file`, `pipeline: {...}`,
+`command: [argv]`, `copy: {...}`, `delete: {...}`); commands are argv lists, never a shell.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lab.errors import LabError
+from lab.kube.manifests import load_manifests
+from lab.scenarios.context import Context
+
+
+@dataclass(frozen=True)
+class ActionType:
+    validate: Callable[[Any], str | None]
+    run: Callable[[Context, Any], str]
+
+
+def _is_str(v: Any) -> str | None:
+    return None if isinstance(v, str) and v else "give a file path"
+
+
+def _apply(ctx: Context, path: str) -> str:
+    file = ctx.workdir / path
+    names = []
+    for doc in load_manifests(file):
+        obj = ctx.backend.apply(doc.data, base_dir=file.parent)
+        names.append(f"{obj['kind']}/{obj['metadata']['name']}")
+    return "applied " + ", ".join(names)
+
+
+def pipeline_run_manifest(file: str, name: str, arguments: dict[str, Any] | None = None,
+                          function: str | None = None) -> dict[str, Any]:
+    """The PipelineRun object that `kflab pipeline run` and the `pipeline` action apply."""
+    spec: dict[str, Any] = {"pipeline": file, "arguments": arguments or {}}
+    if function:
+        spec["function"] = function
+    return {"apiVersion": "kflab.dev/v1", "kind": "PipelineRun", "metadata": {"name": name},
+            "spec": spec}
+
+
+def _valid_pipeline(v: Any) -> str | None:
+    if not isinstance(v, dict) or not {"file", "name"} <= set(v):
+        return "give a mapping with 'file' and 'name' (and optional 'arguments', 'function')"
+    extra = set(v) - {"file", "name", "arguments", "function"}
+    return f"unknown key(s): {', '.join(sorted(extra))}" if extra else None
+
+
+def _pipeline(ctx: Context, v: dict[str, Any]) -> str:
+    obj = pipeline_run_manifest(v["file"], v["name"], v.get("arguments"), v.get("function"))
+    obj = ctx.backend.apply(obj, base_dir=ctx.workdir)
+    return f"pipeline run {v['name']}: {obj['status']['state']}"
+
+
+def _argv(v: Any) -> list[str]:
+    return [str(a) for a in (v["argv"] if isinstance(v, dict) else v)]
+
+
+def _valid_command(v: Any) -> str | None:
+    argv = v.get("argv") if isinstance(v, dict) else v
+    if not isinstance(argv, list) or not argv:
+        return "give an argv list, e.g. [python, train.py] (no shell)"
+    return None
+
+
+def _command(ctx: Context, v: Any) -> str:
+    argv = _argv(v)
+    timeout = v.get("timeout", 900) if isinstance(v, dict) else 900
+    proc = subprocess.run(argv, cwd=ctx.workdir, env=ctx.env or None, capture_output=True,
+                          text=True, timeout=timeout, check=False)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-10:])
+        raise LabError(f"command {argv} exited with {proc.returncode}:\n{tail}")
+    return f"ran {' '.join(argv)}"
+
+
+def _valid_copy(v: Any) -> str | None:
+    if not isinstance(v, dict) or set(v) != {"from", "to"}:
+        return "give a mapping with 'from' (in the scenario folder) and 'to' (in the work folder)"
+    return None
+
+
+def backup_path(dest: Path) -> Path:
+    n = 1
+    while (candidate := dest.with_name(f"{dest.name}.orig{'' if n == 1 else n}")).exists():
+        n += 1
+    return candidate
+
+
+def _copy(ctx: Context, v: dict[str, str]) -> str:
+    """Put a reference file in place; a learner's different file is kept as NAME.orig."""
+    if ctx.source is None:
+        raise LabError("copy needs the scenario folder")
+    src, dest = ctx.source / v["from"], ctx.workdir / v["to"]
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    note = ""
+    if dest.exists() and not filecmp.cmp(src, dest, shallow=False):
+        keep = backup_path(dest)
+        shutil.copy2(dest, keep)
+        note = f" (your version kept as {keep.name})"
+    shutil.copy2(src, dest)
+    return f"copied {v['from']} -> {v['to']}{note}"
+
+
+def _valid_delete(v: Any) -> str | None:
+    if not isinstance(v, dict) or not {"kind", "name"} <= set(v):
+        return "give a mapping with 'kind' and 'name' (and optional 'namespace')"
+    return None
+
+
+def _delete(ctx: Context, v: dict[str, str]) -> str:
+    gone = ctx.backend.delete(v["kind"], v["name"], v.get("namespace", "default"))
+    return f"deleted {v['kind']}/{v['name']}" if gone else f"{v['kind']}/{v['name']} was absent"
+
+
+ACTION_TYPES: dict[str, ActionType] = {
+    "apply": ActionType(_is_str, _apply),
+    "pipeline": ActionType(_valid_pipeline, _pipeline),
+    "command": ActionType(_valid_command, _command),
+    "copy": ActionType(_valid_copy, _copy),
+    "delete": ActionType(_valid_delete, _delete),
+}
+
+
+def register(verb: str, action_type: ActionType) -> None:
+    """Add a solve action (e.g. `predict` from the serving feature)."""
+    ACTION_TYPES[verb] = action_type

@@ -1,0 +1,211 @@
+"""Checks library: typed, declarative, each with a timeout and a learner-facing message.
+
+A check type declares its fields (validated by the loader, so a typo is reported with file,
+line and field before anything runs) and an `evaluate` that returns whether it holds and
+what it observed. Checks read only the upstream status shape, never backend internals.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jmespath
+import jmespath.exceptions
+
+from lab.kube.conditions import get_condition
+from lab.kube.kinds import lookup
+from lab.scenarios.compare import OPS, compare
+from lab.scenarios.context import Context
+from lab.scenarios.model import Check
+
+
+@dataclass(frozen=True)
+class Outcome:
+    ok: bool
+    observed: str
+
+
+@dataclass(frozen=True)
+class Field:
+    types: tuple[type, ...]
+    required: bool = False
+    choices: tuple[Any, ...] | None = None
+
+
+@dataclass(frozen=True)
+class CheckType:
+    fields: dict[str, Field]
+    evaluate: Callable[[Context, dict[str, Any]], Outcome]
+    validate: Callable[[dict[str, Any]], str | None] | None = None
+
+
+STR, NUM, LIST, DICT = (str,), (int, float), (list,), (dict,)
+ANY = (str, int, float, bool, list, dict, type(None))
+RESOURCE = {"kind": Field(STR, True), "name": Field(STR), "namespace": Field(STR)}
+
+
+def _fetch(ctx: Context, p: dict[str, Any]) -> tuple[Any, str | None]:
+    """The resource (or {'items': [...]} when no name is given), or why it is missing."""
+    kind = lookup(p["kind"])
+    ns = p.get("namespace", "default")
+    if "name" not in p:
+        return {"items": ctx.backend.list(kind.kind, ns)}, None
+    obj = ctx.backend.get(kind.kind, p["name"], ns)
+    if obj is None:
+        return None, f"{kind.kind} '{p['name']}' does not exist"
+    return obj, None
+
+
+def _condition(ctx: Context, p: dict[str, Any]) -> Outcome:
+    obj, missing = _fetch(ctx, p)
+    if missing:
+        return Outcome(False, missing)
+    cond = get_condition(obj.get("status") or {}, p["condition"])
+    want = str(p.get("status", "True"))
+    if cond is None:
+        return Outcome(False, f"no {p['condition']} condition yet")
+    ok = cond.get("status") == want
+    return Outcome(ok, f"{p['condition']}={cond.get('status')} ({cond.get('reason', '')})")
+
+
+def _field(ctx: Context, p: dict[str, Any]) -> Outcome:
+    obj, missing = _fetch(ctx, p)
+    if missing:
+        return Outcome(False, missing)
+    value = jmespath.search(p["query"], obj)
+    op = p.get("op", "==")
+    ok = compare(value, op, p.get("value"))
+    return Outcome(ok, f"{p['query']} = {value!r}")
+
+
+def _valid_query(p: dict[str, Any]) -> str | None:
+    try:
+        jmespath.compile(p["query"])
+    except jmespath.exceptions.JMESPathError as exc:
+        return f"query: invalid JMESPath: {exc}"
+    if p.get("op", "==") not in OPS:
+        return f"op: unknown comparison '{p['op']}' (use one of {', '.join(OPS)})"
+    return None
+
+
+def _pipeline_run(ctx: Context, p: dict[str, Any]) -> Outcome:
+    run = ctx.backend.get("PipelineRun", p["name"], p.get("namespace", "default"))
+    if run is None:
+        return Outcome(False, f"no pipeline run named '{p['name']}'")
+    status = run.get("status") or {}
+    state = status.get("state")
+    want = p.get("state", "SUCCEEDED")
+    if state != want:
+        err = (status.get("error") or {}).get("message", "")
+        return Outcome(False, f"run state is {state}" + (f": {err}" if err else ""))
+    art = p.get("artifact")
+    if art:
+        tasks = status.get("run_details", {}).get("task_details", [])
+        task = next((t for t in tasks if t.get("display_name") == art["task"]), None)
+        entry = ((task or {}).get("outputs") or {}).get("artifacts", {}).get(art["name"])
+        if not entry:
+            return Outcome(False, f"task '{art['task']}' has no output artifact '{art['name']}'")
+        path = Path(entry["path"])
+        if not path.exists() or (path.is_file() and path.stat().st_size == 0):
+            return Outcome(False, f"artifact file {path} is missing or empty")
+    return Outcome(True, f"run state is {state}")
+
+
+def _valid_artifact(p: dict[str, Any]) -> str | None:
+    art = p.get("artifact")
+    if art is not None and not (isinstance(art, dict) and {"task", "name"} <= set(art)):
+        return "artifact: give a mapping with 'task' and 'name'"
+    return None
+
+
+def _file_exists(ctx: Context, p: dict[str, Any]) -> Outcome:
+    path = ctx.workdir / p["path"]
+    if not path.exists():
+        return Outcome(False, f"{p['path']} does not exist")
+    size = path.stat().st_size if path.is_file() else 1
+    if size < p.get("min_bytes", 1):
+        return Outcome(False, f"{p['path']} is empty")
+    if "contains" in p and not re.search(p["contains"], path.read_text(errors="replace")):
+        return Outcome(False, f"{p['path']} does not contain /{p['contains']}/")
+    return Outcome(True, f"{p['path']} exists ({size} bytes)")
+
+
+def _command(ctx: Context, p: dict[str, Any]) -> Outcome:
+    try:
+        proc = subprocess.run(
+            [str(a) for a in p["argv"]], cwd=ctx.workdir, env=ctx.env or None,
+            capture_output=True, text=True, timeout=p.get("run_timeout", 120), check=False,
+        )
+    except FileNotFoundError:
+        return Outcome(False, f"command not found: {p['argv'][0]}")
+    except subprocess.TimeoutExpired:
+        return Outcome(False, "command timed out")
+    want = p.get("exit_code", 0)
+    tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
+    if proc.returncode != want:
+        return Outcome(False, f"exit code {proc.returncode} (want {want}): {' | '.join(tail)}")
+    if "stdout" in p and not re.search(p["stdout"], proc.stdout):
+        return Outcome(False, f"output does not match /{p['stdout']}/: {' | '.join(tail)}")
+    return Outcome(True, f"exit code {proc.returncode}")
+
+
+def _valid_argv(p: dict[str, Any]) -> str | None:
+    argv = p["argv"]
+    if not argv or not all(isinstance(a, str | int | float) for a in argv):
+        return "argv: give a non-empty list of strings (no shell: one list item per argument)"
+    return None
+
+
+CHECK_TYPES: dict[str, CheckType] = {
+    "condition": CheckType(
+        {**RESOURCE, "name": Field(STR, True), "condition": Field(STR, True),
+         "status": Field(STR, choices=("True", "False", "Unknown"))},
+        _condition,
+    ),
+    "field": CheckType(
+        {**RESOURCE, "query": Field(STR, True), "op": Field(STR), "value": Field(ANY)},
+        _field, _valid_query,
+    ),
+    "pipeline-run": CheckType(
+        {"name": Field(STR, True), "namespace": Field(STR),
+         "state": Field(STR, choices=("SUCCEEDED", "FAILED", "RUNNING", "CANCELED")),
+         "artifact": Field(DICT)},
+        _pipeline_run, _valid_artifact,
+    ),
+    "file-exists": CheckType(
+        {"path": Field(STR, True), "min_bytes": Field((int,)), "contains": Field(STR)},
+        _file_exists,
+    ),
+    "command": CheckType(
+        {"argv": Field(LIST, True), "exit_code": Field((int,)), "stdout": Field(STR),
+         "run_timeout": Field(NUM)},
+        _command, _valid_argv,
+    ),
+}
+
+COMMON_FIELDS = {"type", "message", "timeout"}
+
+
+def register(name: str, check_type: CheckType) -> None:
+    """Add a check type (backends' feature modules use this, e.g. http-predict)."""
+    CHECK_TYPES[name] = check_type
+
+
+def evaluate(check: Check, ctx: Context, *, wait: bool = True) -> Outcome:
+    """Evaluate until it holds or its timeout passes (once only when `wait` is False)."""
+    impl = CHECK_TYPES[check.type].evaluate
+    deadline = time.monotonic() + (check.timeout if wait else 0)
+    while True:
+        try:
+            outcome = impl(ctx, check.params)
+        except Exception as exc:  # a check must report, never crash the runner
+            outcome = Outcome(False, f"error while checking: {exc}")
+        if outcome.ok or time.monotonic() >= deadline:
+            return outcome
+        time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))

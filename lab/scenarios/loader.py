@@ -1,0 +1,206 @@
+"""Load and validate scenario folders; every error names the file, the line and the field."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from lab.errors import InputError, LabError
+from lab.scenarios.actions import ACTION_TYPES
+from lab.scenarios.checks import CHECK_TYPES, COMMON_FIELDS
+from lab.scenarios.model import BACKENDS, COMPONENTS, LEVELS, Action, Check, Scenario, Step
+from lab.yamlio import Located, PathKey, load_file
+
+SCENARIO_FILE = "scenario.yaml"
+TOP_KEYS = {"id", "title", "level", "duration", "description", "requires", "backends", "steps"}
+STEP_KEYS = {"id", "title", "text", "hints", "solve", "checks"}
+SLUG = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+DEFAULT_TIMEOUT = 30.0
+
+
+def search_path() -> list[Path]:
+    """Where scenarios are found: $KFLAB_SCENARIOS (os.pathsep-separated), then the bundled set."""
+    paths = [Path(p) for p in os.environ.get("KFLAB_SCENARIOS", "").split(os.pathsep) if p]
+    bundled = Path(__file__).resolve().parents[2] / "scenarios"
+    return [*paths, bundled]
+
+
+def _suggest(word: str, options: Any) -> str:
+    close = difflib.get_close_matches(word, list(options), n=1)
+    return f"did you mean '{close[0]}'?" if close else f"use one of: {', '.join(sorted(options))}"
+
+
+class _Validator:
+    def __init__(self, doc: Located, root: Path) -> None:
+        self.doc, self.root = doc, root
+
+    def fail(self, path: PathKey, problem: str, hint: str | None = None) -> InputError:
+        return self.doc.error(path, problem, hint)
+
+    def known_keys(self, data: dict[str, Any], allowed: set[str], path: PathKey) -> None:
+        for key in data:
+            if key not in allowed:
+                raise self.fail((*path, key), "unknown field", _suggest(key, allowed))
+
+    def get(self, data: dict[str, Any], key: str, kind: type | tuple[type, ...], path: PathKey,
+            *, required: bool = True, default: Any = None) -> Any:
+        if key not in data or data[key] is None:
+            if required:
+                raise self.fail((*path, key) if path else (key,), "missing",
+                                f"add '{key}:' here")
+            return default
+        value = data[key]
+        if not isinstance(value, kind) or (isinstance(value, bool) and bool not in
+                                           (kind if isinstance(kind, tuple) else (kind,))):
+            names = kind.__name__ if isinstance(kind, type) else " or ".join(
+                k.__name__ for k in kind)
+            raise self.fail((*path, key), f"expected {names}, got {type(value).__name__}")
+        return value
+
+    def scenario(self) -> Scenario:
+        data = self.doc.data
+        if not isinstance(data, dict):
+            raise self.fail((), "a scenario file must be a mapping", "start with 'id:'")
+        self.known_keys(data, TOP_KEYS, ())
+        sid = self.get(data, "id", str, ())
+        if sid != self.root.name:
+            raise self.fail(("id",), f"id '{sid}' does not match the folder '{self.root.name}'",
+                            f"set id: {self.root.name}")
+        level = self.get(data, "level", str, ())
+        if level not in LEVELS:
+            raise self.fail(("level",), f"unknown level '{level}'", _suggest(level, LEVELS))
+        requires = self.get(data, "requires", list, (), required=False, default=[])
+        for i, comp in enumerate(requires):
+            if comp not in COMPONENTS:
+                raise self.fail(("requires", i), f"unknown component '{comp}'",
+                                _suggest(str(comp), COMPONENTS))
+        backends = self.get(data, "backends", list, (), required=False, default=list(BACKENDS))
+        for i, name in enumerate(backends):
+            if name not in BACKENDS:
+                raise self.fail(("backends", i), f"unknown backend '{name}'",
+                                _suggest(str(name), BACKENDS))
+        steps_raw = self.get(data, "steps", list, ())
+        if not steps_raw:
+            raise self.fail(("steps",), "a scenario needs at least one step")
+        steps = [self.step(s, ("steps", i)) for i, s in enumerate(steps_raw)]
+        seen: set[str] = set()
+        for i, step in enumerate(steps):
+            if step.id in seen:
+                raise self.fail(("steps", i, "id"), f"duplicate step id '{step.id}'")
+            seen.add(step.id)
+        return Scenario(
+            id=sid, title=self.get(data, "title", str, ()), level=level,
+            duration=str(self.get(data, "duration", (str, int), ())),
+            description=self.get(data, "description", str, (), required=False, default=""),
+            requires=tuple(requires), backends=tuple(backends), steps=tuple(steps),
+            root=self.root,
+        )
+
+    def step(self, raw: Any, path: PathKey) -> Step:
+        if not isinstance(raw, dict):
+            raise self.fail(path, "a step must be a mapping", "give id, title, text, checks")
+        self.known_keys(raw, STEP_KEYS, path)
+        sid = self.get(raw, "id", str, path)
+        if not SLUG.match(sid):
+            raise self.fail((*path, "id"), f"'{sid}' is not a valid id",
+                            "use lower-case letters, digits and '-'")
+        text = self.get(raw, "text", str, path)
+        text_file = (self.root / text).resolve()
+        if not text_file.is_file():
+            raise self.fail((*path, "text"), f"file '{text}' not found",
+                            f"create {text} in {self.root}")
+        hints = self.get(raw, "hints", list, path, required=False, default=[])
+        for i, hint in enumerate(hints):
+            if not isinstance(hint, str):
+                raise self.fail((*path, "hints", i), "a hint must be text")
+        solve = self.get(raw, "solve", list, path, required=False, default=[])
+        checks = self.get(raw, "checks", list, path)
+        if not checks:
+            raise self.fail((*path, "checks"), "a step needs at least one check")
+        return Step(
+            id=sid, title=self.get(raw, "title", str, path), text_file=text_file,
+            hints=tuple(hints),
+            solve=tuple(self.action(a, (*path, "solve", i)) for i, a in enumerate(solve)),
+            checks=tuple(self.check(c, (*path, "checks", i)) for i, c in enumerate(checks)),
+        )
+
+    def where(self, path: PathKey) -> str:
+        return f"{self.doc.file}:{self.doc.line(path)}"
+
+    def action(self, raw: Any, path: PathKey) -> Action:
+        if not isinstance(raw, dict) or len(raw) != 1:
+            raise self.fail(path, "an action is a mapping with exactly one key",
+                            f"e.g. '- apply: file.yaml'; verbs: {', '.join(ACTION_TYPES)}")
+        verb, args = next(iter(raw.items()))
+        if verb not in ACTION_TYPES:
+            raise self.fail((*path, verb), f"unknown action '{verb}'",
+                            _suggest(verb, ACTION_TYPES))
+        problem = ACTION_TYPES[verb].validate(args)
+        if problem:
+            raise self.fail((*path, verb), problem)
+        return Action(verb, args, self.where(path))
+
+    def check(self, raw: Any, path: PathKey) -> Check:
+        if not isinstance(raw, dict):
+            raise self.fail(path, "a check must be a mapping", "start with 'type:'")
+        ctype = self.get(raw, "type", str, path)
+        if ctype not in CHECK_TYPES:
+            raise self.fail((*path, "type"), f"unknown check type '{ctype}'",
+                            _suggest(ctype, CHECK_TYPES))
+        spec = CHECK_TYPES[ctype]
+        self.known_keys(raw, COMMON_FIELDS | set(spec.fields), path)
+        message = self.get(raw, "message", str, path)
+        timeout = self.get(raw, "timeout", (int, float), path, required=False,
+                           default=DEFAULT_TIMEOUT)
+        if timeout < 0:
+            raise self.fail((*path, "timeout"), "must be >= 0 (seconds)")
+        params = {k: v for k, v in raw.items() if k not in COMMON_FIELDS}
+        for name, fld in spec.fields.items():
+            value = self.get(params, name, fld.types, path, required=fld.required)
+            if value is not None and fld.choices and value not in fld.choices:
+                raise self.fail((*path, name), f"'{value}' is not allowed",
+                                _suggest(str(value), [str(c) for c in fld.choices]))
+        if spec.validate and (problem := spec.validate(params)):
+            field, _, text = problem.partition(": ")
+            raise self.fail((*path, field) if text else path, text or problem)
+        return Check(ctype, message, float(timeout), params, self.where(path))
+
+
+def load_scenario(folder: Path) -> Scenario:
+    """Load and validate one scenario folder."""
+    file = folder / SCENARIO_FILE
+    if not file.is_file():
+        raise InputError(str(file), None, "scenario file not found",
+                         hint=f"a scenario folder holds {SCENARIO_FILE}, steps/ and assets/")
+    return _Validator(load_file(file), folder.resolve()).scenario()
+
+
+def discover() -> dict[str, Path]:
+    """Scenario id -> folder, first found on the search path wins."""
+    found: dict[str, Path] = {}
+    for base in search_path():
+        if not base.is_dir():
+            continue
+        for sub in sorted(base.iterdir()):
+            if (sub / SCENARIO_FILE).is_file():
+                found.setdefault(sub.name, sub)
+    return found
+
+
+def find(name: str) -> Scenario:
+    """A scenario by id, or by path to its folder."""
+    as_path = Path(name)
+    if (as_path / SCENARIO_FILE).is_file():
+        return load_scenario(as_path)
+    known = discover()
+    if name not in known:
+        raise LabError(f"no scenario named '{name}'",
+                       hint=_suggest(name, known) + " (see `kflab scenario list`)")
+    return load_scenario(known[name])
+
+
+def load_all() -> list[Scenario]:
+    return [load_scenario(p) for p in discover().values()]

@@ -1,0 +1,162 @@
+"""Run scenarios: auto mode (solve, then check, step by step) and test mode (the invariant:
+each step's checks fail before its solution and pass after)."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lab.backends import get_backend
+from lab.errors import LabError
+from lab.kube.conditions import now
+from lab.scenarios import actions, checks
+from lab.scenarios.context import Context, tool_env
+from lab.scenarios.model import Scenario, Step
+
+Sink = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class CheckResult:
+    label: str
+    type: str
+    ok: bool
+    message: str
+    observed: str
+    seconds: float
+
+
+@dataclass
+class StepResult:
+    id: str
+    title: str
+    status: str = "skipped"  # passed | failed | error | skipped
+    seconds: float = 0.0
+    checks: list[CheckResult] = field(default_factory=list)
+    before: list[CheckResult] | None = None  # test mode: results before the solution
+    actions: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class ScenarioResult:
+    id: str
+    title: str
+    mode: str
+    backend: str
+    started_at: str
+    status: str = "passed"
+    seconds: float = 0.0
+    workdir: str = ""
+    steps: list[StepResult] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "passed"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def copy_assets(scenario: Scenario, workdir: Path, *, fresh: bool) -> None:
+    """Put the scenario's starting files in the work folder (never overwriting, unless fresh)."""
+    if fresh and workdir.exists():
+        shutil.rmtree(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    if not scenario.assets.is_dir():
+        return
+    for src in sorted(scenario.assets.rglob("*")):
+        dest = workdir / src.relative_to(scenario.assets)
+        if src.is_dir():
+            dest.mkdir(parents=True, exist_ok=True)
+        elif not dest.exists():
+            shutil.copy2(src, dest)
+
+
+def run_checks(step: Step, ctx: Context, *, wait: bool, budget: float | None = None,
+               sink: Sink | None = None) -> list[CheckResult]:
+    """Evaluate every check of a step (all of them, so the learner sees every gap)."""
+    results = []
+    for check in step.checks:
+        t0 = time.monotonic()
+        if budget is not None and wait:
+            check = type(check)(check.type, check.message, min(check.timeout, budget),
+                                check.params, check.where)
+        outcome = checks.evaluate(check, ctx, wait=wait)
+        res = CheckResult(check.label, check.type, outcome.ok, check.message, outcome.observed,
+                          round(time.monotonic() - t0, 3))
+        results.append(res)
+        if sink:
+            sink({"event": "check", "step": step.id, "result": res})
+    return results
+
+
+def solve_step(step: Step, ctx: Context, sink: Sink | None = None) -> list[str]:
+    """Run a step's reference solution; raises LabError naming the failing action."""
+    done = []
+    for action in step.solve:
+        if sink:
+            sink({"event": "action", "step": step.id, "verb": action.verb, "args": action.args})
+        try:
+            done.append(actions.ACTION_TYPES[action.verb].run(ctx, action.args))
+        except LabError as exc:
+            raise LabError(f"solve action '{action.verb}' ({action.where}) failed: {exc}") \
+                from exc
+    return done
+
+
+def sandbox(state_root: Path, scenario: Scenario) -> tuple[Path, Path]:
+    """Fresh state and work folders for an unattended run of one scenario."""
+    base = state_root / "sandboxes" / scenario.id
+    shutil.rmtree(base, ignore_errors=True)
+    return base / "state", base / "work"
+
+
+def run_scenario(scenario: Scenario, state_root: Path, *, mode: str = "auto",
+                 sink: Sink | None = None) -> ScenarioResult:
+    """Run every step unattended in a sandbox; `mode='test'` also checks the invariant."""
+    if mode not in ("auto", "test"):
+        raise ValueError(mode)
+    state, workdir = sandbox(state_root, scenario)
+    backend = get_backend("local", str(state))
+    backend.sink = sink
+    ctx = Context(backend, workdir, tool_env(state), scenario.root)
+    copy_assets(scenario, workdir, fresh=True)
+    result = ScenarioResult(scenario.id, scenario.title, mode, backend.name, now(),
+                            workdir=str(workdir))
+    t_start = time.monotonic()
+    steps = [StepResult(s.id, s.title) for s in scenario.steps]
+    result.steps = steps
+    try:
+        for step, res in zip(scenario.steps, steps, strict=True):
+            if sink:
+                sink({"event": "step-started", "step": step.id, "title": step.title})
+            t0 = time.monotonic()
+            try:
+                if mode == "test":
+                    res.before = run_checks(step, ctx, wait=False)
+                    early = [c for c in res.before if c.ok]
+                    if early:
+                        res.status = "failed"
+                        res.error = ("checks pass before the solution (they cannot fail): "
+                                     + ", ".join(f"{c.label} [{c.observed}]" for c in early))
+                res.actions = solve_step(step, ctx, sink)
+                res.checks = run_checks(step, ctx, wait=True, sink=sink)
+                if res.status != "failed":
+                    res.status = "passed" if all(c.ok for c in res.checks) else "failed"
+            except LabError as exc:
+                res.status, res.error = "error", str(exc)
+            res.seconds = round(time.monotonic() - t0, 3)
+            if sink:
+                sink({"event": "step-finished", "step": step.id, "result": res})
+            if res.status != "passed":
+                break
+    finally:
+        backend.down()
+    result.seconds = round(time.monotonic() - t_start, 3)
+    result.status = "passed" if all(s.status == "passed" for s in steps) else "failed"
+    return result

@@ -1,0 +1,140 @@
+"""Terminal output: tables, progress lines and summaries (rich, imported lazily)."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from lab.scenarios.runner import ScenarioResult
+
+_console: Console | None = None
+
+MARK = {"passed": "[green]✔ passed[/]", "failed": "[red]✘ failed[/]",
+        "error": "[red]✘ error[/]", "skipped": "[yellow]- skipped[/]"}
+
+
+def console() -> Console:
+    global _console
+    if _console is None:
+        import sys
+
+        from rich.console import Console
+
+        # Bind the real stdout now: a pipeline run redirects sys.stdout to its log meanwhile.
+        _console = Console(file=sys.stdout, highlight=False)
+    return _console
+
+
+def age(stamp: str | None) -> str:
+    if not stamp:
+        return ""
+    try:
+        then = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return ""
+    secs = int((datetime.now(UTC) - then).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if secs >= size:
+            return f"{secs // size}{unit}"
+    return f"{secs}s"
+
+
+def resource_table(kind: Any, objects: list[dict[str, Any]], namespaces: bool = False) -> None:
+    import jmespath
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold")
+    if namespaces:
+        table.add_column("NAMESPACE")
+    table.add_column("NAME")
+    for header, _ in kind.columns:
+        table.add_column(header)
+    table.add_column("AGE")
+    for obj in objects:
+        meta = obj.get("metadata", {})
+        cells = [meta.get("namespace", "")] if namespaces else []
+        cells.append(meta.get("name", ""))
+        for _, query in kind.columns:
+            value = jmespath.search(query, obj)
+            cells.append("" if value is None else str(value))
+        cells.append(age(meta.get("creationTimestamp")))
+        table.add_row(*cells)
+    if objects:
+        console().print(table)
+    else:
+        console().print(f"No {kind.plural} found.")
+
+
+class Progress:
+    """Prints engine events as they happen: one line each, readable live and in CI logs."""
+
+    def __init__(self, verbose: bool = False) -> None:
+        self.verbose = verbose
+        console()  # bind the terminal before any run redirects stdout
+        self.t0 = time.monotonic()
+        self.task_t0: dict[str, float] = {}
+
+    def _elapsed(self) -> str:
+        return f"[dim]{time.monotonic() - self.t0:6.1f}s[/]"
+
+    def __call__(self, ev: dict[str, Any]) -> None:
+        out = console()
+        kind = ev.get("event")
+        if kind == "step-started":
+            out.print(f"{self._elapsed()} [bold]▶ {ev['step']}[/]: {ev['title']}")
+        elif kind == "action":
+            args = ev["args"]
+            text = " ".join(map(str, args)) if isinstance(args, list) else (
+                args if isinstance(args, str) else ", ".join(f"{k}={v}" for k, v in args.items()
+                                                             if k != "arguments"))
+            out.print(f"{self._elapsed()}   [cyan]{ev['verb']}[/] {text}")
+        elif kind == "run-started":
+            out.print(f"{self._elapsed()}     pipeline run [bold]{ev['run']}[/]: "
+                      f"{len(ev['tasks'])} tasks")
+        elif kind == "task-started":
+            self.task_t0[ev["task"]] = time.monotonic()
+        elif kind == "task-finished":
+            took = time.monotonic() - self.task_t0.get(ev["task"], time.monotonic())
+            color = "green" if ev["state"] == "SUCCEEDED" else "red"
+            out.print(f"{self._elapsed()}       task {ev['task']} [{color}]{ev['state']}[/] "
+                      f"[dim]({took:.1f}s)[/]")
+        elif kind == "check":
+            res = ev["result"]
+            mark = "[green]✔[/]" if res.ok else "[red]✘[/]"
+            line = f"{self._elapsed()}   {mark} {res.label}"
+            if not res.ok or self.verbose:
+                line += f" [dim]— {res.observed}[/]"
+            out.print(line)
+            if not res.ok:
+                out.print(f"           [yellow]{res.message}[/]")
+        elif kind == "step-finished":
+            res = ev["result"]
+            if res.error:
+                out.print(f"           [red]{res.error}[/]")
+        elif kind == "message":
+            out.print(f"{self._elapsed()}   {ev['text']}")
+
+
+def summary(results: list[ScenarioResult]) -> None:
+    from rich.table import Table
+
+    table = Table(title="kflab scenarios", header_style="bold")
+    for col in ("scenario", "mode", "steps", "result", "time"):
+        table.add_column(col)
+    for res in results:
+        passed = sum(s.status == "passed" for s in res.steps)
+        table.add_row(res.id, res.mode, f"{passed}/{len(res.steps)}",
+                      MARK.get(res.status, res.status), f"{res.seconds:.1f}s")
+    console().print(table)
+
+
+def check_lines(results: list[Any]) -> None:
+    for res in results:
+        if res.ok:
+            console().print(f"  [green]✔[/] {res.label}")
+        else:
+            console().print(f"  [red]✘[/] {res.label}: {res.message}\n    [dim]{res.observed}[/]")

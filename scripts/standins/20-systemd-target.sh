@@ -13,6 +13,7 @@ want=$(sha256sum "$here/Containerfile" | cut -c1-16)
 need=()
 for tool in podman buildah runc debootstrap; do command -v "$tool" >/dev/null || need+=("$tool"); done
 command -v newuidmap >/dev/null || need+=(uidmap)
+command -v ssh-keygen >/dev/null || need+=(openssh-client)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing ${need[*]} (Debian packages)"
   DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q "${need[@]}" >/dev/null \

@@ -1,0 +1,163 @@
+"""node + gpu (no-GPU path) + verify roles, for real, through site.yml and its tags, against a
+systemd container (podman + runc, built by scripts/standins/20-systemd-target.sh) reached over
+SSH like a VM; checked with testinfra; a second run must report changed=0.
+
+The container has no Kubernetes, so verify runs with verify_cluster=false (its node half); the
+cluster half (Deployments Available, CRD smoke objects by server-side dry run) needs k3s and
+is covered offline by tests/unit/test_overlays.py validating the same smoke objects."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.ansible_helpers import PLAYBOOKS, REPO, run_playbook
+
+IMAGE = "localhost/kflab-systemd-target:bookworm"
+CONF = REPO / "tests" / "integration" / "systemd_target" / "containers.conf"
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def podman(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "CONTAINERS_CONF": str(CONF)}
+    return subprocess.run(["podman", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout, check=check)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory) -> Iterator[dict]:
+    if not shutil.which("podman") or os.geteuid() != 0:
+        pytest.skip("needs root and podman (scripts/standins/20-systemd-target.sh)")
+    if podman("image", "exists", IMAGE, check=False).returncode != 0:
+        pytest.skip(f"{IMAGE} not built: run scripts/standins/20-systemd-target.sh")
+    tmp = tmp_path_factory.mktemp("target")
+    key = tmp / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    name, port = f"kflab-target-{uuid.uuid4().hex[:8]}", free_port()
+    podman("run", "-d", "--name", name, "--hostname", "kflab-node",
+           "-p", f"127.0.0.1:{port}:22", IMAGE)
+    try:
+        podman("cp", f"{key}.pub", f"{name}:/root/.ssh/authorized_keys")
+        podman("exec", name, "chown", "root:root", "/root/.ssh/authorized_keys")
+        # A swap entry, as a VM image may have: the node role must comment it out.
+        podman("exec", name, "sh", "-c", "echo '/swapfile none swap sw 0 0' >> /etc/fstab")
+        for _ in range(60):
+            if podman("exec", name, "systemctl", "is-active", "ssh", check=False).stdout.strip() \
+                    == "active":
+                break
+            time.sleep(0.5)
+        inventory = tmp / "inventory.ini"
+        inventory.write_text(
+            "[lab]\n"
+            f"kflab-node ansible_host=127.0.0.1 ansible_port={port} ansible_user=root "
+            f"ansible_ssh_private_key_file={key} ansible_python_interpreter=/usr/bin/python3 "
+            # A throwaway test container: its host key is new on every run.
+            "ansible_ssh_common_args='-o StrictHostKeyChecking=no "
+            "-o UserKnownHostsFile=/dev/null'\n")
+        yield {"name": name, "inventory": str(inventory), "tmp": tmp}
+    finally:
+        podman("rm", "-f", name, check=False)
+
+
+def contract_vars(tmp: Path) -> dict:
+    """The VARS.json the kflab runner passes (issue 3's contract), plus verify_cluster."""
+    return {"kflab_components": ["cert-manager", "pipelines", "katib", "training-operator",
+                                 "kserve"],
+            "kflab_gpu": True, "kflab_offline_dir": "",
+            "kflab_kubeconfig_dest": str(tmp / "kubeconfig"),
+            "kflab_versions_file": str(REPO / "manifests" / "versions.yaml"),
+            "kflab_overlays_dir": str(REPO / "manifests" / "overlays"),
+            "verify_cluster": False}
+
+
+def site(target: dict, *args: str):
+    return run_playbook(PLAYBOOKS / "site.yml", target["inventory"],
+                        contract_vars(target["tmp"]), target["tmp"],
+                        "--tags", "node,gpu,verify", *args)
+
+
+@pytest.fixture(scope="module")
+def converged(target) -> dict:
+    first = site(target)
+    assert first.rc == 0, first.output[-4000:]
+    target["first"] = first
+    return target
+
+
+@pytest.fixture(scope="module")
+def host(converged):
+    import testinfra
+
+    return testinfra.get_host(f"podman://{converged['name']}")
+
+
+def test_first_run_changes_then_second_run_changes_nothing(converged):
+    assert converged["first"].recap("kflab-node")["changed"] > 0
+    again = site(converged)
+    assert again.rc == 0, again.output[-4000:]
+    recap = again.recap("kflab-node")
+    assert recap["changed"] == 0 and recap["failed"] == 0, again.output[-4000:]
+
+
+def test_node_packages_installed(host):
+    for pkg in ("conntrack", "iptables", "socat", "curl", "ca-certificates"):
+        assert host.package(pkg).is_installed, pkg
+
+
+def test_node_sysctls_and_modules_persisted(host):
+    sysctl = host.file("/etc/sysctl.d/90-kflab.conf")
+    assert sysctl.user == "root" and sysctl.mode == 0o644
+    assert "fs.inotify.max_user_instances = 1280" in sysctl.content_string
+    assert "fs.inotify.max_user_watches = 655360" in sysctl.content_string
+    assert "net.ipv4.ip_forward = 1" in sysctl.content_string
+    modules = host.file("/etc/modules-load.d/kflab.conf").content_string.split()
+    assert modules == ["br_netfilter", "overlay"]
+
+
+def test_swap_entry_commented_out(host):
+    fstab = host.file("/etc/fstab").content_string
+    assert "# /swapfile none swap sw 0 0  # disabled by kflab" in fstab
+    assert not [line for line in fstab.splitlines()
+                if line.startswith("/swapfile")], fstab
+
+
+def test_gpu_role_skips_without_a_gpu(converged, host):
+    out = converged["first"].output
+    assert "GPU setup skipped: no NVIDIA GPU found on this node" in out
+    assert not host.file("/etc/apt/sources.list.d/nvidia-container-toolkit.sources").exists
+    assert not host.package("nvidia-container-toolkit").is_installed
+
+
+def test_verify_reports_skipped_cluster_checks(converged):
+    assert "Cluster checks skipped (verify_cluster is false)" in converged["first"].output
+
+
+def test_verify_fails_when_a_node_setting_is_missing(converged, host):
+    """The verify role's node check can fail: drop one sysctl and run --tags verify."""
+    path = "/etc/sysctl.d/90-kflab.conf"
+    original = host.file(path).content_string
+    podman("exec", converged["name"], "sed", "-i", "/max_user_watches/d", path)
+    try:
+        result = run_playbook(PLAYBOOKS / "site.yml", converged["inventory"],
+                              contract_vars(converged["tmp"]), converged["tmp"],
+                              "--tags", "verify")
+        assert result.rc != 0
+        assert "lacks fs.inotify.max_user_watches = 655360" in result.output, result.output[-3000:]
+    finally:
+        subprocess.run(["podman", "exec", "-i", converged["name"], "sh", "-c", f"cat > {path}"],
+                       input=original, text=True, check=True,
+                       env={**os.environ, "CONTAINERS_CONF": str(CONF)})

@@ -1,0 +1,103 @@
+"""manifests/versions.yaml: the catalog loads, selects with dependencies, rejects bad entries
+with the file and field named, and the CLI prints the footprint of the rendered set."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lab.components.catalog import REPO_ROOT, VERSIONS_FILE, load
+from lab.errors import InputError, LabError
+
+
+def write(tmp_path: Path, doc) -> Path:
+    path = tmp_path / "versions.yaml"
+    path.write_text(yaml.safe_dump(doc) if not isinstance(doc, str) else doc)
+    return path
+
+
+def base() -> dict:
+    return yaml.safe_load(VERSIONS_FILE.read_text())
+
+
+def test_real_catalog_order_and_selection():
+    cat = load()
+    assert cat.names()[:5] == ["cert-manager", "training-operator", "katib", "pipelines",
+                               "kserve"]
+    assert [c.name for c in cat.select(["kserve"])] == ["cert-manager", "kserve"]
+    assert "gpu" in [c.name for c in cat.select(["katib"], gpu=True)]
+    for name, art in cat.artifacts.items():
+        assert art.url.startswith("https://"), name
+        assert art.version and art.file, name
+
+
+def test_unknown_component_names_the_choices():
+    with pytest.raises(InputError, match="unknown component 'kubeflow-all'") as err:
+        load().select(["kubeflow-all"])
+    assert "cert-manager" in str(err.value)
+
+
+@pytest.mark.parametrize("mutate, field", [
+    (lambda d: d["artifacts"]["k3s"].update(sha256="abc"), "artifacts.k3s.sha256"),
+    (lambda d: d["artifacts"]["k3s"].update(url="http://example.com/k3s"), "artifacts.k3s.url"),
+    (lambda d: d["artifacts"]["k3s"].pop("file"), "artifacts.k3s.file"),
+    (lambda d: d["components"][4].update(requires=["nope"]), "components.kserve.requires"),
+    (lambda d: d.pop("components"), "components"),
+])
+def test_bad_entries_name_file_and_field(tmp_path, mutate, field):
+    doc = base()
+    mutate(doc)
+    path = write(tmp_path, doc)
+    with pytest.raises(InputError) as err:
+        load(path)
+    assert err.value.file == str(path)
+    assert err.value.field.lstrip(".") == field
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+                    lambda inner: st.lists(inner, max_size=4)
+                    | st.dictionaries(st.text(max_size=10), inner, max_size=4), max_leaves=20))
+def test_fuzz_loader_fails_only_with_input_errors(tmp_path, doc):
+    path = tmp_path / "fuzz.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    try:
+        load(path)
+    except InputError as exc:
+        assert str(path) in str(exc)
+
+
+def test_footprint_cli_prints_every_component_and_a_total(tmp_path):
+    from tests.conftest import SHARED
+
+    upstream = SHARED / "upstream" / "kubeflow-manifests-26.03"
+    if not upstream.is_dir() or not shutil.which("kubectl"):
+        pytest.skip("needs ../shared/upstream and kubectl")
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "KFLAB_STATE": str(tmp_path)}
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "lab.cli", "components", "footprint", "--json",
+                           "-c", "kserve", "--upstream", str(upstream)], env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert list(data) == ["cert-manager", "kserve", "total"]
+    assert data["total"]["memory_requests_bytes"] == (
+        data["cert-manager"]["memory_requests_bytes"] + data["kserve"]["memory_requests_bytes"])
+    assert data["total"]["containers_without_memory_request"] == 0
+
+
+def test_render_refuses_a_tree_that_is_not_kubeflow_manifests(tmp_path):
+    from lab.components.render import render
+
+    with pytest.raises(LabError, match="not a kubeflow/manifests tree"):
+        render("kserve", tmp_path)

@@ -86,13 +86,14 @@ def test_footprint_cli_prints_every_component_and_a_total(tmp_path):
     import sys
 
     proc = subprocess.run([sys.executable, "-m", "lab.cli", "components", "footprint", "--json",
-                           "-c", "kserve", "--upstream", str(upstream)], env=env,
+                           "-c", "cert-manager", "-c", "katib", "--upstream", str(upstream)], env=env,
                           capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    assert list(data) == ["cert-manager", "kserve", "total"]
+    assert list(data) == ["cert-manager", "katib", "total"]  # install order, not argv order
     assert data["total"]["memory_requests_bytes"] == (
-        data["cert-manager"]["memory_requests_bytes"] + data["kserve"]["memory_requests_bytes"])
+        data["cert-manager"]["memory_requests_bytes"] + data["katib"]["memory_requests_bytes"])
+    assert data["katib"]["pods"] == 4
     assert data["total"]["containers_without_memory_request"] == 0
 
 

@@ -10,9 +10,11 @@ test_k3s_download.py."""
 from __future__ import annotations
 
 import hashlib
+import io
 import re
 import shutil
 import tarfile
+from pathlib import Path
 
 import pytest
 import yaml
@@ -35,22 +37,23 @@ PLAY = """
 GITHUB = "https://github.com/argoproj/argo-workflows/"
 
 
-def pack(src: Path, top: str, out: Path, restore_github: bool = False) -> str:
+def pack(src: Path, top: str, out: Path, restore_github: bool = False) -> tuple[str, int]:
+    """Tar src under top/; returns (sha256, how many Argo references went back to GitHub)."""
+    restored = 0
     with tarfile.open(out, "w:gz", compresslevel=1) as tar:
         for path in sorted(src.rglob("*")):
             arc = f"{top}/{path.relative_to(src)}"
             if restore_github and path.name == "kustomization.yaml" and "argo" in str(path):
-                text = re.sub(r"(\.\./)+argo-workflows-v3\.7\.3/(manifests/\S+)",
-                              lambda m: f"{GITHUB}{m.group(2)}?ref=v3.7.3", path.read_text())
+                text, n = re.subn(r"(\.\./)+argo-workflows-v3\.7\.3/(manifests/\S+)",
+                                  lambda m: f"{GITHUB}{m.group(2)}?ref=v3.7.3", path.read_text())
+                restored += n
                 data = text.encode()
                 info = tarfile.TarInfo(arc)
                 info.size, info.mode = len(data), 0o644
-                import io
-
                 tar.addfile(info, io.BytesIO(data))
             else:
                 tar.add(path, arcname=arc, recursive=False)
-    return hashlib.sha256(out.read_bytes()).hexdigest()
+    return hashlib.sha256(out.read_bytes()).hexdigest(), restored
 
 
 @pytest.fixture(scope="module")
@@ -65,10 +68,11 @@ def sources(target):
     offline.mkdir()
     versions = yaml.safe_load((REPO / "manifests" / "versions.yaml").read_text())
     arts = versions["artifacts"]
-    arts["kubeflow-manifests"]["sha256"] = pack(
+    arts["kubeflow-manifests"]["sha256"], restored = pack(
         upstream / "kubeflow-manifests-26.03", "manifests-26.03",
         offline / arts["kubeflow-manifests"]["file"], restore_github=True)
-    arts["argo-workflows"]["sha256"] = pack(upstream / "argo-workflows-v3.7.3",
+    assert restored == 5, restored  # as in the real release: 5 references in 4 files
+    arts["argo-workflows"]["sha256"], _ = pack(upstream / "argo-workflows-v3.7.3",
                                             "argo-workflows-3.7.3",
                                             offline / arts["argo-workflows"]["file"])
     (tmp / "versions.yaml").write_text(yaml.safe_dump(versions))

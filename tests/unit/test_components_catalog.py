@@ -86,8 +86,8 @@ def test_footprint_cli_prints_every_component_and_a_total(tmp_path):
     import sys
 
     proc = subprocess.run([sys.executable, "-m", "lab.cli", "components", "footprint", "--json",
-                           "-c", "cert-manager", "-c", "katib", "--upstream", str(upstream)], env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+                           "-c", "cert-manager", "-c", "katib", "--upstream", str(upstream)],
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert list(data) == ["cert-manager", "katib", "total"]  # install order, not argv order

@@ -60,12 +60,11 @@ def validate(obj: dict[str, Any], crds: dict[tuple[str, str, str], dict[str, Any
     group, _, version = obj["apiVersion"].rpartition("/")
     key = (group, version, obj["kind"])
     if key in crds:
-        # CRD schemas describe spec/status; metadata is checked by the API server itself.
-        body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
+        # The API server checks metadata itself; the CRD schema governs the rest.
         schema = {**crds[key], "properties": {
             k: v for k, v in crds[key].get("properties", {}).items()
             if k not in ("apiVersion", "kind", "metadata")}}
-        jsonschema.Draft4Validator(schema).validate(body)
+        jsonschema.Draft4Validator(schema).validate(obj)
     else:
         kubernetes_validate.validate(obj, K8S, strict=True)
 

@@ -110,3 +110,15 @@ def test_node_renders_what_the_tests_render(sources, component):
     node_objs = [d for d in yaml.load_all(on_node, Loader=yaml.CSafeLoader) if d]
     here = render(component, sources["upstream"] / "kubeflow-manifests-26.03")
     assert node_objs == here
+
+
+@pytest.mark.parametrize("components, message", [
+    (["kubeflow-all"], "kflab_components: unknown ['kubeflow-all']"),
+    (["kserve"], "kflab_components: kserve needs cert-manager; add it."),
+])
+def test_bad_component_selection_is_refused_first(sources, components, message):
+    extra = {**sources["extra"], "kflab_components": components}
+    result = run_playbook(sources["tmp"] / "sources.yml", sources["inventory"], extra,
+                          sources["tmp"])
+    assert result.rc != 0 and message in result.output, result.output[-3000:]
+    assert result.recap("kflab-node")["changed"] == 0

@@ -108,3 +108,63 @@ def test_verify_fails_when_a_node_setting_is_missing(converged, host):
         subprocess.run(["podman", "exec", "-i", converged["name"], "sh", "-c", f"cat > {path}"],
                        input=original, text=True, check=True,
                        env={**os.environ, "CONTAINERS_CONF": str(CONF)})
+
+
+STANDIN_KUBECONFIG = """\
+# STAND-IN for the admin kubeconfig k3s writes (no k3s runs in the test container)
+apiVersion: v1
+kind: Config
+clusters:
+- cluster:
+    certificate-authority-data: U1RBTkQtSU4gQ0E=
+    server: https://127.0.0.1:6443
+  name: default
+contexts:
+- context:
+    cluster: default
+    user: default
+  name: default
+current-context: default
+users:
+- name: default
+  user:
+    client-certificate-data: U1RBTkQtSU4gY2VydA==
+    client-key-data: U1RBTkQtSU4ga2V5
+"""
+KUBECONFIG_PLAY = """
+- name: Kubeconfig hand-off only
+  hosts: lab
+  gather_facts: false
+  tasks:
+    - name: The k3s role's kubeconfig step
+      ansible.builtin.import_role:
+        name: k3s
+        tasks_from: kubeconfig
+"""
+
+
+def test_kubeconfig_handed_over_0600_with_the_provider_address(target):
+    import yaml
+
+    tmp = target["tmp"]
+    podman("exec", target["name"], "mkdir", "-p", "/etc/rancher/k3s")
+    subprocess.run(["podman", "exec", "-i", target["name"], "sh", "-c",
+                    "umask 077; cat > /etc/rancher/k3s/k3s.yaml"], input=STANDIN_KUBECONFIG,
+                   text=True, check=True, env={**os.environ, "CONTAINERS_CONF": str(CONF)})
+    dest = tmp / "handoff" / "kubeconfig"
+    dest.parent.mkdir()
+    dest.write_text("stale")
+    dest.chmod(0o644)
+    (tmp / "kubeconfig.yml").write_text(KUBECONFIG_PLAY)
+    extra = {"kflab_kubeconfig_dest": str(dest), "kflab_api_address": "192.0.2.10",
+             "kflab_api_port": 16443}
+    first = run_playbook(tmp / "kubeconfig.yml", target["inventory"], extra, tmp)
+    assert first.rc == 0, first.output[-3000:]
+    assert dest.stat().st_mode & 0o777 == 0o600
+    got, want = yaml.safe_load(dest.read_text()), yaml.safe_load(STANDIN_KUBECONFIG)
+    assert got["clusters"][0]["cluster"]["server"] == "https://192.0.2.10:16443"
+    want["clusters"][0]["cluster"]["server"] = "https://192.0.2.10:16443"
+    assert got == want
+    assert "U1RBTkQtSU4ga2V5" not in first.output  # the key is never printed
+    again = run_playbook(tmp / "kubeconfig.yml", target["inventory"], extra, tmp)
+    assert again.rc == 0 and again.recap("kflab-node")["changed"] == 0, again.output[-3000:]

@@ -159,3 +159,17 @@ def test_quantities() -> None:
     assert quantity("1Gi") == 2**30
     assert quantity("512M") == 512 * 10**6
     assert quantity(2) == 2
+
+
+def test_images_list_for_an_offline_bundle(upstream: Path) -> None:
+    """`kflab components images` lists what a bundle must hold: the controllers' images."""
+    found = set()
+    for comp in PROFILE:
+        found |= images(rendered(comp.name, upstream))
+    for image in ("quay.io/jetstack/cert-manager-controller:v1.19.4",
+                  "ghcr.io/kubeflow/kfp-api-server:2.16.0",
+                  "quay.io/argoproj/workflow-controller:v3.7.3",
+                  "ghcr.io/kubeflow/katib/katib-controller:v0.19.0",
+                  "kserve/kserve-controller:v0.16.0"):
+        assert image in found, image
+    assert not any("visualization" in i for i in found)

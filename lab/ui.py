@@ -115,6 +115,12 @@ class Progress:
             res = ev["result"]
             if res.error:
                 out.print(f"           [red]{res.error}[/]")
+            if getattr(res, "skip_reason", None):
+                out.print(f"{self._elapsed()}   [yellow]- skipped: {res.skip_reason}[/]")
+        elif kind == "log":  # a line of a training replica's output, streamed live
+            from rich.markup import escape
+
+            out.print(f"[dim]{escape(ev['replica'])} |[/] {escape(ev['line'])}", soft_wrap=True)
         elif kind == "message":
             out.print(f"{self._elapsed()}   {ev['text']}")
 

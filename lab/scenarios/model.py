@@ -39,6 +39,9 @@ class Step:
     hints: tuple[str, ...]
     solve: tuple[Action, ...]
     checks: tuple[Check, ...]
+    # Preconditions (e.g. a GPU): when one does not hold, the step and the rest of the
+    # scenario are skipped with its message as the reason -- skipped, not failed.
+    needs: tuple[Check, ...] = ()
 
     @property
     def text(self) -> str:

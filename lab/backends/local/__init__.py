@@ -90,6 +90,12 @@ class LocalBackend:
         return self._handler("InferenceService").predict(self, name, payload, namespace,
                                                           protocol)
 
+    def gpus(self) -> list[str]:
+        """GPU ids workloads can use here (CUDA_VISIBLE_DEVICES, else the NVIDIA driver's)."""
+        from lab.backends.local.training_env import visible_gpus
+
+        return visible_gpus()
+
     def down(self) -> list[str]:
         return self.procs.stop_all()
 

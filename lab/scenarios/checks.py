@@ -191,7 +191,6 @@ CHECK_TYPES: dict[str, CheckType] = {
 }
 
 
-
 def _json_file(ctx: Context, p: dict[str, Any]) -> Outcome:
     """A JMESPath query over a JSON file the learner's code wrote (e.g. metrics)."""
     path = ctx.workdir / p["path"]
@@ -260,7 +259,7 @@ CHECK_TYPES.update({
     "gpus": CheckType({"min": Field((int,))}, _gpus),
 })
 
-COMMON_FIELDS = {"type", "message", "timeout"}
+COMMON_FIELDS = {"type", "title", "message", "timeout"}
 
 
 def register(name: str, check_type: CheckType) -> None:

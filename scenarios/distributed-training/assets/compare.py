@@ -1,9 +1,10 @@
 """Compare the single-process run with the distributed one (reads the two result files)."""
 
 import json
+from pathlib import Path
 
-single = json.load(open("result-single.json"))
-ddp = json.load(open("result-ddp.json"))
+single = json.loads(Path("result-single.json").read_text())
+ddp = json.loads(Path("result-ddp.json").read_text())
 per_rank = [r["samples"] for r in ddp["per_rank"]]
 report = {
     "single": {"accuracy": single["accuracy"], "samples": single["per_rank"][0]["samples"],
@@ -19,5 +20,5 @@ print(f"{'single':<8}{1:>6}{single['accuracy']:>10.4f}{report['single']['samples
       f"{report['single']['seconds']:>9.2f}")
 print(f"{'ddp':<8}{ddp['world_size']:>6}{ddp['accuracy']:>10.4f}{max(per_rank):>14}"
       f"{report['ddp']['seconds']:>9.2f}")
-json.dump(report, open("comparison.json", "w"), indent=2)
+Path("comparison.json").write_text(json.dumps(report, indent=2))
 print("wrote comparison.json")

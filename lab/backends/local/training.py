@@ -41,6 +41,7 @@ from lab.state import read_json, write_json
 KIND = "PyTorchJob"
 POLL = 0.1
 RESTART_DELAY = (1.0, 10.0)  # kubelet's crash back-off is 10 s doubling to 5 min; shorter here
+EXIT_CODE_RECREATE = 1.0  # seconds before a deleted (ExitCode) replica is created again
 CLEAN_NONE_GRACE = 30.0  # cleanPodPolicy None: how long finished jobs' stragglers may run on
 
 
@@ -58,7 +59,9 @@ class Instance:
     log: Path
     cwd: Path
     proc: subprocess.Popen[bytes] | None = None
-    state: str = "pending"  # pending | running | succeeded | failed | stopped
+    # running | restarting (in place, still active) | pending (being re-created) |
+    # succeeded | failed | stopped
+    state: str = "pending"
     restarts: int = 0
     restart_at: float | None = None
     exit_code: int | None = None
@@ -119,7 +122,7 @@ class Supervisor:
         out: dict[str, dict[str, int]] = {}
         for inst in self.instances:
             c = out.setdefault(inst.rep.type, {"active": 0, "succeeded": 0, "failed": 0})
-            if inst.state == "running":
+            if inst.state in ("running", "restarting"):
                 c["active"] += 1
             elif inst.state in ("succeeded", "failed"):
                 c[inst.state] += 1
@@ -173,14 +176,26 @@ class Supervisor:
                     f"backoff limit")
         self.total_restarts += 1
         inst.restarts += 1
-        inst.state = "pending"
-        base, cap = RESTART_DELAY
-        delay = 0.2 if policy == "ExitCode" else min(cap, base * 2 ** (inst.restarts - 1))
-        inst.restart_at = time.monotonic() + delay
-        st.update(self.status, "Restarting",
-                  f"PyTorchJob {self.job.name} is restarting because 1 {inst.rep.type} "
-                  f"replica(s) failed.")
+        inst.restart_at = time.monotonic() + self.restart_delay(inst)
+        if policy == "ExitCode":
+            # The operator deletes the failed pod and creates a new one: the job shows
+            # Restarting until the replacement runs.
+            inst.state = "pending"
+            st.update(self.status, "Restarting",
+                      f"PyTorchJob {self.job.name} is restarting because 1 {inst.rep.type} "
+                      f"replica(s) failed.")
+        else:
+            # OnFailure/Always: the kubelet restarts the container in place; the pod stays
+            # Running (active), only its restart count grows.
+            inst.state = "restarting"
         return None
+
+    @staticmethod
+    def restart_delay(inst: Instance) -> float:
+        if inst.rep.restart_policy == "ExitCode":
+            return EXIT_CODE_RECREATE
+        base, cap = RESTART_DELAY
+        return float(min(cap, base * 2 ** (inst.restarts - 1)))
 
     def succeeded(self) -> str | None:
         counts = self.counts()
@@ -196,7 +211,8 @@ class Supervisor:
 
     def leader_running(self) -> bool:
         lead = MASTER if MASTER in self.job.replicas else WORKER
-        return any(i.state == "running" for i in self.instances if i.rep.type == lead)
+        return any(i.state in ("running", "restarting") for i in self.instances
+                   if i.rep.type == lead)
 
     def run(self) -> None:
         self.started = time.monotonic()
@@ -213,13 +229,15 @@ class Supervisor:
                 if inst.state == "running" and inst.proc is not None:
                     code = inst.proc.poll()
                     if code is not None:
+                        code = 128 - code if code < 0 else code  # killed by a signal: 128+N
                         changed = True
                         failure = self.on_exit(inst, code) or failure
-                elif inst.state == "pending" and inst.restart_at is not None \
+                elif inst.state in ("pending", "restarting") and inst.restart_at is not None \
                         and time.monotonic() >= inst.restart_at:
                     self.start(inst)
                     changed = True
-            if self.leader_running() and not st.finished(self.status):
+            recreating = any(i.state == "pending" for i in self.instances)
+            if self.leader_running() and not recreating and not st.finished(self.status):
                 cond = st.get_condition(self.status, "Running")
                 if cond is None or cond.get("status") != "True":
                     st.update(self.status, "Running", self.running_message())
@@ -264,7 +282,7 @@ class Supervisor:
                     inst.state = "succeeded" if code == 0 else "failed"
         self.group.stop_all()
         for inst in self.instances:
-            if inst.state in ("running", "pending"):
+            if inst.state in ("running", "restarting", "pending"):
                 inst.state = "stopped"
         self.pump(final=True)
         self.save()
@@ -285,8 +303,8 @@ def _prepare(backend: Any, obj: dict[str, Any], base_dir: Path) -> Supervisor:
     apply_defaults(obj, job)
     meta = obj["metadata"]
     run_dir = backend.store.run_dir(KIND, meta["name"], meta["namespace"])
-    for old in run_dir.glob("*.log"):
-        old.unlink()
+    for rep, i in job.ordered():  # a re-applied job starts with fresh replica logs
+        (run_dir / f"{rep.name(i)}.log").unlink(missing_ok=True)
     sup = Supervisor(backend, obj, job, run_dir, base_dir)
     sup.prepare(plan, bool(available))
     return sup
@@ -316,7 +334,7 @@ def supervise(sup: Supervisor) -> dict[str, Any]:
             except KeyboardInterrupt:
                 sup.group.stop_all()
                 for inst in sup.instances:
-                    if inst.state in ("running", "pending"):
+                    if inst.state in ("running", "restarting", "pending"):
                         inst.state = "stopped"
                 st.finish(sup.status, "Failed",
                           f"PyTorchJob {sup.job.name} was stopped: kflab was interrupted "

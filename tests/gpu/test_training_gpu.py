@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.gpu,
 
 PROBE = ("import json, os, torch; print('PROBE ' + json.dumps({"
          "'cvd': os.environ.get('CUDA_VISIBLE_DEVICES'), 'count': torch.cuda.device_count(), "
-         "'bus': torch.cuda.get_device_properties(0).pci_bus_id if torch.cuda.is_available() "
+         "'bus': str(torch.cuda.get_device_properties(0).uuid) if torch.cuda.is_available() "
          "else None, 'rank': os.environ.get('RANK')}))")
 
 

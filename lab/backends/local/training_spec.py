@@ -235,7 +235,8 @@ def parse(obj: dict[str, Any]) -> JobSpec:
         raise _err("spec.runPolicy.cleanPodPolicy", f"unknown policy {clean!r}",
                    f"use one of {', '.join(CLEAN_POD_POLICIES)}")
     nproc = spec.get("nprocPerNode")
-    elastic = _elastic(spec["elasticPolicy"], replicas) if spec.get("elasticPolicy") else None
+    elastic = (None if spec.get("elasticPolicy") is None
+               else _elastic(spec["elasticPolicy"], replicas))
     if nproc is None and (elastic is None or elastic.nproc_per_node is None):
         nproc = "auto"
     if nproc is not None and not (str(nproc).isdigit() or str(nproc) in ("auto", "cpu", "gpu")):

@@ -33,6 +33,7 @@ steps:
         path: a.json
         query: n
         value: 3
+        timeout: 1
         message: a.json must say n=3
   - id: second
     title: needs many GPUs

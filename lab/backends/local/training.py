@@ -42,7 +42,7 @@ KIND = "PyTorchJob"
 POLL = 0.1
 RESTART_DELAY = (1.0, 10.0)  # kubelet's crash back-off is 10 s doubling to 5 min; shorter here
 EXIT_CODE_RECREATE = 1.0  # seconds before a deleted (ExitCode) replica is created again
-CLEAN_NONE_GRACE = 30.0  # cleanPodPolicy None: how long finished jobs' stragglers may run on
+CLEAN_NONE_GRACE = 10.0  # cleanPodPolicy None: how long a finished job's stragglers may run on
 
 
 class Stopped(Exception):

@@ -324,3 +324,17 @@ def test_more_gpus_than_the_machine_has_is_refused(backend: LocalBackend, tmp_pa
         backend.apply(job("greedy", {"Master": replica(1, py("pass")) | {
             "template": spec["template"]}, "Worker": spec}), base_dir=tmp_path)
     assert backend.get("PyTorchJob", "greedy") is None
+
+
+def test_down_stops_a_background_job_and_says_so(backend: LocalBackend, tmp_path: Path) -> None:
+    backend.apply(job("bg", {"Master": replica(1, py("import time; time.sleep(120)")),
+                             "Worker": replica(1, py("import time; time.sleep(120)"))}),
+                  base_dir=tmp_path, wait=False)
+    run_dir = backend.store.run_dir("PyTorchJob", "bg")
+    pids = wait_for(lambda: len(read_json(run_dir / "replicas.json") or {}) == 2
+                    and read_json(run_dir / "replicas.json"))
+    assert backend.down() == ["pytorchjob-default-bg"]
+    for rec in pids.values():
+        assert not is_running(rec["pid"], rec["ticks"]), "orphan replica after kflab down"
+    last = backend.get("PyTorchJob", "bg")["status"]["conditions"][-1]
+    assert last["type"] == "Failed" and "stopped" in last["message"]

@@ -183,6 +183,9 @@ def test_clean_pod_policy_running_stops_stragglers(backend: LocalBackend,
                             runPolicy={"cleanPodPolicy": "Running"}), base_dir=tmp_path)
     assert obj["status"]["conditions"][-1]["type"] == "Succeeded"
     assert time.monotonic() - t0 < 15
+    # As the operator: replicas still active when the job succeeds count as succeeded.
+    assert obj["status"]["replicaStatuses"]["Worker"] == {
+        "succeeded": 1, "selector": obj["status"]["replicaStatuses"]["Worker"]["selector"]}
 
 
 def test_killed_replica_is_recreated_like_a_pod(backend: LocalBackend, tmp_path: Path) -> None:

@@ -280,7 +280,9 @@ class Supervisor:
     def clean_up(self, deadline_hit: bool) -> None:
         """cleanPodPolicy Running/All (or a passed deadline) stop what still runs now; None
         lets stragglers finish for a while (a local command cannot leave processes behind
-        the way a cluster keeps pods)."""
+        the way a cluster keeps pods). As the operator does, replicas still active when the
+        job succeeds are counted as succeeded."""
+        active = [i for i in self.instances if i.state in ("running", "restarting", "pending")]
         if self.job.clean_pod_policy == "None" and not deadline_hit:
             end = time.monotonic() + CLEAN_NONE_GRACE
             while time.monotonic() < end and any(
@@ -288,18 +290,10 @@ class Supervisor:
                     for i in self.instances):
                 time.sleep(POLL)
                 self.pump()
-        for inst in self.instances:
-            if inst.state == "running" and inst.proc is not None:
-                code = self.reap(inst)
-                if code is not None:
-                    inst.exit_code = code
-                    inst.state = "succeeded" if code == 0 else "failed"
         self.group.stop_all()
-        for inst in self.instances:
-            if inst.state in ("running", "restarting", "pending"):
-                inst.state = "stopped"
+        succeeded = st.finished(self.status) == "Succeeded"
+        for inst in active:
+            inst.state = "succeeded" if succeeded else "stopped"
         self.pump(final=True)
         self.save()
         (self.run_dir / "replicas.json").unlink(missing_ok=True)
-
-

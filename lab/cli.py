@@ -314,6 +314,8 @@ def apply(obj: Obj, files: tuple[str, ...]) -> None:
         state = _state_of(res)
         failed |= state in ("FAILED", "Failed")
         click.echo(f"{res['kind'].lower()}/{res['metadata']['name']} {state}")
+        if state == "Failed" and (why := _ready_message(res)):
+            click.echo(f"  {why}", err=True)
     if failed:
         sys.exit(1)
 
@@ -323,7 +325,40 @@ def _state_of(obj: dict[str, Any]) -> str:
     if "state" in status:
         return str(status["state"])
     conds = status.get("conditions") or []
+    ready = next((c for c in conds if c.get("type") == "Ready"), None)
+    if ready is not None:  # KServe-style readiness: apply has waited, so False means failed
+        return {"True": "Ready", "False": "Failed"}.get(ready.get("status"), "Pending")
     return str(conds[-1]["type"]) if conds else "created"
+
+
+def _ready_message(obj: dict[str, Any]) -> str:
+    conds = (obj.get("status") or {}).get("conditions") or []
+    ready = next((c for c in conds if c.get("type") == "Ready"), {})
+    return f"{ready.get('reason', '')}: {ready.get('message', '')}".strip(": ")
+
+
+@cli.command()
+@click.argument("name")
+@click.option("-f", "--filename", "file", required=True,
+              type=click.Path(exists=True, dir_okay=False),
+              help='Request body (JSON): V1 {"instances": ...} or V2 {"inputs": ...}.')
+@click.option("--protocol", type=click.Choice(["v1", "v2"]),
+              help="Send with this protocol (the body is converted); default: the body's own.")
+@click.option("-n", "--namespace", default="default", show_default=True)
+@click.option("-o", "--output", "out", type=click.Path(dir_okay=False),
+              help="Also save the response to this file.")
+@pass_obj
+def predict(obj: Obj, name: str, file: str, protocol: str | None, namespace: str,
+            out: str | None) -> None:
+    """Send a prediction request to an InferenceService and print the response."""
+    from lab.kube.inference import load_request
+
+    payload = load_request(Path(file))
+    response = obj.backend().predict(name, payload, namespace, protocol)
+    text = json.dumps(response, indent=2)
+    if out:
+        Path(out).write_text(text + "\n")
+    click.echo(text)
 
 
 @cli.group()

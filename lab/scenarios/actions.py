@@ -16,6 +16,7 @@ from typing import Any
 
 from lab.errors import LabError
 from lab.kube.manifests import load_manifests
+from lab.scenarios import prediction
 from lab.scenarios.context import Context
 
 
@@ -134,3 +135,6 @@ ACTION_TYPES: dict[str, ActionType] = {
 def register(verb: str, action_type: ActionType) -> None:
     """Add a solve action (e.g. `predict` from the serving feature)."""
     ACTION_TYPES[verb] = action_type
+
+
+register("predict", ActionType(prediction.valid_action, prediction.run_action))

@@ -55,8 +55,9 @@ def main(argv: list[str] | None = None) -> int:
         model.load()
     except Exception as exc:
         traceback.print_exc()
-        _write(opts.ready_file, {"state": "FailedToLoad", "pid": os.getpid(),
-                                 "error": f"{type(exc).__name__}: {exc}"})
+        _write(opts.ready_file, {"state": "FailedToLoad", "pid": os.getpid(), "error": (
+            f"failed to load the {opts.format} model from {opts.model_dir}: "
+            f"{type(exc).__name__}: {exc}")})
         return 1
     server_cls, _ = server_classes()
     server = server_cls(opts.ready_file, http_port=opts.port, enable_grpc=opts.grpc,

@@ -135,9 +135,11 @@ def refresh(backend: Any, obj: dict[str, Any]) -> dict[str, Any]:
     except (OSError, ValueError):
         info = {}
     if info.get("state") == FAILED:
+        backend.procs.stop(proc_id(meta["namespace"], meta["name"]), grace=2)
         return _fail(backend, obj, "ModelLoadFailed", "ModelLoadFailed", info.get("error", ""))
     if not alive:
         pid = rec.pid if rec else info.get("pid", "?")
+        backend.procs.stop(proc_id(meta["namespace"], meta["name"]))  # forget the dead one
         return _fail(backend, obj, "ServerExited", "RuntimeUnhealthy",
                      f"the model server process (pid {pid}) is not running; "
                      f"last log lines: {_tail(backend, obj)}")
@@ -147,7 +149,7 @@ def refresh(backend: Any, obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def _ready(backend: Any, obj: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
-    status = obj["status"]
+    status = obj.setdefault("status", {})
     url = f"http://{info['host']}:{info['port']}"
     predictor: dict[str, Any] = {"url": url, "restUrl": url, "address": {"url": url}}
     if info.get("grpc_port"):

@@ -18,8 +18,7 @@ from lab.backends.local import LocalBackend, serving, serving_spec
 from lab.errors import InputError, LabError
 from lab.kube import inference
 
-CRD_FILE = Path("/work/shared/upstream/kubeflow-manifests-26.03/applications/kserve/kserve/"
-                "kserve.yaml")
+CRD_FILE = "upstream/kubeflow-manifests-26.03/applications/kserve/kserve/kserve.yaml"
 
 
 def isvc(predictor: dict, name: str = "iris", **spec: object) -> dict:
@@ -167,13 +166,14 @@ def test_fuzz_request_files(tmp_path_factory: pytest.TempPathFactory, text: str)
 
 # --- status in KServe's shape, validated against the upstream CRD ---------------------------
 
-@pytest.fixture(scope="module")
-def isvc_schema() -> dict:
-    if not CRD_FILE.exists():
-        pytest.skip(f"upstream KServe manifests not present ({CRD_FILE})")
+@pytest.fixture
+def isvc_schema(shared: Path) -> dict:
+    crd_file = shared / CRD_FILE
+    if not crd_file.exists():
+        pytest.skip(f"upstream KServe manifests not present ({crd_file})")
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     # parse only the CRD's own document: the file is 3.5 MB
-    for text in CRD_FILE.read_text().split("\n---\n"):
+    for text in crd_file.read_text().split("\n---\n"):
         if "name: inferenceservices.serving.kserve.io" not in text:
             continue
         doc = yaml.load(text, Loader=loader)

@@ -6,7 +6,10 @@ Both servers load the same scikit-learn iris model with the same kserve.Model cl
 run as separate processes with default KServe settings (logs to a file). The load generator
 is bounded and closed-loop: N requests over M keep-alive connections on loopback, V1
 `:predict` with the 2-row body of KServe's sklearn-iris example; every answer is checked.
-Rounds alternate between the two servers so drift on a shared machine hits both alike.
+Both are started the same way (procs.Registry: new session, log file, same environment),
+so only the server code differs. Rounds alternate between the servers, and which goes
+first, so drift on a shared machine hits both alike; the per-round p50 range is printed as
+the noise floor.
 Printed: p50/p99 latency and requests/s per server, and ours/bare ratios (target <= 1.10x).
 
 The bare baseline is stock `ModelServer.start()`, which binds 0.0.0.0. To keep every
@@ -141,7 +144,6 @@ def run(args: argparse.Namespace, mode: str) -> int:
     X, y = load_iris(return_X_y=True)
     joblib.dump(LogisticRegression(max_iter=500).fit(X, y), model_dir / "model.joblib")
     backend = LocalBackend(str(tmp / "state"))
-    bare = None
     try:
         obj = backend.apply({
             "apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
@@ -153,10 +155,12 @@ def run(args: argparse.Namespace, mode: str) -> int:
         if not ours_url:
             raise SystemExit(f"ours failed: {obj['status']}")
         port = free_port()
-        log = open(tmp / "bare.log", "wb")  # noqa: SIM115 - lives as long as the child
-        bare = subprocess.Popen(
-            [sys.executable, __file__, "--bare-server", str(model_dir), str(port),
-             "1" if mode == "loopback" else "0"], stdout=log, stderr=subprocess.STDOUT)
+        # started exactly as ours is (new session, log file in append mode, same env), so
+        # the server code is the only difference
+        backend.procs.spawn(
+            "bare", [sys.executable, __file__, "--bare-server", str(model_dir), str(port),
+                     "1" if mode == "loopback" else "0"],
+            owner="bench", log=tmp / "bare.log", env={**os.environ, "PYTHONUNBUFFERED": "1"})
         bare_url = f"http://127.0.0.1:{port}"
         wait_ready(bare_url)
         targets = {"ours": ours_url, "bare": bare_url}
@@ -164,18 +168,12 @@ def run(args: argparse.Namespace, mode: str) -> int:
         for url in targets.values():  # warm-up
             host, p = url.removeprefix("http://").split(":")
             asyncio.run(load(host, int(p), min(300, args.n), args.c))
-        for _ in range(args.rounds):
-            for name, url in targets.items():
-                host, p = url.removeprefix("http://").split(":")
+        for i in range(args.rounds):  # alternate which server goes first
+            for name in (("ours", "bare") if i % 2 == 0 else ("bare", "ours")):
+                host, p = targets[name].removeprefix("http://").split(":")
                 results[name].append(asyncio.run(load(host, int(p), args.n, args.c)))
     finally:
-        backend.down()
-        if bare is not None:
-            bare.terminate()
-            try:
-                bare.wait(10)
-            except subprocess.TimeoutExpired:
-                bare.kill()
+        backend.down()  # stops ours and the bare server (both in its registry)
         shutil.rmtree(tmp, ignore_errors=True)
 
     baseline = ("stock ModelServer in a private netns" if mode == "netns"
@@ -188,8 +186,10 @@ def run(args: argparse.Namespace, mode: str) -> int:
         rps = statistics.median(len(r[0]) / r[1] for r in rounds)
         lost = sum(r[2] for r in rounds) + (args.n * args.rounds - len(lat))
         summary[name] = (pct(lat, 50) * 1e3, pct(lat, 99) * 1e3, rps, lost)
+        spread = [pct(r[0], 50) * 1e3 for r in rounds]
         print(f"  {name:5s} p50 {summary[name][0]:7.3f} ms  p99 {summary[name][1]:7.3f} ms  "
-              f"{rps:8.1f} req/s  bad/lost {lost}")
+              f"{rps:8.1f} req/s  bad/lost {lost}   (per-round p50 {min(spread):.3f}.."
+              f"{max(spread):.3f} ms)")
     o, b = summary["ours"], summary["bare"]
     print(f"  ratio ours/bare: p50 {o[0] / b[0]:.3f}x  p99 {o[1] / b[1]:.3f}x  "
           f"throughput {o[2] / b[2]:.3f}x  (target: latency <= 1.10x)")

@@ -61,7 +61,7 @@ def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = Tru
             "--ready-file", str(ready_file)]
     if spec.grpc:
         argv.append("--grpc")
-    env = dict(os.environ)
+    env = {**os.environ, **dict(spec.env)}  # e.g. PREDICT_PROBA, as in the container
     root = str(Path(__file__).resolve().parents[3])  # so the server imports this `lab`
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     env["PYTHONUNBUFFERED"] = "1"

@@ -44,6 +44,7 @@ class ServingSpec:
     storage_uri: str
     protocol: str            # v1 | v2 | grpc-v2 (REST serves both v1 and v2 paths)
     ignored: tuple[str, ...] = field(default=())  # cluster-only fields that were set
+    env: tuple[tuple[str, str], ...] = field(default=())  # the model container's env values
 
     @property
     def grpc(self) -> bool:
@@ -99,10 +100,19 @@ def parse(obj: dict[str, Any], *, base_dir: Path, state: Path,
     ignored = [f"spec.predictor.{k}" for k in CLUSTER_ONLY if pred.get(k) not in (None, {}, [])]
     if where.endswith(".model") and model.get("runtime"):
         ignored.append(f"{where}.runtime")
+    env = []
+    for i, item in enumerate(model.get("env") or []):
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            raise bad(f"{where}.env[{i}]", "needs a name",
+                      "give {name: PREDICT_PROBA, value: 'true'}")
+        if "valueFrom" in item:
+            ignored.append(f"{where}.env[{i}].valueFrom")
+            continue
+        env.append((item["name"], str(item.get("value", ""))))
     return ServingSpec(
         name=str(meta.get("name")), namespace=str(meta.get("namespace") or "default"),
         model_format=fmt_l, model_dir=path, storage_uri=uri.strip(), protocol=protocol,
-        ignored=tuple(ignored),
+        ignored=tuple(ignored), env=tuple(env),
     )
 
 

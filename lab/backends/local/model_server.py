@@ -66,6 +66,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _exit_now(code: int) -> None:
+    """Leave without interpreter finalization: garbage-collecting kserve's large module
+    graph at exit takes seconds, which every `kflab delete` and re-apply would wait for."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def server_classes() -> tuple[type, type]:
     """(LoopbackModelServer, LoopbackGRPCServer), built lazily: kserve is slow to import."""
     from kserve import ModelServer
@@ -145,4 +153,4 @@ def server_classes() -> tuple[type, type]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    _exit_now(main())

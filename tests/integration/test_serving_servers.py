@@ -133,6 +133,22 @@ def test_ready_status_url_and_predictions_v1_v2(backend: LocalBackend, iris: dic
     assert [o["metadata"]["name"] for o in backend.list("InferenceService")] == ["iris"]
 
 
+def test_live_status_validates_against_the_crd(backend: LocalBackend, iris: dict,
+                                               shared: Path) -> None:
+    import yaml
+    from jsonschema import Draft4Validator
+
+    text = (shared / "upstream/kubeflow-manifests-26.03/applications/kserve/kserve/"
+            "kserve.yaml").read_text()
+    doc = next(d for d in text.split("\n---\n")
+               if "name: inferenceservices.serving.kserve.io" in d)
+    crd = yaml.load(doc, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    schema = next(v for v in crd["spec"]["versions"] if v["name"] == "v1beta1")
+    live = backend.get("InferenceService", "iris")
+    errors = list(Draft4Validator(schema["schema"]["openAPIV3Schema"]).iter_errors(live))
+    assert not errors, [e.message for e in errors[:3]]
+
+
 def test_nothing_listens_beyond_loopback_rest_and_grpc(backend: LocalBackend, iris: dict) -> None:
     rec = backend.procs.get(proc_id("default", "iris"))
     socks = listening_sockets(rec.pid)
@@ -205,11 +221,39 @@ def test_bad_manifest_leaves_the_running_version_alone(backend: LocalBackend, ir
     assert backend.predict("iris", {"instances": ROWS[:1]})["predictions"] == [1]
 
 
-def test_xgboost_then_crash_shows_in_status(backend: LocalBackend, models: Path) -> None:
-    obj = backend.apply(isvc("boost", "xgboost", str(models / "xgb"), "v2"), base_dir=models)
-    assert ready(obj)["status"] == "True", obj["status"]
-    assert backend.predict("boost", {"instances": ROWS})["predictions"] == [1.0, 1.0, 2.0]
-    rec = backend.procs.get(proc_id("default", "boost"))
+XGB_EXAMPLE = """\
+apiVersion: "serving.kserve.io/v1beta1"
+kind: "InferenceService"
+metadata:
+  name: "xgboost-iris"
+spec:
+  predictor:
+    model:
+      modelFormat:
+        name: xgboost
+      protocolVersion: v2
+      runtime: kserve-xgbserver
+      storageUri: "gs://kfserving-examples/models/xgboost/iris"
+"""
+
+
+def test_published_xgboost_example_then_crash_shows_in_status(
+        backend: LocalBackend, models: Path, tmp_path: Path, kflab) -> None:
+    """KServe's xgboost iris example, unmodified, with its model file in the local mirror."""
+    mirror = tmp_path / "mirror"
+    target = mirror / "gs" / "kfserving-examples" / "models" / "xgboost" / "iris"
+    target.mkdir(parents=True)
+    (target / "model.json").write_bytes((models / "xgb" / "model.json").read_bytes())
+    manifest = tmp_path / "xgboost.yaml"
+    manifest.write_text(XGB_EXAMPLE)
+    env = {"KFLAB_STATE": str(backend.root), "KFLAB_MODEL_MIRROR": str(mirror)}
+    out = kflab("apply", "-f", str(manifest), env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "inferenceservice/xgboost-iris Ready" in out.stdout
+    assert "runtime" in out.stdout  # the one note about cluster-only fields
+    answer = backend.predict("xgboost-iris", {"instances": ROWS}, protocol="v2")
+    assert answer["outputs"][0]["data"] == [1.0, 1.0, 2.0]
+    rec = backend.procs.get(proc_id("default", "xgboost-iris"))
     # protocol v2 did not ask for gRPC: exactly one (REST) listener, on loopback
     socks = listening_sockets(rec.pid)
     assert len(socks) == 1 and socks[0][0] in LOOPBACK, socks
@@ -217,18 +261,25 @@ def test_xgboost_then_crash_shows_in_status(backend: LocalBackend, models: Path)
     deadline = time.monotonic() + 10
     while rec.running and time.monotonic() < deadline:
         time.sleep(0.05)
-    got = backend.get("InferenceService", "boost")
+    got = backend.get("InferenceService", "xgboost-iris")
     cond = ready(got)
     assert cond["status"] == "False" and cond["reason"] == "ServerExited"
     assert str(rec.pid) in cond["message"]
     assert got["status"]["modelStatus"]["lastFailureInfo"]["reason"] == "RuntimeUnhealthy"
+    table = kflab("get", "isvc", "xgboost-iris", env=env)
+    assert "False" in table.stdout
     with pytest.raises(LabError, match="not ready"):
-        backend.predict("boost", {"instances": ROWS})
+        backend.predict("xgboost-iris", {"instances": ROWS})
 
 
-def test_corrupt_model_gives_failed_condition_with_server_error(backend: LocalBackend,
-                                                                models: Path) -> None:
-    obj = backend.apply(isvc("broken", "sklearn", str(models / "corrupt")), base_dir=models)
+def test_corrupt_model_gives_failed_condition_with_server_error(
+        backend: LocalBackend, models: Path, tmp_path: Path, kflab) -> None:
+    manifest = tmp_path / "broken.yaml"
+    manifest.write_text(json.dumps(isvc("broken", "sklearn", str(models / "corrupt"))))
+    out = kflab("apply", "-f", str(manifest), env={"KFLAB_STATE": str(backend.root)})
+    assert out.returncode == 1 and "inferenceservice/broken Failed" in out.stdout
+    assert "ModelLoadFailed" in out.stderr
+    obj = backend.get("InferenceService", "broken")
     cond = ready(obj)
     assert cond["status"] == "False" and cond["reason"] == "ModelLoadFailed"
     # the server's own exception, as its traceback ends in the log, not a generic message

@@ -80,6 +80,13 @@ def test_bad_manifests_name_file_field_and_fix(tmp_path: Path, model_dir: Path,
     assert words in err.value.problem and err.value.hint
 
 
+@pytest.mark.parametrize("name", ["Iris", "1iris", "iris_", "a" * 64, "../x", "iris-"])
+def test_bad_names_are_refused(tmp_path: Path, model_dir: Path, name: str) -> None:
+    with pytest.raises(InputError) as err:
+        parse(isvc({"sklearn": {"storageUri": "file://models/v1"}}, name=name), tmp_path)
+    assert err.value.field == "metadata.name"
+
+
 def test_transformer_is_refused(tmp_path: Path, model_dir: Path) -> None:
     with pytest.raises(InputError, match=r"spec\.transformer"):
         parse(isvc({"sklearn": {"storageUri": "file://models/v1"}},

@@ -33,7 +33,8 @@ READY, FAILED, CRASHED = "Loaded", "FailedToLoad", "Exited"
 
 
 def proc_id(namespace: str, name: str) -> str:
-    return f"isvc-{namespace}-{name}"
+    # '_' appears in neither namespaces nor names, so ids never collide
+    return f"isvc_{namespace}_{name}"
 
 
 def _files(backend: Any, obj: dict[str, Any]) -> tuple[Path, Path]:

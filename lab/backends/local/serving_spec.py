@@ -10,6 +10,7 @@ handler can say once, plainly, that it is ignored here.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ CLUSTER_ONLY = (
 LEGACY_FRAMEWORKS = ("sklearn", "xgboost", "lightgbm", "onnx", "paddle", "pmml", "pytorch",
                      "tensorflow", "triton", "huggingface")
 MIRROR_ENV = "KFLAB_MODEL_MIRROR"
+DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,11 @@ def parse(obj: dict[str, Any], *, base_dir: Path, state: Path,
     def bad(fld: str, problem: str, hint: str) -> InputError:
         return InputError(file, fld, problem, hint=hint)
 
+    name = meta.get("name")
+    if not isinstance(name, str) or not DNS_1035.match(name):
+        raise bad("metadata.name", f"'{name}' is not a valid InferenceService name",
+                  "use at most 63 lower-case letters, digits and '-', starting with a letter "
+                  "(KServe uses it in the model's URL path)")
     if not isinstance(spec, dict) or not isinstance(spec.get("predictor"), dict):
         raise bad("spec.predictor", "missing",
                   "add spec.predictor.model with modelFormat.name and storageUri")
@@ -110,7 +117,7 @@ def parse(obj: dict[str, Any], *, base_dir: Path, state: Path,
             continue
         env.append((item["name"], str(item.get("value", ""))))
     return ServingSpec(
-        name=str(meta.get("name")), namespace=str(meta.get("namespace") or "default"),
+        name=name, namespace=str(meta.get("namespace") or "default"),
         model_format=fmt_l, model_dir=path, storage_uri=uri.strip(), protocol=protocol,
         ignored=tuple(ignored), env=tuple(env),
     )

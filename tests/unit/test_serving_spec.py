@@ -42,11 +42,12 @@ def parse(obj: dict, base: Path, state: Path | None = None) -> serving_spec.Serv
 def test_model_format_shape_with_relative_file_uri(tmp_path: Path, model_dir: Path) -> None:
     spec = parse(isvc({"minReplicas": 2, "maxReplicas": 4, "model": {
         "modelFormat": {"name": "sklearn"}, "protocolVersion": "v2",
-        "env": [{"name": "PREDICT_PROBA", "value": "true"}],
+        "env": [{"name": "PREDICT_PROBA", "value": "true"}], "args": ["--enable_docs_url=True"],
         "storageUri": "file://models/v1"}}), tmp_path)
     assert spec.env == (("PREDICT_PROBA", "true"),)
     assert (spec.model_format, spec.protocol, spec.model_dir) == ("sklearn", "v2", model_dir)
-    assert spec.ignored == ("spec.predictor.minReplicas", "spec.predictor.maxReplicas")
+    assert spec.ignored == ("spec.predictor.minReplicas", "spec.predictor.maxReplicas",
+                            "spec.predictor.model.args")
     assert not spec.grpc
 
 

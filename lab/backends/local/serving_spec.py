@@ -31,6 +31,10 @@ CLUSTER_ONLY = (
     "resources", "nodeSelector", "affinity", "tolerations", "serviceAccountName",
     "imagePullSecrets", "priorityClassName", "timeout", "batcher", "logger",
 )
+# Container-level fields of the model: they shape the pod, not what the server answers.
+MODEL_IGNORED = ("runtime", "runtimeVersion", "image", "imagePullPolicy", "args", "command",
+                 "ports", "resources", "readinessProbe", "livenessProbe", "startupProbe",
+                 "volumeMounts", "securityContext", "storage")
 LEGACY_FRAMEWORKS = ("sklearn", "xgboost", "lightgbm", "onnx", "paddle", "pmml", "pytorch",
                      "tensorflow", "triton", "huggingface")
 MIRROR_ENV = "KFLAB_MODEL_MIRROR"
@@ -105,8 +109,7 @@ def parse(obj: dict[str, Any], *, base_dir: Path, state: Path,
     path = resolve_storage(uri.strip(), base_dir=base_dir, state=state,
                            field=f"{where}.storageUri", file=file)
     ignored = [f"spec.predictor.{k}" for k in CLUSTER_ONLY if pred.get(k) not in (None, {}, [])]
-    if where.endswith(".model") and model.get("runtime"):
-        ignored.append(f"{where}.runtime")
+    ignored += [f"{where}.{k}" for k in MODEL_IGNORED if model.get(k) not in (None, {}, [])]
     env = []
     for i, item in enumerate(model.get("env") or []):
         if not isinstance(item, dict) or not isinstance(item.get("name"), str):

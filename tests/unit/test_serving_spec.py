@@ -220,3 +220,19 @@ def test_ready_failed_and_crashed_statuses_match_the_crd(tmp_path: Path, model_d
     broken["status"]["modelStatus"]["states"]["activeModelState"] = "Happy"
     with pytest.raises(AssertionError):
         validate_isvc(isvc_schema, broken)
+
+
+def test_a_stale_status_update_never_overwrites_a_newer_deployment(tmp_path: Path) -> None:
+    """Another kflab process may refresh an old copy while `apply` replaces the service."""
+    backend = LocalBackend(str(tmp_path / "state"))
+    old = isvc({"sklearn": {"storageUri": "file://m"}})
+    old["metadata"]["uid"] = "old"
+    new = json.loads(json.dumps(old))
+    new["metadata"]["uid"] = "new"
+    backend.store.put(new)
+    serving._fail(backend, old, "ServerExited", "RuntimeUnhealthy", "stale")
+    stored = backend.store.get("InferenceService", "iris")
+    assert stored["metadata"]["uid"] == "new" and "status" not in stored
+    serving._fail(backend, new, "ServerExited", "RuntimeUnhealthy", "current")
+    stored = backend.store.get("InferenceService", "iris")
+    assert stored["status"]["conditions"][-1]["message"] == "current"

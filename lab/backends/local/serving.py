@@ -16,6 +16,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,7 @@ def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = Tru
     backend.procs.spawn(proc_id(spec.namespace, spec.name), argv,
                         owner=f"{KIND}/{spec.namespace}/{spec.name}", log=log, env=env)
     obj["metadata"].setdefault("generation", 1)
+    obj["metadata"]["uid"] = str(uuid.uuid4())  # tells this deployment from a later one
     status: dict[str, Any] = {"observedGeneration": obj["metadata"]["generation"],
                               "modelStatus": {"transitionStatus": "InProgress",
                                               "states": {"activeModelState": "Loading",
@@ -162,7 +164,7 @@ def _ready(backend: Any, obj: dict[str, Any], info: dict[str, Any]) -> dict[str,
                              "copies": {"failedCopies": 0, "totalCopies": 1}}
     set_condition(status, "PredictorReady", True)
     set_condition(status, "Ready", True)
-    return backend.store.put(obj)
+    return _save(backend, obj)
 
 
 def _fail(backend: Any, obj: dict[str, Any], reason: str, failure: str,
@@ -181,6 +183,16 @@ def _fail(backend: Any, obj: dict[str, Any], reason: str, failure: str,
     }
     if loaded:  # the model had loaded; the runtime went away
         status["modelStatus"]["states"]["activeModelState"] = ""
+    return _save(backend, obj)
+
+
+def _save(backend: Any, obj: dict[str, Any]) -> dict[str, Any]:
+    """Store a status update unless the service was deleted or re-applied meanwhile (by
+    another kflab process): a stale update must not overwrite the newer deployment."""
+    meta = obj["metadata"]
+    current = backend.store.get(KIND, meta["name"], meta["namespace"])
+    if current is None or (current.get("metadata") or {}).get("uid") != meta.get("uid"):
+        return obj
     return backend.store.put(obj)
 
 

@@ -85,8 +85,8 @@ def iris(backend: LocalBackend, models: Path) -> dict:
 
 
 def listening_sockets(pid: int) -> list[tuple[str, int]]:
-    """(address, port) of every TCP socket in LISTEN state owned by PID's process group,
-    read from /proc/net/tcp{,6} and the processes' fd tables."""
+    """(address, port) of every TCP socket in LISTEN state, and every UDP socket, owned by
+    PID's process group, read from /proc/net/{tcp,tcp6,udp,udp6} and the fd tables."""
     pids = [pid]
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -103,10 +103,15 @@ def listening_sockets(pid: int) -> list[tuple[str, int]]:
                     if link.startswith("socket:["):
                         inodes.add(link[8:-1])
     found = []
-    for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
+    tables = (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32), ("/proc/net/udp", 8),
+              ("/proc/net/udp6", 32))
+    for table, width in tables:
+        if not Path(table).exists():
+            continue
         for line in Path(table).read_text().splitlines()[1:]:
             cols = line.split()
-            if cols[3] != "0A" or cols[9] not in inodes:  # 0A = LISTEN
+            # TCP: only LISTEN (0A) sockets accept; UDP: any bound socket receives
+            if cols[9] not in inodes or ("tcp" in table and cols[3] != "0A"):
                 continue
             addr_hex, port_hex = cols[1].split(":")
             raw = bytes.fromhex(addr_hex)

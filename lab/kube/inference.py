@@ -53,6 +53,22 @@ def _datatype(flat: list[Any]) -> str:
                    hint='give a V2 body: {"inputs": [{"name", "shape", "datatype", "data"}]}')
 
 
+def _tensor(t: Any, what: str) -> tuple[list[Any], list[int]]:
+    """(data, shape) of a V2 tensor, checked: flat data whose size the shape accounts for."""
+    if not isinstance(t, dict):
+        raise LabError(f"{what} is not a tensor (a mapping with name, shape, datatype, data)")
+    data, shape = t.get("data"), t.get("shape")
+    if not isinstance(data, list) or not isinstance(shape, list) or not all(
+            isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+        raise LabError(f"{what} needs 'data' (a flat list) and 'shape' (a list of sizes)")
+    size = 1
+    for d in shape:
+        size *= d
+    if shape and size != len(data):
+        raise LabError(f"{what}: shape {shape} holds {size} values, data has {len(data)}")
+    return data, shape
+
+
 def _reshape(flat: list[Any], shape: list[int]) -> Any:
     if len(shape) <= 1:
         return list(flat)
@@ -62,15 +78,21 @@ def _reshape(flat: list[Any], shape: list[int]) -> Any:
 
 def to_v2(instances: list[Any], name: str = "input-0") -> dict[str, Any]:
     """A V2 request holding V1 `instances` as one tensor (rows x features)."""
-    flat = _flatten(instances)
-    return {"inputs": [{"name": name, "shape": _shape(instances), "datatype": _datatype(flat),
+    flat, shape = _flatten(instances), _shape(instances)
+    size = 1
+    for d in shape:
+        size *= d
+    if size != len(flat):
+        raise LabError("the instances are not a regular array (rows of different lengths?)",
+                       hint="give every row the same number of features")
+    return {"inputs": [{"name": name, "shape": shape, "datatype": _datatype(flat),
                         "data": flat}]}
 
 
 def to_protocol(payload: dict[str, Any], protocol: str) -> dict[str, Any]:
     """The body to send for `protocol`, converting V1 instances <-> a single V2 tensor."""
     have = detect(payload)
-    if have is None:
+    if have is None or not isinstance(payload, dict):
         raise LabError("the request body is neither V1 nor V2",
                        hint='V1: {"instances": [[...], ...]}; '
                             'V2: {"inputs": [{"name": "x", "shape": [1, 4], '
@@ -83,8 +105,8 @@ def to_protocol(payload: dict[str, Any], protocol: str) -> dict[str, Any]:
     if len(tensors) != 1:
         raise LabError("a V2 request with several input tensors has no V1 form",
                        hint="send it with --protocol v2")
-    t = tensors[0]
-    return {"instances": _reshape(list(t.get("data") or []), list(t.get("shape") or []))}
+    data, shape = _tensor(tensors[0], "inputs[0]")
+    return {"instances": _reshape(data, shape)}
 
 
 def predictions(response: Any) -> Any:
@@ -93,8 +115,8 @@ def predictions(response: Any) -> Any:
         return response["predictions"]
     if isinstance(response, dict) and isinstance(response.get("outputs"), list) \
             and response["outputs"]:
-        out = response["outputs"][0]
-        return _reshape(list(out.get("data") or []), list(out.get("shape") or []))
+        data, shape = _tensor(response["outputs"][0], "outputs[0]")
+        return _reshape(data, shape)
     raise LabError("the response has neither 'predictions' (V1) nor 'outputs' (V2)")
 
 

@@ -236,3 +236,24 @@ def test_a_stale_status_update_never_overwrites_a_newer_deployment(tmp_path: Pat
     serving._fail(backend, new, "ServerExited", "RuntimeUnhealthy", "current")
     stored = backend.store.get("InferenceService", "iris")
     assert stored["status"]["conditions"][-1]["message"] == "current"
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
+                    | st.text(max_size=4),
+                    lambda kids: st.lists(kids, max_size=4)
+                    | st.dictionaries(st.sampled_from(["predictions", "outputs", "inputs",
+                                                       "instances", "data", "shape",
+                                                       "datatype", "name"]), kids, max_size=4),
+                    max_leaves=16)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON)
+def test_fuzz_bodies_and_responses_fail_only_with_lab_errors(body: object) -> None:
+    """Saved responses (differ_from) and request files are user input: any JSON is either
+    understood or refused with a LabError, never a crash."""
+    for call in (lambda: inference.predictions(body),
+                 lambda: inference.to_protocol(body, "v1"),  # type: ignore[arg-type]
+                 lambda: inference.to_protocol(body, "v2")):  # type: ignore[arg-type]
+        with contextlib.suppress(LabError):
+            call()

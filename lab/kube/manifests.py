@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from lab.errors import InputError
-from lab.yamlio import Located, load_documents
+from lab.yamlio import Located, PathKey, load_documents
 
 
 def load_manifests(path: Path) -> list[Located]:
@@ -32,3 +35,28 @@ def load_manifests(path: Path) -> list[Located]:
             raise doc.error(("metadata", "name"), "missing",
                             hint="set metadata: {name: my-object}")
     return docs
+
+
+def _field_path(field: str | None) -> PathKey:
+    """'spec.predictor.model.env[0]' -> ('spec', 'predictor', 'model', 'env', 0)."""
+    out: list[str | int] = []
+    for part in (field or "").split("."):
+        m = re.fullmatch(r"([^\[\]]*)((?:\[\d+\])*)", part)
+        if not m:
+            out.append(part)
+            continue
+        if m.group(1):
+            out.append(m.group(1))
+        out += [int(i) for i in re.findall(r"\[(\d+)\]", m.group(2))]
+    return tuple(out)
+
+
+@contextmanager
+def located(doc: Located) -> Iterator[None]:
+    """Give a backend's InputError about a manifest field the manifest's file and line."""
+    try:
+        yield
+    except InputError as exc:
+        if exc.file is not None:
+            raise
+        raise doc.error(_field_path(exc.field), exc.problem, exc.hint) from None

@@ -257,3 +257,14 @@ def test_fuzz_bodies_and_responses_fail_only_with_lab_errors(body: object) -> No
                  lambda: inference.to_protocol(body, "v2")):  # type: ignore[arg-type]
         with contextlib.suppress(LabError):
             call()
+
+
+def test_cli_apply_names_file_line_and_field(tmp_path: Path, kflab) -> None:
+    manifest = tmp_path / "isvc.yaml"
+    manifest.write_text("apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\n"
+                        "metadata: {name: iris}\nspec:\n  predictor:\n    model:\n"
+                        "      modelFormat: {name: sklearn}\n"
+                        "      env:\n        - value: x\n      storageUri: file://.\n")
+    out = kflab("apply", "-f", str(manifest), env={"KFLAB_STATE": str(tmp_path / "s")})
+    assert out.returncode == 2
+    assert f"{manifest}:9: field 'spec.predictor.model.env[0]': needs a name" in out.stderr

@@ -295,6 +295,8 @@ def test_corrupt_model_gives_failed_condition_with_server_error(
     assert info["transitionStatus"] == "BlockedByFailedLoad"
     assert info["lastFailureInfo"]["message"] == cond["message"]
     assert backend.procs.get(proc_id("default", "broken")) is None  # stopped and forgotten
+    gone = kflab("delete", "isvc", "broken", env={"KFLAB_STATE": str(backend.root)})
+    assert gone.returncode == 0 and backend.get("InferenceService", "broken") is None
 
 
 def test_down_stops_every_server(backend: LocalBackend, iris: dict) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -155,9 +156,11 @@ def sampler(algorithm: str, settings: dict[str, str]) -> tuple[optuna.samplers.B
             restart_strategy=None if restart in (None, "None", "none") else restart,
             warn_independent_sampling=False), notes
     if algorithm == "sobol":
-        return optuna.samplers.QMCSampler(qmc_type="sobol", scramble=seed is not None,
-                                          seed=seed, warn_independent_sampling=False,
-                                          warn_asynchronous_seeding=False), notes
+        with warnings.catch_warnings():  # "experimental" since Optuna 3: noise for learners
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.QMCSampler(qmc_type="sobol", scramble=seed is not None,
+                                              seed=seed, warn_independent_sampling=False,
+                                              warn_asynchronous_seeding=False), notes
     if algorithm == "bayesianoptimization":
         kw = {"seed": seed, "warn_independent_sampling": False}
         if "n_initial_points" in settings:

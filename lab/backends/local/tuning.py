@@ -10,8 +10,10 @@ belongs to a ChildGroup, so Ctrl-C (or SIGTERM) kills them all and marks the exp
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
+import queue
 import secrets
 import shutil
 import signal
@@ -33,7 +35,9 @@ from lab.errors import LabError
 from lab.kube.conditions import now
 
 EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"
-POLL = 0.02  # seconds between looks at running trials
+# Seconds between reads of running trials' output (median stopping needs them live);
+# a finished trial wakes the loop at once through the exit queue.
+WATCH = 0.2
 PLOTS_ANNOTATION = "kflab.dev/plots"
 IGNORED_ANNOTATION = "kflab.dev/ignored-fields"
 
@@ -59,6 +63,7 @@ class _Run:
     trials: list[dict[str, Any]] = field(default_factory=list)
     active: dict[str, Running] = field(default_factory=dict)
     exhausted: bool = False
+    exits: queue.SimpleQueue[str] = field(default_factory=queue.SimpleQueue)
 
     def __post_init__(self) -> None:
         import optuna
@@ -245,9 +250,15 @@ class _Run:
             return True
         tuning_status.trial_running(trial)
         self.active[name] = run
+        threading.Thread(target=self._reap, args=(name, proc), daemon=True).start()
         self.refresh()
         self.save(trial)
         return True
+
+    def _reap(self, name: str, proc: Any) -> None:
+        """Wake the loop the moment a trial exits (no polling latency per trial)."""
+        proc.wait()
+        self.exits.put(name)
 
     def _early_stop(self, run: Running) -> bool:
         rules = run.trial["spec"].get("earlyStoppingRules") or []
@@ -337,7 +348,9 @@ class _Run:
                     break
                 if self.exhausted:  # nothing left to run, no rule fired: stop here
                     break
-            time.sleep(POLL)
+                continue
+            with contextlib.suppress(queue.Empty):
+                self.exits.get(timeout=WATCH)
 
     def kill_active(self, detail: str) -> None:
         for run in list(self.active.values()):

@@ -229,24 +229,33 @@ class _Run:
         log = self.store.run_dir("Trial", name, self.ns) / "trial.log"
         coll = self.spec.collector
         source = log if coll.kind == "StdOut" else cwd / str(coll.path)
+        problem = None
         if coll.kind == "File":
-            source.unlink(missing_ok=True)  # a fresh pod starts with no metrics file
-            source.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                source.unlink(missing_ok=True)  # a fresh pod starts with no metrics file
+                source.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                problem = f"cannot prepare the metrics file {source}: {exc.strerror}"
         exe = shutil.which(argv[0], path=env["PATH"]) if os.sep not in argv[0] else argv[0]
+        if exe is None:
+            problem = f"command not found: {argv[0]}"
         metrics = MetricLog(self.spec.objective.names, coll.filters)
         with open(log, "wb") as fh:
-            if exe is None:
-                fh.write(f"kflab: command not found: {argv[0]}\n".encode())
-                proc = None
-            else:
-                proc = group.start([exe, *argv[1:]], cwd=cwd, env=env, stdout=fh)
+            proc = None
+            if problem is None:
+                try:
+                    proc = group.start([str(exe), *argv[1:]], cwd=cwd, env=env, stdout=fh)
+                except OSError as exc:
+                    problem = f"cannot start {argv[0]}: {exc.strerror}"
+            if problem is not None:
+                fh.write(f"kflab: {problem}\n".encode())
         self.backend.emit({"event": "trial-started", "experiment": self.spec.name,
                            "trial": name, "params": {a["name"]: a["value"]
                                                      for a in assignments}})
         run = Running(trial, proc, Tail(source), metrics, otrial.number, time.monotonic(),
                       fmt=coll.format)
         if proc is None:
-            self.finish(run, rc=127, detail=f"command not found: {argv[0]}")
+            self.finish(run, rc=127, detail=str(problem))
             return True
         tuning_status.trial_running(trial)
         self.active[name] = run

@@ -18,12 +18,16 @@ from lab.errors import InputError
 ALGORITHMS = ("random", "grid", "tpe", "multivariate-tpe", "cmaes", "sobol",
               "bayesianoptimization", "hyperband")
 # Katib algorithms this backend refuses, with the reason and the way out.
+_ON_CLUSTER = "or run this Experiment on a cluster (`kflab up`)"
 REFUSED = {
-    "hyperband": "hyperband allocates a resource parameter across brackets of trials; "
-                 "the local backend has no equivalent",
-    "enas": "neural architecture search needs Katib's NAS controllers",
-    "darts": "neural architecture search needs Katib's NAS controllers",
-    "pbt": "population based training needs Katib's shared checkpoint volume",
+    "hyperband": ("hyperband allocates a resource parameter across brackets of trials; "
+                  "the local backend has no equivalent",
+                  "use tpe or random with earlyStopping medianstop to cut bad trials, "
+                  + _ON_CLUSTER),
+    "enas": ("neural architecture search needs Katib's NAS controllers", _ON_CLUSTER[3:]),
+    "darts": ("neural architecture search needs Katib's NAS controllers", _ON_CLUSTER[3:]),
+    "pbt": ("population based training needs Katib's shared checkpoint volume",
+            _ON_CLUSTER[3:]),
 }
 PARAM_TYPES = ("int", "double", "categorical", "discrete")
 STRATEGIES = ("min", "max", "latest")
@@ -244,10 +248,9 @@ def _algorithm(r: _Reader, spec: dict[str, Any]) -> tuple[str, dict[str, str]]:
     algo = r.get(spec, "algorithm", dict, "spec", required=True)
     name = r.get(algo, "algorithmName", str, "spec.algorithm", required=True)
     if name in REFUSED:
+        why, fix = REFUSED[name]
         raise r.fail("spec.algorithm.algorithmName",
-                     f"'{name}' is not supported on the local backend: {REFUSED[name]}",
-                     "use tpe or random (with earlyStopping medianstop to cut bad trials), "
-                     "or run this Experiment on a cluster (`kflab up`)")
+                     f"'{name}' is not supported on the local backend: {why}", fix)
     if name not in ALGORITHMS:
         raise r.fail("spec.algorithm.algorithmName", f"unknown algorithm '{name}'",
                      f"use one of: {', '.join(a for a in ALGORITHMS if a not in REFUSED)}")

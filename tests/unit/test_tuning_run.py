@@ -294,3 +294,55 @@ time.sleep(60)
     assert exp["status"]["trialsKilled"] == 2
     assert all(t["status"]["conditions"][-1]["type"] == "Killed"
                for t in backend.list("Trial"))
+
+
+def test_unusable_metrics_file_path_fails_the_trial(backend: LocalBackend,
+                                                    tmp_path: Path) -> None:
+    (tmp_path / "blocker").write_text("a file, not a folder")
+    obj = experiment(maxTrialCount=2, maxFailedTrialCount=1, parallelTrialCount=1,
+                     metricsCollectorSpec={"collector": {"kind": "File"}, "source": {
+                         "fileSystemPath": {"path": "blocker/metrics.log", "kind": "File"}}})
+    exp = apply(backend, obj, tmp_path)
+    assert last(exp) == ("Failed", "ExperimentFailed")
+    assert "cannot prepare the metrics file" in \
+        trials_of(backend)[0]["status"]["conditions"][-1]["message"]
+
+
+def test_cli_get_describe_and_logs(tmp_path: Path) -> None:
+    write(tmp_path, "trial.py", TRIAL)
+    obj = experiment(maxTrialCount=2)
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(obj))
+    env = {**os.environ, "KFLAB_STATE": str(tmp_path / "state"), "PYTHONPATH": str(REPO),
+           "COLUMNS": "200"}
+
+    def kflab(*args: str) -> str:
+        res = subprocess.run([sys.executable, "-m", "lab.cli", *args], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stdout + res.stderr
+        return res.stdout
+
+    out = kflab("apply", "-f", "exp.yaml")
+    assert "experiment/exp Succeeded" in out
+    assert "ExperimentMaxTrialsReached" in out and "objective.png" in out
+    rows = kflab("get", "trials").splitlines()[1:]
+    assert len(rows) == 2 and all("Succeeded" in r and " exp " in r for r in rows)
+    assert "Succeeded" in kflab("get", "experiments")
+    described = yaml.safe_load(kflab("describe", "experiment", "exp"))
+    assert described["status"]["trialsSucceeded"] == 2
+    name = rows[0].split()[0]
+    assert kflab("logs", "trial", name).startswith("loss=")
+    assert sum(line.startswith("[exp-") for line in
+               kflab("logs", "experiment", "exp").splitlines()) == 2
+
+
+def test_progress_table_renders_trials() -> None:
+    from lab.ui import TrialTable
+
+    table = TrialTable({"experiment": "e", "algorithm": "tpe", "parallel": 2, "max_trials": 3,
+                        "metric": "loss", "params": ["x"]}, lambda: "0.0s")
+    table.update({"event": "trial-started", "trial": "e-1", "params": {"x": "0.5"}})
+    table.update({"event": "trial-finished", "trial": "e-1", "state": "Succeeded",
+                  "objective": "0.25", "seconds": 1.0, "detail": ""})
+    rendered = table.render()
+    assert rendered.row_count == 1
+    assert [c.header for c in rendered.columns] == ["TRIAL", "STATE", "LOSS", "TIME", "x"]

@@ -91,7 +91,7 @@ class Tail:
             with open(self.path, "rb") as fh:
                 fh.seek(self.offset)
                 chunk = fh.read()
-        except FileNotFoundError:
+        except OSError:  # not there (yet), or not readable: nothing to collect
             return []
         self.offset += len(chunk)
         data = self.partial + chunk

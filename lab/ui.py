@@ -134,6 +134,8 @@ class TrialTable:
     """Katib trials while an experiment runs: a live table on a terminal, one line per
     finished trial elsewhere (CI logs stay readable)."""
 
+    MAX_ROWS = 15  # the newest trials; a long experiment must not scroll the terminal away
+
     def __init__(self, ev: dict[str, Any], elapsed: Any) -> None:
         self.ev, self.elapsed = ev, elapsed
         self.rows: dict[str, dict[str, Any]] = {}
@@ -152,10 +154,13 @@ class TrialTable:
     def render(self) -> Any:
         from rich.table import Table
 
-        table = Table(box=None, header_style="bold", title_justify="left")
+        rows = list(self.rows.items())
+        hidden = max(0, len(rows) - self.MAX_ROWS)
+        caption = f"{hidden} earlier trials not shown (kflab get trials)" if hidden else None
+        table = Table(box=None, header_style="bold", caption=caption, caption_justify="left")
         for col in ("TRIAL", "STATE", self.ev["metric"].upper(), "TIME", *self.ev["params"]):
             table.add_column(col)
-        for name, row in self.rows.items():
+        for name, row in rows[hidden:]:
             state = row["state"]
             table.add_row(name, f"[{STATE_COLOR.get(state, 'white')}]{state}[/]",
                           str(row.get("objective") or ""),

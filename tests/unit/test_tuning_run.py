@@ -346,3 +346,15 @@ def test_progress_table_renders_trials() -> None:
     rendered = table.render()
     assert rendered.row_count == 1
     assert [c.header for c in rendered.columns] == ["TRIAL", "STATE", "LOSS", "TIME", "x"]
+
+
+def test_progress_table_keeps_only_the_newest_rows() -> None:
+    from lab.ui import TrialTable
+
+    table = TrialTable({"experiment": "e", "algorithm": "random", "parallel": 1,
+                        "max_trials": 40, "metric": "loss", "params": []}, lambda: "0.0s")
+    for i in range(TrialTable.MAX_ROWS + 5):
+        table.update({"event": "trial-started", "trial": f"e-{i}", "params": {}})
+    rendered = table.render()
+    assert rendered.row_count == TrialTable.MAX_ROWS
+    assert "5 earlier trials" in str(rendered.caption)

@@ -225,9 +225,9 @@ def test_median_stop_early_stops_bad_trials(backend: LocalBackend, tmp_path: Pat
     trial = """
 import sys, time
 x = float(sys.argv[1].split("=")[1])
-for step in range(1, 8):
+for step in range(1, 4):
     print(f"loss={x * 10 + 1 / step:.4f}", flush=True)
-    time.sleep(0.05)
+time.sleep(30 if x > 0.5 else 0)  # a bad trial lingers: only early stopping ends it soon
 """
     obj = experiment(maxTrialCount=8, parallelTrialCount=1,
                      algorithm={"algorithmName": "grid"},
@@ -239,7 +239,9 @@ for step in range(1, 8):
                          {"name": "start_step", "value": "2"}]})
     obj["spec"]["trialTemplate"]["trialParameters"] = [{"name": "x", "reference": "x"}]
     container(obj)["command"] = [sys.executable, "trial.py", "--x=${trialParameters.x}"]
+    t0 = time.monotonic()
     exp = apply(backend, obj, tmp_path, trial)
+    assert time.monotonic() - t0 < 25  # the lingering trials were stopped, not waited for
     by_x = {t["spec"]["parameterAssignments"][0]["value"]: t for t in trials_of(backend)}
     stopped = {x for x, t in by_x.items()
                if t["status"]["conditions"][-1]["type"] == "EarlyStopped"}

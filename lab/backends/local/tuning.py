@@ -359,7 +359,7 @@ class _Run:
                     break
                 continue
             with contextlib.suppress(queue.Empty):
-                self.exits.get(timeout=WATCH)
+                self.exits.get(timeout=WATCH / 4 if self.spec.early else WATCH)
 
     def kill_active(self, detail: str) -> None:
         for run in list(self.active.values()):

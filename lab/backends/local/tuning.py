@@ -6,19 +6,19 @@ sampler for at most parallelTrialCount assignments, start each trial from the pr
 container's command and args (argv, never a shell), read its metrics as it runs, tell
 the sampler, and recompute the Experiment status after every change. Every trial process
 belongs to a ChildGroup, so Ctrl-C (or SIGTERM) kills them all and marks the experiment.
+
+Parts: tuning_spec (validation), tuning_search (algorithms), tuning_trials (one trial),
+tuning_metrics (collectors), tuning_status (Katib's status rules), tuning_plots (PNGs).
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import os
 import queue
 import secrets
-import shutil
 import signal
 import statistics
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -26,15 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab.backends.local import tuning_spec, tuning_status
+from lab.backends.local import tuning_spec, tuning_status, tuning_trials
 from lab.backends.local.procs import ChildGroup, iter_log, kill_group
 from lab.backends.local.tuning_metrics import UNAVAILABLE, MetricLog, Tail
 from lab.backends.local.tuning_search import distributions, fmt, grid, sampler
-from lab.backends.local.tuning_spec import PLACEHOLDER, Spec
+from lab.backends.local.tuning_spec import Spec
+from lab.backends.local.tuning_trials import EXPERIMENT_LABEL
 from lab.errors import LabError
-from lab.kube.conditions import now
 
-EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"
 # Seconds between reads of running trials' output (median stopping needs them live);
 # a finished trial wakes the loop at once through the exit queue.
 WATCH = 0.2
@@ -137,125 +136,29 @@ class _Run:
         return otrial, [{"name": p.name, "value": fmt(otrial.params[p.name])}
                         for p in self.spec.params]
 
-    def _substitute(self, name: str, assignments: list[dict[str, str]]) -> dict[str, Any]:
-        values = {a["name"]: a["value"] for a in assignments}
-        meta = self.exp["metadata"]
-        trial_spec = self.spec.trial_spec
-
-        def meta_value(ref: str) -> str:
-            key = ref[len("${trialSpec."):-1]
-            if key == "Name":
-                return name
-            if key == "Namespace":
-                return self.ns
-            if key == "Kind":
-                return str(trial_spec.get("kind", ""))
-            if key == "APIVersion":
-                return str(trial_spec.get("apiVersion", ""))
-            group, _, label = key.partition("[")
-            source = meta.get("labels" if group == "Labels" else "annotations") or {}
-            return str(source.get(label.rstrip("]"), ""))
-
-        resolved = {tp: values[ref] if ref in values else meta_value(ref)
-                    for tp, ref in self.spec.trial_parameters.items()}
-
-        def sub(node: Any) -> Any:
-            if isinstance(node, str):
-                return PLACEHOLDER.sub(lambda m: resolved[m.group(1)], node)
-            if isinstance(node, dict):
-                return {k: sub(v) for k, v in node.items()}
-            if isinstance(node, list):
-                return [sub(v) for v in node]
-            return node
-
-        run_spec = sub(copy.deepcopy(trial_spec))
-        md = run_spec.setdefault("metadata", {}) if isinstance(run_spec, dict) else {}
-        md["name"], md["namespace"] = name, self.ns
-        return run_spec
-
-    def _trial_object(self, name: str, assignments: list[dict[str, str]],
-                      run_spec: dict[str, Any]) -> dict[str, Any]:
-        exp_meta = self.exp["metadata"]
-        spec = self.exp["spec"]
-        tspec: dict[str, Any] = {
-            "objective": spec["objective"],
-            "parameterAssignments": assignments,
-            "runSpec": run_spec,
-            "metricsCollector": spec["metricsCollectorSpec"],
-            "primaryContainerName": self.spec.primary,
-            "labels": {EXPERIMENT_LABEL: exp_meta["name"]},
-        }
-        rules = self._rules()
-        if rules:
-            tspec["earlyStoppingRules"] = rules
-        return {
-            "apiVersion": "kubeflow.org/v1beta1", "kind": "Trial",
-            "metadata": {"name": name, "namespace": self.ns, "creationTimestamp": now(),
-                         "labels": {EXPERIMENT_LABEL: exp_meta["name"]},
-                         "ownerReferences": [{"apiVersion": "kubeflow.org/v1beta1",
-                                              "kind": "Experiment", "name": exp_meta["name"],
-                                              "controller": True}]},
-            "spec": tspec,
-        }
-
-    def _env(self, container: dict[str, Any], name: str) -> dict[str, str]:
-        env = dict(os.environ)
-        # `python3` in a trial means this lab's Python (it has the ML stack), as in an image.
-        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-        env["PYTHONUNBUFFERED"] = "1"
-        for item in container.get("env") or []:
-            if "value" in item:
-                env[str(item["name"])] = str(item["value"])
-        env["KATIB_TRIAL_NAME"] = name
-        return env
-
     def start_one(self, group: ChildGroup) -> bool:
         got = self._assignments()
         if got is None:
             return False
         otrial, assignments = got
         name = f"{self.spec.name}-{secrets.token_hex(4)}"
-        run_spec = self._substitute(name, assignments)
-        trial = self._trial_object(name, assignments, run_spec)
+        runspec = tuning_trials.run_spec(self.spec, name, assignments, self.exp["metadata"])
+        trial = tuning_trials.trial_object(self.exp, self.spec, name, assignments, runspec,
+                                           self._rules())
         tuning_status.trial_created(trial)
         self.trials.append(trial)
-        container: Any = run_spec
-        for key in self.spec.container_path:
-            container = container[key]
-        argv = [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
-        env = self._env(container, name)
-        workdir = container.get("workingDir")
-        cwd = Path(workdir) if workdir and Path(workdir).is_dir() else self.base_dir
         log = self.store.run_dir("Trial", name, self.ns) / "trial.log"
+        started = tuning_trials.launch(group, self.spec, runspec, name, log, self.base_dir)
+        proc = started.proc
         coll = self.spec.collector
-        source = log if coll.kind == "StdOut" else cwd / str(coll.path)
-        problem = None
-        if coll.kind == "File":
-            try:
-                source.unlink(missing_ok=True)  # a fresh pod starts with no metrics file
-                source.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                problem = f"cannot prepare the metrics file {source}: {exc.strerror}"
-        exe = shutil.which(argv[0], path=env["PATH"]) if os.sep not in argv[0] else argv[0]
-        if exe is None:
-            problem = f"command not found: {argv[0]}"
         metrics = MetricLog(self.spec.objective.names, coll.filters)
-        with open(log, "wb") as fh:
-            proc = None
-            if problem is None:
-                try:
-                    proc = group.start([str(exe), *argv[1:]], cwd=cwd, env=env, stdout=fh)
-                except OSError as exc:
-                    problem = f"cannot start {argv[0]}: {exc.strerror}"
-            if problem is not None:
-                fh.write(f"kflab: {problem}\n".encode())
         self.backend.emit({"event": "trial-started", "experiment": self.spec.name,
                            "trial": name, "params": {a["name"]: a["value"]
                                                      for a in assignments}})
-        run = Running(trial, proc, Tail(source), metrics, otrial.number, time.monotonic(),
-                      fmt=coll.format)
+        run = Running(trial, proc, Tail(started.metrics_source), metrics, otrial.number,
+                      time.monotonic(), fmt=coll.format)
         if proc is None:
-            self.finish(run, rc=127, detail=str(problem))
+            self.finish(run, rc=127, detail=str(started.problem))
             return True
         tuning_status.trial_running(trial)
         self.active[name] = run

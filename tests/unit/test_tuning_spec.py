@@ -31,6 +31,18 @@ def test_valid_experiment_parses_with_defaults_and_one_cluster_warning() -> None
     assert spec.container["name"] == "training-container"
     # image is a cluster-only field: listed, never silently dropped
     assert any("image" in w for w in spec.warnings)
+    assert any("spec.template.spec.restartPolicy" in w for w in spec.warnings)
+
+
+def test_job_and_pod_fields_beside_the_container_are_listed() -> None:
+    obj = experiment()
+    job = obj["spec"]["trialTemplate"]["trialSpec"]["spec"]
+    job["backoffLimit"] = 2
+    job["template"]["spec"]["volumes"] = [{"name": "data"}]
+    text = "; ".join(tuning_spec.parse(obj).warnings)
+    for fld in ("spec.backoffLimit", "spec.template.spec.volumes",
+                "spec.template.spec.restartPolicy"):
+        assert fld in text
 
 
 @pytest.mark.parametrize(("change", "field"), [

@@ -427,7 +427,28 @@ def _template(r: _Reader, spec: dict[str, Any], params: tuple[Param, ...],
     for key in TEMPLATE_CLUSTER_ONLY:
         if key in tt:
             warnings.append(f"{p}.{key}")
+    around = _around(trial_spec, cpath)
+    if around:
+        warnings.append(f"{p}.trialSpec: {', '.join(around)}")
     return tparams, trial_spec, cpath, primary
+
+
+def _around(trial_spec: dict[str, Any], cpath: tuple[Any, ...]) -> list[str]:
+    """Fields beside the path to the primary container (Job's backoffLimit, the pod's
+    restartPolicy, volumes, nodeSelector, a replica's `replicas`...): cluster-only."""
+    out = []
+    for depth in range(len(cpath) - 1):  # down to the pod spec holding `containers`
+        node = _at(trial_spec, cpath[:depth])
+        if not isinstance(node, dict):
+            continue
+        for key, value in node.items():
+            if key == cpath[depth] or (depth == 0 and key in ("apiVersion", "kind",
+                                                             "metadata")):
+                continue
+            if _find_containers(value):  # another replica: reported with the containers
+                continue
+            out.append(_dotted((*cpath[:depth], key))[1:])
+    return out
 
 
 def _at(node: Any, path: tuple[Any, ...]) -> Any:

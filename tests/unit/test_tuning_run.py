@@ -261,8 +261,10 @@ def test_reapply_replaces_trials_and_delete_removes_them(backend: LocalBackend,
     assert trials_of(backend) == []
 
 
-def test_ctrl_c_kills_every_trial_and_marks_the_experiment(tmp_path: Path) -> None:
-    """A real `kflab apply` gets SIGINT while two trials (each with a grandchild) run."""
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_kills_every_trial_and_marks_the_experiment(tmp_path: Path, sig: int) -> None:
+    """A real `kflab apply` gets SIGINT (Ctrl-C) or SIGTERM while two trials run, each
+    with a grandchild of its own."""
     trial = """
 import os, subprocess, sys, time
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
@@ -283,7 +285,7 @@ time.sleep(60)
         time.sleep(0.1)
     pids = [int(p) for f in tmp_path.glob("*.pids") for p in f.read_text().split()]
     assert len(pids) == 4, proc.stdout
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 130, out
     time.sleep(0.2)

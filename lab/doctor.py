@@ -108,14 +108,36 @@ def iommu_group(host: Host, pci: str) -> str | None:
     return os.path.basename(os.readlink(link)) if link.is_symlink() else None
 
 
+def _iommu_row(host: Host, pci: list[str], passthrough: bool) -> Row:
+    """IOMMU groups matter only for PCI passthrough (libvirt + GPU); elsewhere it is info."""
+    base = host.root / "sys/kernel/iommu_groups"
+    groups = len(list(base.iterdir())) if base.is_dir() else 0
+    per_gpu = {p: iommu_group(host, p) for p in pci}
+    observed = f"{groups} groups" if groups else "disabled"
+    if per_gpu:
+        observed += "; " + ", ".join(f"{p}: group {g or '-'}" for p, g in per_gpu.items())
+    vfio = "vfio_pci" in host.read("/proc/modules") or host.exists("/sys/bus/pci/drivers/vfio-pci")
+    ok = bool(groups) and all(per_gpu.values())
+    if not passthrough:
+        return Row("iommu", "pass", observed)
+    if not pci:
+        return Row("iommu", "fail", observed, "no NVIDIA GPU to pass through: set gpu: off")
+    if not ok:
+        return Row("iommu", "fail", observed,
+                   "enable intel_iommu=on or amd_iommu=on (kernel command line) and VT-d/AMD-Vi")
+    if not vfio:
+        return Row("iommu", "warn", observed + "; vfio-pci not loaded",
+                   "modprobe vfio-pci and bind the GPU to it (docs/install.md)")
+    return Row("iommu", "pass", observed + "; vfio-pci loaded")
+
+
 def diagnose(needs: Needs | None = None, host: Host | None = None) -> list[Row]:
     needs, host = needs or Needs(), host or Host()
     rows: list[Row] = []
     vm = needs.provider.startswith("vagrant")
     on_node = needs.provider in ("vagrant-virtualbox", "vagrant-libvirt", "wsl2", "host")
 
-    cpus = os.cpu_count() or 0 if host.root == Path("/") else host.read(
-        "/proc/cpuinfo").count("processor\t:")
+    cpus = host.read("/proc/cpuinfo").count("processor\t:") or os.cpu_count() or 0
     want_cpu = needs.cpus if on_node else 2
     rows.append(Row("cpus", "pass" if cpus >= want_cpu else "warn", str(cpus),
                     "" if cpus >= want_cpu else f"the lab wants {want_cpu}; it will be slow"))
@@ -173,12 +195,7 @@ def diagnose(needs: Needs | None = None, host: Host | None = None) -> list[Row]:
                         else "none (CPU-only lab)",
                         "install the NVIDIA driver for GPU labs" if pci else
                         ("set gpu: auto or off in lab.yaml" if explicit else "")))
-    if needs.provider == "vagrant-libvirt" and pci and want_gpu:
-        groups = {p: iommu_group(host, p) for p in pci}
-        ok = all(groups.values())
-        rows.append(Row("iommu", "pass" if ok else "fail",
-                        ", ".join(f"{p}: group {g}" for p, g in groups.items()),
-                        "" if ok else "enable intel_iommu=on / amd_iommu=on for PCI passthrough"))
+    rows.append(_iommu_row(host, pci, needs.provider == "vagrant-libvirt" and want_gpu))
 
     missing = [m for m in ("kfp", "optuna", "torch", "kserve", "sklearn")
                if importlib.util.find_spec(m) is None]

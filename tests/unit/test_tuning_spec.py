@@ -200,3 +200,30 @@ def test_fuzzed_whole_spec_never_crashes(spec: Any) -> None:
     obj["spec"] = spec
     with pytest.raises(InputError):
         tuning_spec.parse(obj)
+
+
+def test_field_errors_point_at_the_manifest_file_and_line(tmp_path) -> None:
+    """`kflab apply` path: an Experiment field error names the YAML file and line."""
+    import yaml
+
+    from lab.kube.manifests import apply_document, load_manifests
+    from lab.yamlio import dotted, undotted
+
+    assert undotted("spec.parameters[0].feasibleSpace.list") == (
+        "spec", "parameters", 0, "feasibleSpace", "list")
+    assert dotted(undotted("a.b[3].c")) == "a.b[3].c"
+    obj = experiment()
+    obj["spec"]["parameters"][1]["feasibleSpace"] = {"list": []}
+    obj["spec"]["parameters"][1]["parameterType"] = "categorical"
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(obj, sort_keys=False))
+    doc = load_manifests(path)[0]
+
+    from lab.backends.local import LocalBackend
+
+    with pytest.raises(InputError) as err:
+        apply_document(LocalBackend(str(tmp_path / "state")), doc, tmp_path)
+    assert err.value.file == str(path)
+    assert err.value.field == "spec.parameters[1].feasibleSpace.list"
+    line = path.read_text().splitlines()[err.value.line - 1]
+    assert line.strip().startswith("list:")

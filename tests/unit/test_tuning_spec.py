@@ -87,6 +87,18 @@ def test_job_and_pod_fields_beside_the_container_are_listed() -> None:
      "spec.metricsCollectorSpec.source.fileSystemPath"),
     ({"earlyStopping": {"algorithmName": "hyperband"}}, "spec.earlyStopping.algorithmName"),
     ({"maxTrialCount": 2, "maxFailedTrialCount": 3}, "spec.maxFailedTrialCount"),
+    ({"parameters": [{"name": "x", "parameterType": "double",
+                      "feasibleSpace": {"min": "0", "max": "1", "distribution": "gaussian"}}]},
+     "spec.parameters[0].feasibleSpace.distribution"),
+    ({"parameters": [{"name": "x", "parameterType": "double",
+                      "feasibleSpace": {"min": "0", "max": "1", "distribution": "logUniform"}}]},
+     "spec.parameters[0].feasibleSpace.min"),
+    ({"parameters": [{"name": "x", "parameterType": "double",
+                      "feasibleSpace": {"min": "0", "max": "1", "list": ["0.5"]}}]},
+     "spec.parameters[0].feasibleSpace.list"),
+    ({"parameters": [{"name": "x", "parameterType": "categorical",
+                      "feasibleSpace": {"list": ["a"], "step": "1"}}]},
+     "spec.parameters[0].feasibleSpace.step"),
 ])
 def test_malformed_experiment_names_the_field(change: dict[str, Any], field: str) -> None:
     obj = experiment(**change)
@@ -112,6 +124,29 @@ def test_template_placeholder_must_be_declared() -> None:
     assert field_of(obj) == "spec.trialTemplate.trialSpec"
 
 
+def test_unused_or_doubly_referenced_trial_parameters_are_refused() -> None:
+    obj = experiment()
+    obj["spec"]["trialTemplate"]["trialParameters"].append({"name": "lr", "reference": "x"})
+    assert field_of(obj) == "spec.trialTemplate.trialParameters[2].reference"
+    obj["spec"]["trialTemplate"]["trialParameters"][2]["reference"] = "${trialSpec.Name}"
+    assert field_of(obj) == "spec.trialTemplate.trialParameters[2].name"  # never used
+
+
+def test_log_uniform_maps_to_an_optuna_log_scale() -> None:
+    from lab.backends.local.tuning_search import distribution_notes, distributions
+
+    obj = experiment(parameters=[
+        {"name": "x", "parameterType": "double",
+         "feasibleSpace": {"min": "0.001", "max": "1", "distribution": "logUniform"}},
+        {"name": "n", "parameterType": "int",
+         "feasibleSpace": {"min": "1", "max": "64", "distribution": "logNormal"}}])
+    spec = tuning_spec.parse(obj)
+    dists = distributions(spec.params)
+    assert dists["x"].log and dists["n"].log
+    notes = distribution_notes(spec.params, "tpe")
+    assert len(notes) == 1 and "logNormal" in notes[0]
+
+
 def test_trial_parameter_reference_must_exist() -> None:
     obj = experiment()
     obj["spec"]["trialTemplate"]["trialParameters"][0]["reference"] = "lr"
@@ -120,7 +155,8 @@ def test_trial_parameter_reference_must_exist() -> None:
 
 def test_container_without_command_is_refused_locally() -> None:
     obj = experiment()
-    del container(obj)["command"]
+    c = container(obj)
+    c["args"] = c.pop("command")[2:]  # parameters still used, but no command
     assert field_of(obj).endswith("containers[0].command")
 
 

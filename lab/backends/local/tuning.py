@@ -29,7 +29,13 @@ from typing import Any
 from lab.backends.local import tuning_spec, tuning_status, tuning_trials
 from lab.backends.local.procs import ChildGroup, iter_log, kill_group
 from lab.backends.local.tuning_metrics import UNAVAILABLE, MetricLog, Tail
-from lab.backends.local.tuning_search import distributions, fmt, grid, sampler
+from lab.backends.local.tuning_search import (
+    distribution_notes,
+    distributions,
+    fmt,
+    grid,
+    sampler,
+)
 from lab.backends.local.tuning_spec import Spec
 from lab.backends.local.tuning_trials import EXPERIMENT_LABEL
 from lab.errors import LabError
@@ -72,6 +78,7 @@ class _Run:
         self.ns = self.spec.namespace
         self.sampler, notes = sampler(self.spec.algorithm, self.spec.settings)
         self.spec.warnings.extend(notes)
+        self.spec.warnings.extend(distribution_notes(self.spec.params, self.spec.algorithm))
         direction = "maximize" if self.spec.objective.type == "maximize" else "minimize"
         self.study = optuna.create_study(direction=direction, sampler=self.sampler)
         if self.spec.algorithm == "grid":

@@ -112,16 +112,35 @@ def distributions(params: tuple[Param, ...]) -> dict[str, Any]:
             out[p.name] = CategoricalDistribution(list(p.values))
             continue
         assert p.min is not None and p.max is not None
+        log = p.distribution in ("logUniform", "logNormal")
         if p.type == "int":
-            step = int(p.step or 1)
+            step = 1 if log else int(p.step or 1)  # Optuna: no step on a log scale
             high = int(p.min) + (int(p.max) - int(p.min)) // step * step
-            out[p.name] = IntDistribution(int(p.min), high, step=step)
-        elif p.step:
+            out[p.name] = IntDistribution(int(p.min), high, step=step, log=log)
+        elif p.step and not log:
             high = p.min + math.floor((p.max - p.min) / p.step + 1e-9) * p.step
             out[p.name] = FloatDistribution(p.min, high, step=p.step)
         else:
-            out[p.name] = FloatDistribution(p.min, p.max)
+            out[p.name] = FloatDistribution(p.min, p.max, log=log)
     return out
+
+
+def distribution_notes(params: tuple[Param, ...], algorithm: str) -> list[str]:
+    """Where a declared distribution is sampled differently here than by Katib."""
+    notes = []
+    for i, p in enumerate(params):
+        where = f"spec.parameters[{i}].feasibleSpace"
+        if algorithm == "grid" and p.distribution != "uniform":
+            notes.append(f"{where}.distribution: the grid visits every step, "
+                         f"'{p.distribution}' has no effect")
+        elif p.distribution in ("normal", "logNormal"):
+            notes.append(f"{where}.distribution: Optuna has no {p.distribution} prior; "
+                         f"sampled {'log-' if p.distribution == 'logNormal' else ''}"
+                         "uniformly between min and max")
+        elif p.distribution == "logUniform" and p.step:
+            notes.append(f"{where}.step: not used with logUniform (Optuna has no stepped "
+                         "log scale)")
+    return notes
 
 
 def sampler(algorithm: str, settings: dict[str, str]) -> tuple[optuna.samplers.BaseSampler,

@@ -30,6 +30,7 @@ REFUSED = {
             _ON_CLUSTER[3:]),
 }
 PARAM_TYPES = ("int", "double", "categorical", "discrete")
+DISTRIBUTIONS = ("uniform", "logUniform", "normal", "logNormal")
 STRATEGIES = ("min", "max", "latest")
 COLLECTORS = ("StdOut", "File")
 # Katib's default metrics filter: `name=value`, value possibly signed, decimal, exponent.
@@ -51,6 +52,7 @@ class Param:
     max: float | None = None
     step: float | None = None
     values: tuple[str, ...] = ()
+    distribution: str = "uniform"  # uniform | logUniform | normal | logNormal
 
 
 @dataclass(frozen=True)
@@ -173,7 +175,15 @@ def _param(r: _Reader, raw: Any, path: str) -> Param:
                      f"use one of: {', '.join(PARAM_TYPES)}")
     space = r.get(raw, "feasibleSpace", dict, path, required=True)
     sp = f"{path}.feasibleSpace"
+    dist = r.get(space, "distribution", str, sp, default="uniform") or "uniform"
+    if dist not in DISTRIBUTIONS:
+        raise r.fail(f"{sp}.distribution", f"unknown distribution '{dist}'",
+                     f"use one of: {', '.join(DISTRIBUTIONS)}")
     if ptype in ("categorical", "discrete"):
+        extra = [k for k in ("min", "max", "step") if space.get(k) not in (None, "")]
+        if extra:
+            raise r.fail(f"{sp}.{extra[0]}", f"not allowed for {ptype} parameters",
+                         "give the values in feasibleSpace.list")
         values = r.get(space, "list", list, sp)
         if not values:
             raise r.fail(f"{sp}.list", f"empty feasible space for {ptype} parameter '{name}'",
@@ -189,6 +199,9 @@ def _param(r: _Reader, raw: Any, path: str) -> Param:
             raise r.fail(f"{sp}.list", "values must be unique")
         return Param(name, ptype, values=tuple(out))
     integer = ptype == "int"
+    if space.get("list"):
+        raise r.fail(f"{sp}.list", f"not allowed for {ptype} parameters",
+                     "give feasibleSpace.min and max (and step), or make it discrete")
     for key in ("min", "max"):
         if space.get(key) in (None, ""):
             raise r.fail(f"{sp}.{key}", f"missing for {ptype} parameter '{name}'",
@@ -203,7 +216,9 @@ def _param(r: _Reader, raw: Any, path: str) -> Param:
         step = _number(r, space["step"], f"{sp}.step", integer=integer)
         if step <= 0:
             raise r.fail(f"{sp}.step", f"must be > 0, got {space['step']}")
-    return Param(name, ptype, lo, hi, step)
+    if dist in ("logUniform", "logNormal") and lo <= 0:
+        raise r.fail(f"{sp}.min", f"{dist} needs min > 0, got {space['min']}")
+    return Param(name, ptype, lo, hi, step, distribution=dist)
 
 
 def _objective(r: _Reader, spec: dict[str, Any]) -> Objective:
@@ -367,6 +382,9 @@ def _template(r: _Reader, spec: dict[str, Any], params: tuple[Param, ...],
         ref = r.get(tp, "reference", str, tpp, required=True)
         if tname in tparams:
             raise r.fail(f"{tpp}.name", f"duplicate trial parameter '{tname}'")
+        if ref in tparams.values():
+            raise r.fail(f"{tpp}.reference", f"'{ref}' is referenced twice",
+                         "each parameter is referenced by one trial parameter")
         if ref not in names and not META_REF.match(ref):
             raise r.fail(f"{tpp}.reference", f"'{ref}' is not a parameter of the experiment",
                          f"reference one of: {', '.join(sorted(names))}")
@@ -380,9 +398,11 @@ def _template(r: _Reader, spec: dict[str, Any], params: tuple[Param, ...],
                              f"add {{name: {m.group(1)}, reference: <parameter>}} to "
                              "trialTemplate.trialParameters")
             used.add(m.group(1))
-    unused = sorted(set(tparams) - used)
-    if unused:
-        warnings.append(f"{p}.trialParameters {', '.join(unused)}: never used in trialSpec")
+    for i, tname in enumerate(tparams):
+        if tname not in used:
+            raise r.fail(f"{p}.trialParameters[{i}].name",
+                         f"'{tname}' is never used in trialSpec",
+                         f"put ${{trialParameters.{tname}}} in the command, or remove it")
     primary = r.get(tt, "primaryContainerName", str, p, default=DEFAULT_PRIMARY)
     paths = _find_containers(trial_spec)
     if not paths:

@@ -301,14 +301,13 @@ def demo(obj: Obj, json_out: str | None, junit_out: str | None) -> None:
 @pass_obj
 def apply(obj: Obj, files: tuple[str, ...]) -> None:
     """Create or replace resources from manifests and run them."""
-    from lab.kube.manifests import load_manifests, located
+    from lab.kube.manifests import apply_document, load_manifests
 
     backend = obj.backend(progress=True)
     docs = [(Path(f), doc) for f in files for doc in load_manifests(Path(f))]
     failed = False
     for path, doc in docs:
-        with located(doc):
-            res = backend.apply(doc.data, base_dir=path.parent.resolve())
+        res = apply_document(backend, doc, path.parent.resolve())
         state = _state_of(res)
         failed |= state in ("FAILED", "Failed")
         click.echo(f"{res['kind'].lower()}/{res['metadata']['name']} {state}")

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from lab.errors import InputError
-from lab.yamlio import Located, PathKey, load_documents
+from lab.yamlio import Located, load_documents
 
 
 def load_manifests(path: Path) -> list[Located]:
@@ -37,26 +34,12 @@ def load_manifests(path: Path) -> list[Located]:
     return docs
 
 
-def _field_path(field: str | None) -> PathKey:
-    """'spec.predictor.model.env[0]' -> ('spec', 'predictor', 'model', 'env', 0)."""
-    out: list[str | int] = []
-    for part in (field or "").split("."):
-        m = re.fullmatch(r"([^\[\]]*)((?:\[\d+\])*)", part)
-        if not m:
-            out.append(part)
-            continue
-        if m.group(1):
-            out.append(m.group(1))
-        out += [int(i) for i in re.findall(r"\[(\d+)\]", m.group(2))]
-    return tuple(out)
-
-
-@contextmanager
-def located(doc: Located) -> Iterator[None]:
-    """Give a backend's InputError about a manifest field the manifest's file and line."""
+def apply_document(backend: Any, doc: Located, base_dir: Path) -> dict[str, Any]:
+    """`backend.apply` for one loaded manifest: a field error raised while validating the
+    object (an Experiment's feasible space, say) names this file and the field's line."""
     try:
-        yield
+        return backend.apply(doc.data, base_dir=base_dir)
     except InputError as exc:
-        if exc.file is not None:
+        if exc.field is None or exc.file == doc.file:
             raise
-        raise doc.error(_field_path(exc.field), exc.problem, exc.hint) from None
+        raise doc.relocate(exc) from None

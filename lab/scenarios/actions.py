@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.errors import LabError
-from lab.kube.manifests import load_manifests, located
+from lab.kube.manifests import apply_document, load_manifests
 from lab.scenarios import prediction
 from lab.scenarios.context import Context
 
@@ -34,8 +34,7 @@ def _apply(ctx: Context, path: str) -> str:
     file = ctx.workdir / path
     names = []
     for doc in load_manifests(file):
-        with located(doc):
-            obj = ctx.backend.apply(doc.data, base_dir=file.parent)
+        obj = apply_document(ctx.backend, doc, file.parent)
         names.append(f"{obj['kind']}/{obj['metadata']['name']}")
     return "applied " + ", ".join(names)
 

@@ -186,22 +186,19 @@ def _report_options(f: Any) -> Any:
     return click.argument("names", nargs=-1)(f)
 
 
-@scenario.command("run")
-@_report_options
-@pass_obj
-def scenario_run(obj: Obj, names: tuple[str, ...], all_: bool, json_out: str | None,
-                 junit_out: str | None) -> None:
-    """Run scenarios unattended (auto mode): each step's solution, then its checks."""
-    _run_many(obj, names, all_, "auto", json_out, junit_out)
+def _mode_command(mode: str, doc: str) -> None:
+    @scenario.command(mode if mode == "test" else "run", help=doc)
+    @_report_options
+    @pass_obj
+    def command(obj: Obj, names: tuple[str, ...], all_: bool, json_out: str | None,
+                junit_out: str | None) -> None:
+        _run_many(obj, names, all_, mode, json_out, junit_out)
 
 
-@scenario.command("test")
-@_report_options
-@pass_obj
-def scenario_test(obj: Obj, names: tuple[str, ...], all_: bool, json_out: str | None,
-                  junit_out: str | None) -> None:
-    """Test scenarios: each step's checks must FAIL before its solution and PASS after."""
-    _run_many(obj, names, all_, "test", json_out, junit_out)
+_mode_command("auto", "Run scenarios unattended (auto mode): each step's solution, then "
+                      "its checks.")
+_mode_command("test", "Test scenarios: each step's checks must FAIL before its solution and PASS "
+                      "after.")
 
 
 def _show_step(session: Any) -> None:
@@ -304,16 +301,18 @@ def demo(obj: Obj, json_out: str | None, junit_out: str | None) -> None:
 @pass_obj
 def apply(obj: Obj, files: tuple[str, ...]) -> None:
     """Create or replace resources from manifests and run them."""
-    from lab.kube.manifests import load_manifests
+    from lab.kube.manifests import apply_document, load_manifests
 
     backend = obj.backend(progress=True)
     docs = [(Path(f), doc) for f in files for doc in load_manifests(Path(f))]
     failed = False
     for path, doc in docs:
-        res = backend.apply(doc.data, base_dir=path.parent.resolve())
+        res = apply_document(backend, doc, path.parent.resolve())
         state = _state_of(res)
         failed |= state in ("FAILED", "Failed")
         click.echo(f"{res['kind'].lower()}/{res['metadata']['name']} {state}")
+        if state == "Failed" and (why := _ready_message(res)):
+            click.echo(f"  {why}", err=True)
     if failed:
         sys.exit(1)
 
@@ -323,7 +322,40 @@ def _state_of(obj: dict[str, Any]) -> str:
     if "state" in status:
         return str(status["state"])
     conds = status.get("conditions") or []
+    ready = next((c for c in conds if c.get("type") == "Ready"), None)
+    if ready is not None:  # KServe-style readiness: apply has waited, so False means failed
+        return {"True": "Ready", "False": "Failed"}.get(ready.get("status"), "Pending")
     return str(conds[-1]["type"]) if conds else "created"
+
+
+def _ready_message(obj: dict[str, Any]) -> str:
+    conds = (obj.get("status") or {}).get("conditions") or []
+    ready = next((c for c in conds if c.get("type") == "Ready"), {})
+    return f"{ready.get('reason', '')}: {ready.get('message', '')}".strip(": ")
+
+
+@cli.command()
+@click.argument("name")
+@click.option("-f", "--filename", "file", required=True,
+              type=click.Path(exists=True, dir_okay=False),
+              help='Request body (JSON): V1 {"instances": ...} or V2 {"inputs": ...}.')
+@click.option("--protocol", type=click.Choice(["v1", "v2"]),
+              help="Send with this protocol (the body is converted); default: the body's own.")
+@click.option("-n", "--namespace", default="default", show_default=True)
+@click.option("-o", "--output", "out", type=click.Path(dir_okay=False),
+              help="Also save the response to this file.")
+@pass_obj
+def predict(obj: Obj, name: str, file: str, protocol: str | None, namespace: str,
+            out: str | None) -> None:
+    """Send a prediction request to an InferenceService and print the response."""
+    from lab.kube.inference import load_request
+
+    payload = load_request(Path(file))
+    response = obj.backend().predict(name, payload, namespace, protocol)
+    text = json.dumps(response, indent=2)
+    if out:
+        Path(out).write_text(text + "\n")
+    click.echo(text)
 
 
 @cli.group()

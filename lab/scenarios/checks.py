@@ -21,6 +21,7 @@ import jmespath.exceptions
 
 from lab.kube.conditions import get_condition
 from lab.kube.kinds import lookup
+from lab.scenarios import prediction
 from lab.scenarios.compare import OPS, compare
 from lab.scenarios.context import Context
 from lab.scenarios.model import Check
@@ -279,3 +280,12 @@ def evaluate(check: Check, ctx: Context, *, wait: bool = True) -> Outcome:
         if outcome.ok or time.monotonic() >= deadline:
             return outcome
         time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+
+
+register("http-predict", CheckType(
+    {"name": Field(STR, True), "namespace": Field(STR), "protocol": Field(STR,
+                                                                        choices=("v1", "v2")),
+     "request": Field(DICT), "instances": Field(LIST), "file": Field(STR),
+     "expect": Field(ANY), "tolerance": Field(NUM), "differ_from": Field(STR)},
+    lambda ctx, p: Outcome(*prediction.check(ctx, p)), prediction.valid_check,
+))

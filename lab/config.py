@@ -237,7 +237,7 @@ def validate(data: Any, file: str = "<input>", lines: Located | None = None) -> 
         if key not in _TOP:
             raise _unknown(doc, (), str(key), _TOP)
     if "provider" not in data:
-        raise doc.error((), "field 'provider' is missing",
+        raise doc.error(("provider",), "missing (it is required)",
                         f"add `provider: ` with one of {', '.join(PROVIDERS)}")
     provider = _choice(doc, ("provider",), data["provider"], PROVIDERS)
     kw: dict[str, Any] = {"provider": provider, "source": file}

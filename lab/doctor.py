@@ -70,10 +70,11 @@ class Host:
         return (self.root / rel.lstrip("/")).exists()
 
     def run(self, argv: list[str], timeout: float = 10) -> tuple[int, str]:
-        if self.which(argv[0]) is None:  # type: ignore[operator]
+        exe = self.which(argv[0])  # type: ignore[operator]
+        if exe is None:
             return 127, ""
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+            proc = subprocess.run([str(exe), *argv[1:]], capture_output=True, text=True, timeout=timeout,
                                   check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
             return 1, str(exc)

@@ -74,8 +74,8 @@ class Host:
         if exe is None:
             return 127, ""
         try:
-            proc = subprocess.run([str(exe), *argv[1:]], capture_output=True, text=True, timeout=timeout,
-                                  check=False)
+            proc = subprocess.run([str(exe), *argv[1:]], capture_output=True, text=True,
+                                  timeout=timeout, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
             return 1, str(exc)
         return proc.returncode, proc.stdout + proc.stderr

@@ -105,7 +105,7 @@ scalars = st.one_of(st.none(), st.booleans(), st.integers(-10, 100000), st.float
 values = st.recursive(scalars, lambda inner: st.one_of(
     st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
     max_leaves=12)
-keys = st.sampled_from(sorted(config._TOP) + ["cpu", "gpus", "x"])
+keys = st.sampled_from([*sorted(config._TOP), "cpu", "gpus", "x"])
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -221,22 +221,19 @@ def _report_options(f: Any) -> Any:
     return click.argument("names", nargs=-1)(f)
 
 
-@scenario.command("run")
-@_report_options
-@pass_obj
-def scenario_run(obj: Obj, names: tuple[str, ...], all_: bool, json_out: str | None,
-                 junit_out: str | None) -> None:
-    """Run scenarios unattended (auto mode): each step's solution, then its checks."""
-    _run_many(obj, names, all_, "auto", json_out, junit_out)
+def _mode_command(mode: str, doc: str) -> None:
+    @scenario.command(mode if mode == "test" else "run", help=doc)
+    @_report_options
+    @pass_obj
+    def command(obj: Obj, names: tuple[str, ...], all_: bool, json_out: str | None,
+                junit_out: str | None) -> None:
+        _run_many(obj, names, all_, mode, json_out, junit_out)
 
 
-@scenario.command("test")
-@_report_options
-@pass_obj
-def scenario_test(obj: Obj, names: tuple[str, ...], all_: bool, json_out: str | None,
-                  junit_out: str | None) -> None:
-    """Test scenarios: each step's checks must FAIL before its solution and PASS after."""
-    _run_many(obj, names, all_, "test", json_out, junit_out)
+_mode_command("auto", "Run scenarios unattended (auto mode): each step's solution, then "
+                      "its checks.")
+_mode_command("test", "Test scenarios: each step's checks must FAIL before its solution and PASS "
+                      "after.")
 
 
 def _show_step(session: Any) -> None:

@@ -142,24 +142,11 @@ def iommu_siblings(host: Host, pci: str) -> list[str]:
 
 
 def passthrough_rows(needs: Needs, host: Host) -> list[Row]:
-    """libvirt GPU passthrough: IOMMU on, vfio-pci loaded, each GPU's group bound to vfio-pci."""
+    """libvirt GPU passthrough: each GPU's whole IOMMU group must be bound to vfio-pci."""
     wanted = list(needs.gpu_pci) or nvidia_pci_devices(host)
     if not wanted:
         return []
-    rows = []
-    groups_on = host.exists("/sys/kernel/iommu_groups") and any(
-        (host.root / "sys/kernel/iommu_groups").iterdir())
-    cmdline = host.read("/proc/cmdline")
-    rows.append(Row("iommu", "pass" if groups_on else "fail",
-                    "IOMMU groups present" if groups_on else
-                    f"no IOMMU groups (cmdline: {cmdline.strip()[:60] or '?'})",
-                    "" if groups_on else "enable VT-d/AMD-Vi in firmware and boot with "
-                    "intel_iommu=on (Intel) or amd_iommu=on (AMD), iommu=pt"))
-    vfio = host.exists("/sys/module/vfio_pci") or host.exists("/sys/bus/pci/drivers/vfio-pci")
-    rows.append(Row("vfio-pci", "pass" if vfio else "fail",
-                    "loaded" if vfio else "module not loaded",
-                    "" if vfio else "sudo modprobe vfio-pci; persist it in "
-                    "/etc/modules-load.d/vfio.conf"))
+    rows = []  # IOMMU on and vfio-pci loaded: the iommu row (_iommu_row)
     for pci in wanted:
         if not host.exists(f"/sys/bus/pci/devices/{pci}"):
             rows.append(Row(f"gpu {pci}", "fail", "no such PCI device",
@@ -237,14 +224,36 @@ def existing_rows(needs: Needs, host: Host) -> list[Row]:
                 "" if ok else f"pick one of: {', '.join(map(str, contexts)) or 'none'}")]
 
 
+def _iommu_row(host: Host, pci: list[str], passthrough: bool) -> Row:
+    """IOMMU groups matter only for PCI passthrough (libvirt + GPU); elsewhere it is info."""
+    base = host.root / "sys/kernel/iommu_groups"
+    groups = len(list(base.iterdir())) if base.is_dir() else 0
+    per_gpu = {p: iommu_group(host, p) for p in pci}
+    observed = f"{groups} groups" if groups else "disabled"
+    if per_gpu:
+        observed += "; " + ", ".join(f"{p}: group {g or '-'}" for p, g in per_gpu.items())
+    vfio = "vfio_pci" in host.read("/proc/modules") or host.exists("/sys/bus/pci/drivers/vfio-pci")
+    ok = bool(groups) and all(per_gpu.values())
+    if not passthrough:
+        return Row("iommu", "pass", observed)
+    if not pci:
+        return Row("iommu", "fail", observed, "no NVIDIA GPU to pass through: set gpu: off")
+    if not ok:
+        return Row("iommu", "fail", observed,
+                   "enable intel_iommu=on or amd_iommu=on (kernel command line) and VT-d/AMD-Vi")
+    if not vfio:
+        return Row("iommu", "warn", observed + "; vfio-pci not loaded",
+                   "modprobe vfio-pci and bind the GPU to it (docs/install.md)")
+    return Row("iommu", "pass", observed + "; vfio-pci loaded")
+
+
 def diagnose(needs: Needs | None = None, host: Host | None = None) -> list[Row]:
     needs, host = needs or Needs(), host or Host()
     rows: list[Row] = []
     vm = needs.provider.startswith("vagrant")
     on_node = needs.provider in ("vagrant-virtualbox", "vagrant-libvirt", "wsl2", "host")
 
-    cpus = os.cpu_count() or 0 if host.root == Path("/") else host.read(
-        "/proc/cpuinfo").count("processor\t:")
+    cpus = host.read("/proc/cpuinfo").count("processor\t:") or os.cpu_count() or 0
     want_cpu = needs.cpus if on_node else 2
     rows.append(Row("cpus", "pass" if cpus >= want_cpu else "warn", str(cpus),
                     "" if cpus >= want_cpu else f"the lab wants {want_cpu}; it will be slow"))
@@ -299,13 +308,14 @@ def diagnose(needs: Needs | None = None, host: Host | None = None) -> list[Row]:
         # libvirt passthrough: the host GPU is bound to vfio-pci, so no driver is expected.
         passthrough = needs.provider == "vagrant-libvirt"
         explicit = want_gpu and needs.gpu != "auto" and not passthrough
-        status = "fail" if explicit else ("warn" if pci and want_gpu and not passthrough
-                                          else "pass")
+        status = "fail" if explicit else ("warn" if pci and want_gpu else "pass")
         rows.append(Row("nvidia gpu", status,
                         f"no driver; {len(pci)} NVIDIA PCI device(s)" if pci
                         else "none (CPU-only lab)",
-                        "install the NVIDIA driver for GPU labs" if pci else
+                        ("expected for passthrough: the iommu and gpu rows judge it"
+                         if passthrough else "install the NVIDIA driver for GPU labs") if pci else
                         ("set gpu: auto or off in lab.yaml" if explicit else "")))
+    rows.append(_iommu_row(host, pci, needs.provider == "vagrant-libvirt" and want_gpu))
     if needs.provider == "vagrant-libvirt" and want_gpu:
         rows += passthrough_rows(needs, host)
     if needs.provider == "vagrant-virtualbox" and pci and want_gpu:

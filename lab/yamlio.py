@@ -63,7 +63,11 @@ def _scalar(node: yaml.Node) -> Any:
     """A scalar node's value with YAML's usual typing (int, float, bool, null, str)."""
     if node.tag == "tag:yaml.org,2002:str":
         return node.value
-    return yaml.safe_load(yaml.serialize(node))
+    try:
+        return yaml.SafeLoader("").construct_object(node, deep=True)
+    except yaml.YAMLError as exc:
+        raise InputError(None, None, f"invalid value: {exc}",
+                         line=node.start_mark.line + 1) from None
 
 
 def _compose_all(text: str, file: str) -> list[yaml.Node]:
@@ -82,7 +86,10 @@ def load_documents(text: str, file: str = "<input>") -> list[Located]:
     docs = []
     for node in _compose_all(text, file):
         lines: dict[PathKey, int] = {}
-        docs.append(Located(_convert(node, (), lines), file, lines))
+        try:
+            docs.append(Located(_convert(node, (), lines), file, lines))
+        except InputError as exc:  # raised without the file name deep in the tree
+            raise InputError(file, exc.field, exc.problem, line=exc.line) from None
     return docs
 
 

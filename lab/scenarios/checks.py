@@ -189,7 +189,7 @@ CHECK_TYPES: dict[str, CheckType] = {
     ),
 }
 
-COMMON_FIELDS = {"type", "message", "timeout"}
+COMMON_FIELDS = {"type", "title", "message", "timeout"}
 
 
 def register(name: str, check_type: CheckType) -> None:

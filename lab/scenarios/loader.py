@@ -166,7 +166,8 @@ class _Validator:
         if spec.validate and (problem := spec.validate(params)):
             field, _, text = problem.partition(": ")
             raise self.fail((*path, field) if text else path, text or problem)
-        return Check(ctype, message, float(timeout), params, self.where(path))
+        title = self.get(raw, "title", str, path, required=False)
+        return Check(ctype, message, float(timeout), params, self.where(path), title)
 
 
 def load_scenario(folder: Path) -> Scenario:

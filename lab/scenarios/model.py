@@ -18,10 +18,28 @@ class Check:
     timeout: float
     params: dict[str, Any]
     where: str  # "file:line" for error reports
+    title: str | None = None  # short text for progress output; derived when absent
 
     @property
     def label(self) -> str:
-        return self.params.get("name") or f"{self.type}"
+        """A short line saying what is checked, for progress output and reports."""
+        if self.title:
+            return self.title
+        p = self.params
+        target = f"{p.get('kind', '')}/{p['name']}" if "name" in p else p.get("kind", "")
+        if self.type == "pipeline-run":
+            text = f"pipeline run {p['name']} is {p.get('state', 'SUCCEEDED')}"
+        elif self.type == "condition":
+            text = f"{target} {p['condition']}={p.get('status', 'True')}"
+        elif self.type == "field":
+            text = f"{target}: {p['query']} {p.get('op', '==')} {p.get('value')!r}"
+        elif self.type == "file-exists":
+            text = f"file {p['path']} exists"
+        elif self.type == "command":
+            text = "command " + " ".join(map(str, p["argv"]))
+        else:
+            text = f"{self.type} {target}".strip()
+        return text if len(text) <= 90 else text[:87] + "..."
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ each step's checks fail before its solution and pass after)."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import time
 from collections.abc import Callable
@@ -84,8 +85,7 @@ def run_checks(step: Step, ctx: Context, *, wait: bool, budget: float | None = N
     for check in step.checks:
         t0 = time.monotonic()
         if budget is not None and wait:
-            check = type(check)(check.type, check.message, min(check.timeout, budget),
-                                check.params, check.where)
+            check = dataclasses.replace(check, timeout=min(check.timeout, budget))
         outcome = checks.evaluate(check, ctx, wait=wait)
         res = CheckResult(check.label, check.type, outcome.ok, check.message, outcome.observed,
                           round(time.monotonic() - t0, 3))

@@ -33,6 +33,15 @@ TASK_END = re.compile(r"Task '([^']+)' finished with status (\w+)")
 STATE = {"SUCCESS": "SUCCEEDED", "FAILURE": "FAILED"}
 
 
+def _forget_modules_under(folder: Path) -> None:
+    """Drop cached imports of modules living in `folder`, so edits to them are seen."""
+    root = str(folder.resolve())
+    for name, mod in list(sys.modules.items()):
+        file = getattr(mod, "__file__", None)
+        if file and str(Path(file).resolve()).startswith(root + os.sep):
+            del sys.modules[name]
+
+
 def _load_module(path: Path) -> Any:
     """Import a pipeline file under a private module name, its folder importable."""
     mod_name = f"kflab_pipeline_{uuid.uuid4().hex[:8]}"
@@ -40,6 +49,7 @@ def _load_module(path: Path) -> Any:
     if spec is None or spec.loader is None:
         raise InputError(str(path), None, "not a Python file", hint="give a .py pipeline file")
     module = importlib.util.module_from_spec(spec)
+    _forget_modules_under(path.parent)  # a sibling module edited since the last run
     sys.path.insert(0, str(path.parent))
     try:
         with warnings.catch_warnings():

@@ -1,0 +1,25 @@
+"""Every bundled scenario, end to end on the local backend, with the invariant:
+each step's checks FAIL before its solution and PASS after (`kflab scenario test`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lab.scenarios.loader import discover, load_scenario
+from lab.scenarios.runner import run_scenario
+
+SCENARIOS = {sid: load_scenario(path) for sid, path in discover().items()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sid", sorted(s for s, sc in SCENARIOS.items() if "local" in sc.backends))
+def test_scenario_invariant(sid: str, state: Path) -> None:
+    result = run_scenario(SCENARIOS[sid], state, mode="test")
+    lines = []
+    for step in result.steps:
+        lines.append(f"{step.id}: {step.status} {step.error or ''}")
+        lines += [f"   {'ok' if c.ok else 'FAIL'} {c.label}: {c.observed}" for c in step.checks]
+    assert result.ok, "\n".join(lines)
+    assert all(step.before for step in result.steps), "every step was checked before solving"

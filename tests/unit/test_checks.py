@@ -1,0 +1,113 @@
+"""Each check type fails on missing/wrong state and passes on the upstream status shape.
+
+Objects are written to the local store directly, playing the controller's part."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from lab.backends.local import LocalBackend
+from lab.kube.conditions import set_condition
+from lab.scenarios import checks
+from lab.scenarios.compare import compare
+from lab.scenarios.context import Context
+from lab.scenarios.model import Check
+
+
+def chk(ctype: str, timeout: float = 0, **params) -> Check:
+    return Check(ctype, "msg", timeout, params, "test:1")
+
+
+@pytest.fixture
+def ctx(state: Path, tmp_path: Path) -> Context:
+    return Context(LocalBackend(str(state)), tmp_path)
+
+
+def put_experiment(ctx: Context, succeeded: bool) -> None:
+    status: dict = {"trials": 4}
+    set_condition(status, "Created", True, "ExperimentCreated")
+    if succeeded:
+        set_condition(status, "Succeeded", True, "ExperimentMaxTrialsReached")
+    ctx.backend.store.put({"apiVersion": "kubeflow.org/v1beta1", "kind": "Experiment",
+                           "metadata": {"name": "e"}, "spec": {}, "status": status})
+
+
+def test_condition(ctx: Context) -> None:
+    c = chk("condition", kind="Experiment", name="e", condition="Succeeded")
+    assert not checks.evaluate(c, ctx).ok  # missing resource
+    put_experiment(ctx, succeeded=False)
+    out = checks.evaluate(c, ctx)
+    assert not out.ok and "no Succeeded condition" in out.observed
+    put_experiment(ctx, succeeded=True)
+    assert checks.evaluate(c, ctx).ok
+
+
+def test_field_query_and_list(ctx: Context) -> None:
+    put_experiment(ctx, succeeded=True)
+    assert checks.evaluate(chk("field", kind="exp", name="e", query="status.trials", op=">=",
+                               value=4), ctx).ok
+    assert not checks.evaluate(chk("field", kind="exp", name="e", query="status.trials",
+                                   op=">", value=4), ctx).ok
+    assert checks.evaluate(chk("field", kind="experiments", query="length(items)", value=1),
+                           ctx).ok
+
+
+def test_pipeline_run_state_and_artifact(ctx: Context, tmp_path: Path) -> None:
+    c = chk("pipeline-run", name="r", artifact={"task": "t", "name": "model"})
+    assert "no pipeline run" in checks.evaluate(c, ctx).observed
+    model = tmp_path / "model.bin"
+    run = {"apiVersion": "kflab.dev/v1", "kind": "PipelineRun", "metadata": {"name": "r"},
+           "status": {"state": "SUCCEEDED", "run_details": {"task_details": [
+               {"display_name": "t", "outputs": {"artifacts": {"model": {"path": str(model)}}}}
+           ]}}}
+    ctx.backend.store.put(run)
+    assert "missing or empty" in checks.evaluate(c, ctx).observed
+    model.write_bytes(b"x")
+    assert checks.evaluate(c, ctx).ok
+    run["status"]["state"] = "FAILED"
+    run["status"]["error"] = {"message": "boom"}
+    ctx.backend.store.put(run)
+    out = checks.evaluate(c, ctx)
+    assert not out.ok and "FAILED: boom" in out.observed
+
+
+def test_file_exists(ctx: Context) -> None:
+    c = chk("file-exists", path="out.txt", contains="hello")
+    assert not checks.evaluate(c, ctx).ok
+    (ctx.workdir / "out.txt").write_text("")
+    assert "empty" in checks.evaluate(c, ctx).observed
+    (ctx.workdir / "out.txt").write_text("bye")
+    assert "does not contain" in checks.evaluate(c, ctx).observed
+    (ctx.workdir / "out.txt").write_text("hello world")
+    assert checks.evaluate(c, ctx).ok
+
+
+def test_command_uses_argv_not_a_shell(ctx: Context) -> None:
+    # A shell would expand $HOME and run the `; exit 3`: argv passes them literally.
+    argv = [sys.executable, "-c", "import sys; print(sys.argv[1])", "$HOME; exit 3"]
+    assert checks.evaluate(chk("command", argv=argv, stdout=r"^\$HOME; exit 3$"), ctx).ok
+    out = checks.evaluate(chk("command", argv=[sys.executable, "-c", "raise SystemExit(2)"]), ctx)
+    assert not out.ok and "exit code 2" in out.observed
+    assert "not found" in checks.evaluate(chk("command", argv=["no-such-cmd-kflab"]), ctx).observed
+
+
+def test_timeout_polls_until_true(ctx: Context) -> None:
+    import threading
+
+    target = ctx.workdir / "late.txt"
+    threading.Timer(0.6, lambda: target.write_text("x")).start()
+    assert not checks.evaluate(chk("file-exists", path="late.txt"), ctx, wait=False).ok
+    assert checks.evaluate(chk("file-exists", timeout=5, path="late.txt"), ctx).ok
+
+
+@pytest.mark.parametrize(("value", "op", "expected", "ok"), [
+    (0.95, ">=", 0.9, True), (0.85, ">=", 0.9, False), ("0.95", ">=", 0.9, False),
+    (None, ">=", 1, False), ([1, 2], "contains", 2, True), ("abc", "matches", "b.", True),
+    (None, "exists", True, False), (3, "exists", None, True), (0.5, "approx", [0.52, 0.05], True),
+    ([1, 2, 3], "length>=", 3, True), (True, ">=", 1, False),
+])
+def test_compare(value, op, expected, ok) -> None:
+    assert compare(value, op, expected) is ok

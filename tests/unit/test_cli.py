@@ -1,0 +1,88 @@
+"""The CLI as a user runs it: help, version, doctor, resource commands and their errors."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from lab import __version__
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def test_help_lists_commands_and_is_fast(kflab) -> None:
+    t0 = time.monotonic()
+    out = kflab("--help")
+    assert out.returncode == 0
+    for cmd in ("apply", "check", "demo", "doctor", "get", "hint", "scenario", "solve"):
+        assert cmd in out.stdout
+    assert time.monotonic() - t0 < 5  # generous here; bench/ measures the real figure
+
+
+def test_help_does_not_import_heavy_libraries() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from lab import cli; "
+            "print(sorted(m for m in ('kfp','torch','optuna','kserve','sklearn','rich',"
+            "'kubernetes','jmespath','yaml') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_version(kflab) -> None:
+    assert kflab("version").stdout.strip() == f"kflab {__version__}"
+
+
+def test_doctor_json(kflab) -> None:
+    out = kflab("doctor", "--json")
+    rows = {r["name"]: r for r in json.loads(out.stdout)}
+    assert {"cpus", "memory", "disk", "virtualization", "vagrant", "nvidia gpu",
+            "local backend"} <= set(rows)
+    assert rows["local backend"]["status"] == "pass"
+    assert out.returncode == (1 if any(r["status"] == "fail" for r in rows.values()) else 0)
+
+
+def test_scenario_list_and_show(kflab, state) -> None:
+    listed = json.loads(kflab("scenario", "list", "--json").stdout)
+    assert "pipeline-classifiers" in [s["id"] for s in listed]
+    shown = kflab("scenario", "show", "pipeline-classifiers")
+    assert "Train five classifiers" in shown.stdout
+    missing = kflab("scenario", "show", "pipeline-clasifiers")
+    assert missing.returncode == 2 and "did you mean 'pipeline-classifiers'" in missing.stderr
+
+
+def test_pipeline_run_get_describe_logs_delete(kflab, state) -> None:
+    out = kflab("pipeline", "run", str(DATA / "pipelines" / "tiny.py"), "--name", "t",
+                "-p", "n=4")
+    assert out.returncode == 0 and "pipelinerun/t SUCCEEDED" in out.stdout, out.stderr
+    table = kflab("get", "runs").stdout
+    assert "t " in table and "SUCCEEDED" in table
+    assert json.loads(kflab("get", "run", "t", "-o", "json").stdout)["status"]["state"] == \
+        "SUCCEEDED"
+    assert "run_details" in kflab("describe", "run", "t").stdout
+    assert "Executing task" in kflab("logs", "run", "t").stdout
+    assert kflab("delete", "run", "t").returncode == 0
+    gone = kflab("get", "run", "t")
+    assert gone.returncode == 2 and "not found" in gone.stderr
+
+
+def test_failed_pipeline_exits_non_zero_with_the_log(kflab, state) -> None:
+    out = kflab("pipeline", "run", str(DATA / "pipelines" / "tiny.py"), "-p", "fail=true")
+    assert out.returncode == 1 and "FAILED" in out.stdout and "log:" in out.stderr
+
+
+def test_apply_errors_name_file_and_field(kflab, state, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: kubeflow.org/v1beta1\nkind: Experiment\nmetadata: {}\n")
+    out = kflab("apply", "-f", str(bad))
+    assert out.returncode == 2 and f"{bad}:3: field 'metadata.name': missing" in out.stderr
+    bad.write_text("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n")
+    assert "unknown resource type 'Deployment'" in kflab("apply", "-f", str(bad)).stderr
+
+
+def test_check_without_a_scenario(kflab, state) -> None:
+    out = kflab("check")
+    assert out.returncode == 2 and "kflab scenario start" in out.stderr

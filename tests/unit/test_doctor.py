@@ -1,0 +1,73 @@
+"""doctor against stand-in /proc and /sys trees (a fake host folder, named as such)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from lab.doctor import Host, Needs, diagnose, is_wsl
+
+CPUINFO = "".join(f"processor\t: {i}\nflags\t\t: fpu vmx sse\n\n" for i in range(3))
+
+
+def fake_host(tmp_path: Path, *, mem_kib: int = 32 * 1024 * 1024, gpu: bool = False,
+              iommu: bool = True, wsl: bool = False, tools: tuple[str, ...] = ()) -> Host:
+    """A stand-in host tree: /proc and /sys files as the kernel would show them."""
+    root = tmp_path / "host"
+    (root / "proc/sys/kernel").mkdir(parents=True)
+    (root / "proc/cpuinfo").write_text(CPUINFO)
+    (root / "proc/meminfo").write_text(f"MemTotal:       {mem_kib} kB\n")
+    (root / "proc/modules").write_text("vfio_pci 16384 0 - Live 0x0\n" if iommu else "")
+    (root / "proc/sys/kernel/osrelease").write_text(
+        "5.15.153.1-microsoft-standard-WSL2" if wsl else "6.1.0-26-amd64")
+    (root / "dev").mkdir()
+    (root / "dev/kvm").write_text("")
+    if iommu:
+        (root / "sys/kernel/iommu_groups/13").mkdir(parents=True)
+    if gpu:
+        dev = root / "sys/bus/pci/devices/0000:01:00.0"
+        dev.mkdir(parents=True)
+        (dev / "vendor").write_text("0x10de\n")
+        (dev / "class").write_text("0x030000\n")
+        if iommu:
+            os.symlink(root / "sys/kernel/iommu_groups/13", dev / "iommu_group")
+    return Host(root=root, which=lambda name: f"/usr/bin/{name}" if name in tools else None,
+                env={})
+
+
+def rows(host: Host, **needs) -> dict:
+    return {r.name: r for r in diagnose(Needs(**needs), host)}
+
+
+def test_local_lab_on_a_small_host(tmp_path: Path) -> None:
+    r = rows(fake_host(tmp_path, mem_kib=6 * 1024 * 1024))
+    assert r["memory"].status == "pass"  # the local backend needs 4 GiB
+    assert r["cpus"].observed == "3"
+    assert r["virtualization"].status == "pass"
+    assert r["vagrant"].status == "warn"  # only needed for a VM lab
+    assert r["nvidia gpu"].status == "pass" and "CPU-only" in r["nvidia gpu"].observed
+
+
+def test_vm_lab_needs_memory_and_vagrant(tmp_path: Path) -> None:
+    r = rows(fake_host(tmp_path, mem_kib=6 * 1024 * 1024), provider="vagrant-libvirt")
+    assert r["memory"].status == "fail" and "10 GiB" in r["memory"].advice
+    assert r["vagrant"].status == "fail"
+    ok = rows(fake_host(tmp_path / "b", tools=("vagrant", "virsh")), provider="vagrant-libvirt")
+    assert ok["vagrant"].status == "pass" and ok["vm providers"].status == "pass"
+
+
+def test_gpu_passthrough_needs_iommu(tmp_path: Path) -> None:
+    good = rows(fake_host(tmp_path, gpu=True, tools=("vagrant", "virsh")),
+                provider="vagrant-libvirt")
+    assert good["iommu"].status == "pass" and "0000:01:00.0: group 13" in good["iommu"].observed
+    assert good["nvidia gpu"].status == "warn"  # a device, but no driver on the host
+    bad = rows(fake_host(tmp_path / "b", gpu=True, iommu=False, tools=("vagrant", "virsh")),
+               provider="vagrant-libvirt")
+    assert bad["iommu"].status == "fail" and "intel_iommu=on" in bad["iommu"].advice
+
+
+def test_wsl_detection(tmp_path: Path) -> None:
+    host = fake_host(tmp_path, wsl=True)
+    assert is_wsl(host)
+    assert rows(host, provider="wsl2")["wsl"].status == "pass"
+    assert rows(fake_host(tmp_path / "b"), provider="wsl2")["wsl"].status == "fail"

@@ -1,0 +1,103 @@
+"""Guided mode across separate CLI processes (stop and resume), auto/test modes, reports."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from lab.scenarios import loader, report
+from lab.scenarios.runner import run_scenario
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "scenarios"
+
+
+@pytest.fixture
+def scenarios_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    monkeypatch.setenv("KFLAB_SCENARIOS", str(DATA))
+    return {"KFLAB_SCENARIOS": str(DATA)}
+
+
+def test_guided_flow_with_hints_solve_and_resume(kflab, state: Path, tmp_path: Path,
+                                                 scenarios_env) -> None:
+    work = tmp_path / "work"
+    out = kflab("scenario", "start", "hello-files", "--workdir", str(work), env=scenarios_env)
+    assert out.returncode == 0, out.stderr
+    assert "step 1/2" in out.stdout and (work / "count.py").exists()
+
+    failed = kflab("check", "--wait", "0", env=scenarios_env)
+    assert failed.returncode == 1 and "greeting.txt must contain 'hello'" in failed.stdout
+
+    assert "Hint 1/2" in kflab("hint", env=scenarios_env).stdout
+    assert "Hint 2/2" in kflab("hint", env=scenarios_env).stdout
+    assert "No more hints" in kflab("hint", env=scenarios_env).stdout
+
+    (work / "greeting.txt").write_text("hello there\n")  # the learner does the step
+    passed = kflab("check", env=scenarios_env)
+    assert passed.returncode == 0 and "step 2/2" in passed.stdout
+
+    # A new process (a new terminal) resumes at step 2; starting again does not reset it.
+    again = kflab("scenario", "start", "hello-files", env=scenarios_env)
+    assert "step 2/2" in again.stdout
+
+    solved = kflab("solve", env=scenarios_env)
+    assert solved.returncode == 1  # two words: the learner's greeting is kept, count is 2
+    (work / "greeting.txt").write_text("hello\n")
+    solved = kflab("solve", env=scenarios_env)
+    assert solved.returncode == 0 and "complete" in solved.stdout
+    progress = json.loads((state / "progress" / "hello-files.json").read_text())
+    assert progress["current"] == 2
+    assert progress["steps"]["greet"]["hints"] == 2
+    assert progress["steps"]["greet"]["attempts"] == 2
+
+
+def test_solve_keeps_the_learners_file(kflab, state: Path, tmp_path: Path,
+                                       scenarios_env) -> None:
+    work = tmp_path / "w"
+    kflab("scenario", "start", "hello-files", "--workdir", str(work), env=scenarios_env)
+    (work / "greeting.txt").write_text("my own words\n")
+    assert kflab("solve", env=scenarios_env).returncode == 0
+    assert (work / "greeting.txt.orig").read_text() == "my own words\n"
+    assert (work / "greeting.txt").read_text() == "hello\n"
+
+
+def test_test_mode_enforces_the_invariant(state: Path, scenarios_env) -> None:
+    scenario = loader.find("hello-files")
+    result = run_scenario(scenario, state, mode="test")
+    assert result.ok, result.to_dict()
+    assert all(c.ok is False for s in result.steps for c in s.before or [])
+
+
+def test_a_check_that_passes_before_the_solution_is_reported(state: Path, tmp_path: Path,
+                                                             scenarios_env) -> None:
+    import shutil
+
+    broken = tmp_path / "hello-files"
+    shutil.copytree(DATA / "hello-files", broken)
+    # Ship the solution as a starting asset: the first step's check can no longer fail.
+    shutil.copy(broken / "solutions" / "greeting.txt", broken / "assets" / "greeting.txt")
+    result = run_scenario(loader.load_scenario(broken), state, mode="test")
+    assert not result.ok
+    assert result.steps[0].status == "failed"
+    assert "pass before the solution" in (result.steps[0].error or "")
+
+
+def test_reports_json_and_junit(state: Path, tmp_path: Path, scenarios_env) -> None:
+    good = run_scenario(loader.find("hello-files"), state, mode="auto")
+    (tmp_path / "bad").mkdir()
+    import shutil
+
+    shutil.copytree(DATA / "hello-files", tmp_path / "bad" / "hello-files")
+    (tmp_path / "bad" / "hello-files" / "assets" / "count.py").write_text("raise SystemExit(4)\n")
+    bad = run_scenario(loader.load_scenario(tmp_path / "bad" / "hello-files"), state)
+    report.write_json([good, bad], tmp_path / "r.json")
+    report.write_junit([good, bad], tmp_path / "r.xml")
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert [d["status"] for d in data] == ["passed", "failed"]
+    root = ET.parse(tmp_path / "r.xml").getroot()
+    suites = root.findall("testsuite")
+    assert [s.get("errors") for s in suites] == ["0", "1"]
+    err = suites[1].find("testcase[@name='count']/error")
+    assert err is not None and "exited with 4" in err.get("message", "")

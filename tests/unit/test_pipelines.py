@@ -1,0 +1,70 @@
+"""Pipeline runs with kfp.local: the recorded status has the KFP Run shape checks read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lab.backends.local import LocalBackend
+from lab.backends.local.pipelines import parse_arguments
+from lab.errors import InputError, LabError
+from lab.scenarios.actions import pipeline_run_manifest
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "pipelines"
+
+
+def run(state: Path, name: str, **arguments):
+    backend = LocalBackend(str(state))
+    events: list[dict] = []
+    backend.sink = events.append
+    obj = backend.apply(pipeline_run_manifest("tiny.py", name, arguments), base_dir=DATA)
+    return backend, obj, events
+
+
+def test_successful_run_records_tasks_metrics_and_artifacts(state: Path) -> None:
+    backend, obj, events = run(state, "ok", n=7)
+    status = obj["status"]
+    assert status["state"] == "SUCCEEDED" and status["error"] is None
+    tasks = {t["display_name"]: t for t in status["run_details"]["task_details"]}
+    assert list(tasks) == ["make", "train"]
+    assert tasks["make"]["outputs"]["parameters"]["Output"] == 14
+    assert tasks["train"]["outputs"]["metrics"] == {"accuracy": 0.7}
+    model = tasks["train"]["outputs"]["artifacts"]["model"]
+    assert model["type"] == "system.Model" and Path(model["path"]).read_text() == "weights"
+    assert [e["event"] for e in events if e["event"].startswith("task-")] == [
+        "task-started", "task-finished", "task-started", "task-finished"]
+    # Another process (kflab check) reads the same object from the state folder.
+    assert LocalBackend(str(state)).get("PipelineRun", "ok") == obj
+    assert any("Executing task" in line for line in backend.logs("PipelineRun", "ok"))
+
+
+def test_failed_task_is_recorded_not_raised(state: Path) -> None:
+    _, obj, _ = run(state, "bad", fail=True)
+    status = obj["status"]
+    assert status["state"] == "FAILED"
+    assert "train" in status["error"]["message"]
+    states = {t["display_name"]: t["state"] for t in status["run_details"]["task_details"]}
+    assert states == {"make": "SUCCEEDED", "train": "FAILED"}
+
+
+def test_missing_file_and_bad_function_name(state: Path, tmp_path: Path) -> None:
+    backend = LocalBackend(str(state))
+    with pytest.raises(InputError, match="pipeline file not found"):
+        backend.apply(pipeline_run_manifest("nope.py", "x"), base_dir=tmp_path)
+    with pytest.raises(InputError, match="no pipeline named 'other'"):
+        backend.apply(pipeline_run_manifest("tiny.py", "x", function="other"), base_dir=DATA)
+
+
+def test_file_without_pipeline(state: Path, tmp_path: Path) -> None:
+    (tmp_path / "empty.py").write_text("x = 1\n")
+    with pytest.raises(InputError, match=r"no @dsl\.pipeline"):
+        LocalBackend(str(state)).apply(pipeline_run_manifest("empty.py", "x"),
+                                       base_dir=tmp_path)
+
+
+def test_parse_arguments() -> None:
+    assert parse_arguments(["a=1", "b=0.5", "c=text", "d=[1,2]", "e=true"]) == {
+        "a": 1, "b": 0.5, "c": "text", "d": [1, 2], "e": True}
+    with pytest.raises(LabError):
+        parse_arguments(["novalue"])

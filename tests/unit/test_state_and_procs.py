@@ -1,0 +1,88 @@
+"""The state folder store and process tracking (real processes, no mocks)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lab.backends.local.procs import ChildGroup, Registry, is_running, start_ticks
+from lab.backends.local.store import Store
+from lab.errors import LabError
+from lab.kube.kinds import for_object, lookup
+from lab.state import read_json, state_dir, write_json
+
+
+def test_store_roundtrip_list_delete(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    obj = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "a"}}
+    store.put(obj)
+    store.put({**obj, "metadata": {"name": "b", "namespace": "team"}})
+    assert store.get("ptj", "a")["metadata"]["namespace"] == "default"
+    assert sorted(o["metadata"]["name"] for o in store.list("pytorchjobs")) == ["a", "b"]
+    assert [o["metadata"]["name"] for o in store.list("PyTorchJob", "team")] == ["b"]
+    (store.run_dir("PyTorchJob", "a") / "log").write_text("x")
+    assert store.delete("PyTorchJob", "a") and not store.delete("PyTorchJob", "a")
+    assert not (tmp_path / "runs" / "pytorchjobs" / "default" / "a").exists()
+
+
+def test_atomic_json_and_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_json(tmp_path / "x" / "f.json", {"a": 1})
+    assert read_json(tmp_path / "x" / "f.json") == {"a": 1}
+    assert read_json(tmp_path / "missing.json") is None
+    assert not list((tmp_path / "x").glob(".*tmp"))
+    monkeypatch.setenv("KFLAB_STATE", str(tmp_path / "s"))
+    path = state_dir()
+    assert path == tmp_path / "s" and (path.stat().st_mode & 0o777) == 0o700
+
+
+def test_kinds_lookup_and_group_check() -> None:
+    assert lookup("isvc").kind == "InferenceService"
+    with pytest.raises(LabError, match="unknown resource type"):
+        lookup("deployments")
+    with pytest.raises(LabError, match=r"expected group 'kubeflow\.org'"):
+        for_object({"apiVersion": "batch/v1", "kind": "PyTorchJob"})
+
+
+def test_background_process_is_tracked_and_stopped(tmp_path: Path) -> None:
+    reg = Registry(tmp_path)
+    # The child spawns a grandchild: stopping must take the whole group.
+    code = ("import subprocess, sys, time;"
+            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']);"
+            "print('up', flush=True); time.sleep(60)")
+    rec = reg.spawn("srv", [sys.executable, "-c", code], owner="test", log=tmp_path / "srv.log")
+    deadline = time.monotonic() + 10
+    while "up" not in (tmp_path / "srv.log").read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert rec.running and reg.get("srv").ticks == start_ticks(rec.pid)
+    members = [int(p) for p in os.listdir("/proc") if p.isdigit() and _pgid(int(p)) == rec.pid]
+    assert len(members) == 2
+    assert reg.stop_all() == ["srv"]
+    time.sleep(0.2)
+    assert not any(is_running(pid) for pid in members)
+    assert reg.all() == []
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+def test_recycled_pid_is_not_ours(tmp_path: Path) -> None:
+    assert not is_running(os.getpid(), ticks=(start_ticks(os.getpid()) or 0) + 1)
+    assert is_running(os.getpid(), ticks=start_ticks(os.getpid()))
+
+
+def test_child_group_kills_children_even_when_they_ignore_sigterm(tmp_path: Path) -> None:
+    code = "import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+    with ChildGroup() as group:
+        proc = group.start([sys.executable, "-c", code])
+        time.sleep(0.3)
+        group.stop_all(grace=0.5)
+    assert proc.returncode == -signal.SIGKILL

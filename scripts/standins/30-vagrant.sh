@@ -44,7 +44,7 @@ if [ ! -s "$BOX" ]; then
     bookworm "$rootfs" "$MIRROR" >"$work/debootstrap.log" 2>&1 || { tail -20 "$work/debootstrap.log"; exit 1; }
   touch "$rootfs/.kflab-debootstrap-ok"
   fi
-  pub="$(find /usr/share/rubygems-integration /usr/lib/ruby /usr/share/vagrant -name vagrant.pub -path '*keys*' 2>/dev/null | head -1)"
+  pub="$(find /usr/share/rubygems-integration /usr/lib/ruby /usr/share/vagrant -name vagrant.pub -path '*keys*' 2>/dev/null | head -1 || true)"
   [ -n "$pub" ] || { echo "30-vagrant: vagrant's insecure public key not found"; exit 1; }
   install -d -m 700 "$rootfs/home/vagrant/.ssh"
   cp "$pub" "$rootfs/home/vagrant/.ssh/authorized_keys"
@@ -72,8 +72,11 @@ if [ ! -s "$BOX" ]; then
   mkfs.ext4 -q -L root "${loop}p1"
   mkdir -p "$mnt"; mount "${loop}p1" "$mnt"
   cp -a "$rootfs/." "$mnt/"; rm -f "$mnt/.kflab-debootstrap-ok"
-  grub-install --target=i386-pc --boot-directory="$mnt/boot" \
-    --modules="part_msdos ext2 search search_label" "$loop" >/dev/null 2>&1
+  # grub from the image itself (the host needs no grub packages)
+  for d in dev proc sys; do mount --bind "/$d" "$mnt/$d"; done
+  chroot "$mnt" grub-install --target=i386-pc --modules="part_msdos ext2 search search_label" \
+    "$loop" >"$work/grub.log" 2>&1 || { cat "$work/grub.log"; exit 1; }
+  for d in sys proc dev; do umount "$mnt/$d"; done
   cat > "$mnt/boot/grub/grub.cfg" <<'CFG'
 set timeout=0
 menuentry "debian" {

@@ -15,6 +15,9 @@ import pytest
 from lab import config
 from lab.providers.vagrant import VagrantProvider, render
 
+# VirtualBox itself cannot run here: a stand-in VBoxManage answers vagrant's version probe.
+STANDIN_BIN = Path(__file__).resolve().parents[1] / "fixtures" / "standin-bin"
+
 pytestmark = pytest.mark.skipif(shutil.which("vagrant") is None,
                                 reason="vagrant not installed (scripts/standins/30-vagrant.sh)")
 
@@ -25,6 +28,8 @@ def validate(tmp_path: Path, text: str, provider: str) -> subprocess.CompletedPr
     (d / "Vagrantfile").write_text(text)
     env = {**os.environ, "VAGRANT_DEFAULT_PROVIDER": provider.removeprefix("vagrant-"),
            "VAGRANT_EXPERIMENTAL": "disks", "VAGRANT_NO_COLOR": "1"}
+    if provider == "vagrant-virtualbox" and shutil.which("VBoxManage") is None:
+        env["PATH"] = f"{STANDIN_BIN}{os.pathsep}{env['PATH']}"
     return subprocess.run(["vagrant", "validate"], cwd=d, env=env, capture_output=True,
                           text=True, timeout=120)
 
@@ -66,11 +71,13 @@ def test_gpu_vagrantfile_validates(tmp_path: Path) -> None:
         assert res.returncode == 0, res.stdout + res.stderr
 
 
-def test_validate_catches_a_broken_vagrantfile(tmp_path: Path) -> None:
-    """Negative control: vagrant validate does reject a wrong libvirt option."""
-    text = render(config.Profile(provider="vagrant-libvirt")).replace(
-        "lv.graphics_type = \"none\"", "lv.no_such_option = 1")
-    res = validate(tmp_path, text, "vagrant-libvirt")
+@pytest.mark.parametrize(("provider", "line"), [
+    ("vagrant-libvirt", 'lv.graphics_type = "none"'), ("vagrant-virtualbox", "vb.gui = false")])
+def test_validate_catches_a_broken_vagrantfile(tmp_path: Path, provider: str, line: str) -> None:
+    """Negative control: vagrant validate does reject an unknown provider option."""
+    var = line.split(".")[0]
+    text = render(config.Profile(provider=provider)).replace(line, f"{var}.no_such_option = 1")
+    res = validate(tmp_path, text, provider)
     assert res.returncode != 0
     assert "no_such_option" in res.stdout + res.stderr
 

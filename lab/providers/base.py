@@ -42,6 +42,7 @@ class Inventory:
                 hv["ansible_ssh_private_key_file"] = self.key
             if self.ssh_args:
                 hv["ansible_ssh_common_args"] = " ".join(self.ssh_args)
+            hv["ansible_python_interpreter"] = "auto_silent"
         else:
             # kflab's own Python: it has the kubernetes library that k8s tasks run locally need.
             hv["ansible_python_interpreter"] = sys.executable

@@ -122,6 +122,8 @@ def _env(plan: Plan) -> dict[str, str]:
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_FORCE_COLOR": "0",
         "ANSIBLE_RETRY_FILES_ENABLED": "0",
+        # One SSH round trip per task instead of several (sudo without requiretty).
+        "ANSIBLE_PIPELINING": "1",
         "ANSIBLE_LOCAL_TEMP": str(plan.workdir / "ansible-tmp"),
         "PYTHONUNBUFFERED": "1",
     })

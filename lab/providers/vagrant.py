@@ -71,6 +71,8 @@ def render(profile: Profile, pci: list[str] | None = None, boot_timeout: int = 6
         netdev += ",restrict=on"
     return env.get_template("Vagrantfile.j2").render(
         p=profile, user_net=user_net, netdev=netdev, mac=mac_for(profile.name),
+        # UDP ports of the placeholder NIC: a pair per SSH port (unique per lab), 40000-59999
+        tunnel_port=40000 + (opts.ssh_port % 10000) * 2,
         pci=[PciDevice.parse(a) for a in pci or []], boot_timeout=boot_timeout)
 
 
@@ -168,7 +170,11 @@ class VagrantProvider:
                     if text.startswith("==>") or "rror" in text:
                         say(text)
         except subprocess.CalledProcessError:
-            tail = "\n    ".join(lines[-8:])
+            try:  # stderr went to the log: its last lines say why
+                logged = log.read_text(errors="replace").strip().splitlines()
+            except OSError:
+                logged = lines
+            tail = "\n    ".join(ln for ln in logged[-8:] if ln.strip())
             raise LabError(f"vagrant up failed:\n    {tail}", hint=f"full log: {log}; fix and "
                            "re-run `kflab up` (it resumes)") from None
         except FileNotFoundError:

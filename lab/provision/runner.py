@@ -127,6 +127,11 @@ def _env(plan: Plan) -> dict[str, str]:
         "ANSIBLE_LOCAL_TEMP": str(plan.workdir / "ansible-tmp"),
         "PYTHONUNBUFFERED": "1",
     })
+    # The playbooks' own ansible.cfg (roles_path, interpreter...): we run from the repo root,
+    # where Ansible would not look for it.
+    cfg = plan.playbook.parent / "ansible.cfg"
+    if cfg.exists() and "ANSIBLE_CONFIG" not in os.environ:
+        env["ANSIBLE_CONFIG"] = str(cfg)
     return env
 
 

@@ -481,9 +481,10 @@ def _say(text: str) -> None:
 @click.option("--playbook", type=click.Path(exists=True, dir_okay=False),
               help="Another site playbook (for developers of the roles).")
 @click.option("--ask-become-pass", is_flag=True, help="Ask for the sudo password (host, wsl2).")
+@click.option("--force", is_flag=True, help="Start even when `kflab doctor` reports a failure.")
 @pass_obj
 def up(obj: Obj, profile_path: str | None, provider: str | None, only: str | None,
-       playbook: str | None, ask_become_pass: bool) -> None:
+       playbook: str | None, ask_become_pass: bool, force: bool) -> None:
     """Create the lab: the node (VM, WSL, this host), then k3s and Kubeflow with Ansible.
 
     Re-running converges: after a failure, fix the cause and run `kflab up` again.
@@ -494,7 +495,7 @@ def up(obj: Obj, profile_path: str | None, provider: str | None, only: str | Non
     res = lifecycle.up(profile, obj.state, _say,
                        only=[r.strip() for r in only.split(",") if r.strip()] if only else None,
                        playbook=Path(playbook).resolve() if playbook else None,
-                       ask_become_pass=ask_become_pass)
+                       ask_become_pass=ask_become_pass, force=force)
     click.echo(f"lab {profile.name} is up ({res['seconds']:.0f}s); next: kflab status")
 
 

@@ -44,10 +44,25 @@ def current(state: Path, name: str | None = None) -> tuple[Profile, dict[str, An
     return validate(data.get("profile"), str(labs[-1])), data
 
 
+def preflight(profile: Profile) -> None:
+    """Refuse to start when `kflab doctor` has a failing row for this profile."""
+    from lab import doctor
+
+    bad = [r for r in doctor.diagnose(doctor.Needs.from_profile(profile)) if r.status == "fail"]
+    if bad:
+        raise LabError("this host is not ready for the lab: " + "; ".join(
+            f"{r.name}: {r.observed}" for r in bad),
+            hint=f"{bad[0].advice or 'see `kflab doctor`'} (or `kflab up --force`)")
+
+
 def up(profile: Profile, state: Path, say: Say, *, only: list[str] | None = None,
-       playbook: Path | None = None, ask_become_pass: bool = False) -> dict[str, Any]:
+       playbook: Path | None = None, ask_become_pass: bool = False,
+       force: bool = False) -> dict[str, Any]:
     """Create the node, then converge it with the playbook. Safe to re-run after a failure."""
     from lab.provision import runner
+
+    if not force:
+        preflight(profile)
 
     provider = get_provider(profile, state)
     workdir = lab_dir(state, profile)

@@ -45,3 +45,14 @@ def test_lab_commands_without_a_lab(tmp_path: Path, cmd: list[str]) -> None:
 def test_down_without_a_lab_still_stops_local_servers(tmp_path: Path) -> None:
     res = CliRunner().invoke(cli, ["--state", str(tmp_path), "down"])
     assert res.exit_code == 0 and "stopped 0 process(es)" in res.output
+
+
+def test_up_refuses_when_doctor_fails(tmp_path: Path) -> None:
+    """A wsl2 lab on this (non-WSL) machine: `kflab up` stops before touching anything."""
+    prof = tmp_path / "lab.yaml"
+    prof.write_text("provider: wsl2\n")
+    res = CliRunner().invoke(cli, ["--state", str(tmp_path / "s"), "up", "-p", str(prof)])
+    assert res.exit_code != 0
+    assert "this host is not ready for the lab" in str(res.exception)
+    assert "kflab up --force" in str(res.exception)
+    assert not (tmp_path / "s" / "labs").exists()

@@ -278,8 +278,8 @@ def validate(data: Any, file: str = "<input>", lines: Located | None = None) -> 
         folder = (base / Path(off).expanduser()).resolve()
         if not folder.is_dir():
             raise doc.error(("offline",), f"folder {folder} does not exist",
-                            "create it with `kflab bundle` on a connected machine, or remove "
-                            "`offline`")
+                            "create it and put the pinned artifacts of manifests/versions.yaml "
+                            "in it, or remove `offline`")
         kw["offline"] = str(folder)
     if "api_port" in data:
         kw["api_port"] = _int(doc, ("api_port",), data["api_port"], 1024, 65535, "")

@@ -62,7 +62,7 @@ def test_values_and_normalisation(tmp_path: Path) -> None:
     ("provider: host\ncomponents: [kserve]\n", 2, "components", "add cert-manager"),
     ("provider: host\ncomponents:\n  - katib\n  - kubeflow-ui\n", 4, "components[1]", "one of"),
     ("provider: host\nversions: {k3s: [1]}\n", 2, "versions.k3s", "quote it"),
-    ("provider: host\noffline: /no/such/dir\n", 2, "offline", "kflab bundle"),
+    ("provider: host\noffline: /no/such/dir\n", 2, "offline", "remove `offline`"),
     ("provider: host\nkubeconfig: x\n", 2, "kubeconfig", "only used by provider existing"),
     ("provider: host\nvagrant: {network: user}\n", 2, "vagrant", "Vagrant providers"),
     ("provider: vagrant-libvirt\nvagrant:\n  network: bridge\n", 3, "vagrant.network", "user"),

@@ -56,3 +56,29 @@ def test_up_refuses_when_doctor_fails(tmp_path: Path) -> None:
     assert "this host is not ready for the lab" in str(res.exception)
     assert "kflab up --force" in str(res.exception)
     assert not (tmp_path / "s" / "labs").exists()
+
+
+def test_status_reports_an_unreachable_api(tmp_path: Path) -> None:
+    """`kflab status` on an existing-cluster lab whose API port is closed: a real client
+    call to 127.0.0.1 fails fast and the report says so (exit 1, JSON still printed)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the block ends
+    kube = tmp_path / "kubeconfig"
+    kube.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
+        f"clusters: [{{name: k, cluster: {{server: 'https://127.0.0.1:{port}', "
+        "insecure-skip-tls-verify: true}}]\nusers: [{name: u, user: {token: t}}]\n")
+    prof = tmp_path / "lab.yaml"
+    prof.write_text(f"provider: existing\nname: far\nkubeconfig: {kube}\ncomponents: []\n")
+    state = tmp_path / "s"
+    assert CliRunner().invoke(cli, ["--state", str(state), "up", "-p", str(prof)]).exit_code == 0
+    res = CliRunner().invoke(cli, ["--state", str(state), "status", "--json"])
+    assert res.exit_code == 1
+    report = json.loads(res.output)
+    assert report["vm"] == "running" and report["ready"] is False
+    assert "cannot reach the Kubernetes API" in report["error"]
+    assert report["api"] == f"https://127.0.0.1:{port}"

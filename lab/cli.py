@@ -60,17 +60,36 @@ def version() -> None:
     click.echo(f"kflab {__version__}")
 
 
+PROVIDER_CHOICE = click.Choice(["vagrant-virtualbox", "vagrant-libvirt", "wsl2", "host",
+                                "existing"])
+
+
+def _profile_option(f: Any) -> Any:
+    return click.option("-p", "--profile", "profile_path", envvar="KFLAB_PROFILE",
+                        type=click.Path(dir_okay=False),
+                        help="Lab profile (default ./lab.yaml; env KFLAB_PROFILE).")(f)
+
+
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.option("--provider", default="local", show_default=True,
-              type=click.Choice(["local", "vagrant-virtualbox", "vagrant-libvirt", "wsl2",
-                                 "host", "existing"]),
-              help="Judge the host for this kind of lab.")
-def doctor(as_json: bool, provider: str) -> None:
-    """Check this host: CPUs, memory, disk, virtualization, Vagrant, WSL, GPUs, IOMMU."""
+@click.option("--provider", type=click.Choice(["local", *PROVIDER_CHOICE.choices]),
+              help="Judge the host for this kind of lab (default: the profile's, else local).")
+@_profile_option
+def doctor(as_json: bool, provider: str | None, profile_path: str | None) -> None:
+    """Check this host against the lab profile: CPUs, memory, disk, virtualization, Vagrant,
+    WSL, GPUs, IOMMU/VFIO, sudo, kubeconfig."""
+    from pathlib import Path as _P
+
+    from lab import config
     from lab.doctor import Needs, as_dicts, diagnose
 
-    rows = diagnose(Needs(provider=provider))
+    if provider == "local" or (provider is None and not profile_path
+                               and not _P(config.PROFILE_FILE).exists()):
+        needs, title = Needs(provider="local"), "local"
+    else:
+        prof = config.resolve(profile_path, provider)
+        needs, title = Needs.from_profile(prof), f"{prof.provider}, {prof.source or 'defaults'}"
+    rows = diagnose(needs)
     if as_json:
         click.echo(json.dumps(as_dicts(rows), indent=2))
     else:
@@ -78,7 +97,7 @@ def doctor(as_json: bool, provider: str) -> None:
 
         from lab.ui import console
 
-        table = Table(title=f"kflab doctor ({provider})", header_style="bold")
+        table = Table(title=f"kflab doctor ({title})", header_style="bold")
         for col in ("check", "result", "observed", "advice"):
             table.add_column(col)
         colors = {"pass": "green", "warn": "yellow", "fail": "red"}
@@ -87,6 +106,22 @@ def doctor(as_json: bool, provider: str) -> None:
         console().print(table)
     if any(r.status == "fail" for r in rows):
         sys.exit(1)
+
+
+@cli.command()
+@click.option("--provider", type=PROVIDER_CHOICE, required=True, help="Where the lab lives.")
+@click.option("-o", "--output", default="lab.yaml", show_default=True,
+              type=click.Path(dir_okay=False), help="Where to write the profile.")
+@click.option("--force", is_flag=True, help="Overwrite an existing file.")
+def init(provider: str, output: str, force: bool) -> None:
+    """Write a commented lab profile (lab.yaml) for a provider."""
+    from lab.config import init_text
+
+    path = Path(output)
+    if path.exists() and not force:
+        raise LabError(f"{path} exists", hint="edit it, or pass --force to overwrite")
+    path.write_text(init_text(provider))
+    click.echo(f"wrote {path}; next: kflab doctor, then kflab up")
 
 
 # --- scenarios ---------------------------------------------------------------------------
@@ -301,16 +336,18 @@ def demo(obj: Obj, json_out: str | None, junit_out: str | None) -> None:
 @pass_obj
 def apply(obj: Obj, files: tuple[str, ...]) -> None:
     """Create or replace resources from manifests and run them."""
-    from lab.kube.manifests import load_manifests
+    from lab.kube.manifests import apply_document, load_manifests
 
     backend = obj.backend(progress=True)
     docs = [(Path(f), doc) for f in files for doc in load_manifests(Path(f))]
     failed = False
     for path, doc in docs:
-        res = backend.apply(doc.data, base_dir=path.parent.resolve())
+        res = apply_document(backend, doc, path.parent.resolve())
         state = _state_of(res)
         failed |= state in ("FAILED", "Failed")
         click.echo(f"{res['kind'].lower()}/{res['metadata']['name']} {state}")
+        if state == "Failed" and (why := _ready_message(res)):
+            click.echo(f"  {why}", err=True)
     if failed:
         sys.exit(1)
 
@@ -320,7 +357,40 @@ def _state_of(obj: dict[str, Any]) -> str:
     if "state" in status:
         return str(status["state"])
     conds = status.get("conditions") or []
+    ready = next((c for c in conds if c.get("type") == "Ready"), None)
+    if ready is not None:  # KServe-style readiness: apply has waited, so False means failed
+        return {"True": "Ready", "False": "Failed"}.get(ready.get("status"), "Pending")
     return str(conds[-1]["type"]) if conds else "created"
+
+
+def _ready_message(obj: dict[str, Any]) -> str:
+    conds = (obj.get("status") or {}).get("conditions") or []
+    ready = next((c for c in conds if c.get("type") == "Ready"), {})
+    return f"{ready.get('reason', '')}: {ready.get('message', '')}".strip(": ")
+
+
+@cli.command()
+@click.argument("name")
+@click.option("-f", "--filename", "file", required=True,
+              type=click.Path(exists=True, dir_okay=False),
+              help='Request body (JSON): V1 {"instances": ...} or V2 {"inputs": ...}.')
+@click.option("--protocol", type=click.Choice(["v1", "v2"]),
+              help="Send with this protocol (the body is converted); default: the body's own.")
+@click.option("-n", "--namespace", default="default", show_default=True)
+@click.option("-o", "--output", "out", type=click.Path(dir_okay=False),
+              help="Also save the response to this file.")
+@pass_obj
+def predict(obj: Obj, name: str, file: str, protocol: str | None, namespace: str,
+            out: str | None) -> None:
+    """Send a prediction request to an InferenceService and print the response."""
+    from lab.kube.inference import load_request
+
+    payload = load_request(Path(file))
+    response = obj.backend().predict(name, payload, namespace, protocol)
+    text = json.dumps(response, indent=2)
+    if out:
+        Path(out).write_text(text + "\n")
+    click.echo(text)
 
 
 @cli.group()
@@ -432,13 +502,143 @@ def logs(obj: Obj, kind: str, name: str, namespace: str, replica: str | None) ->
         click.echo(line)
 
 
+# --- the lab (providers + Ansible) ---------------------------------------------------------
+
+def _say(text: str) -> None:
+    click.echo(text)
+
+
 @cli.command()
+@_profile_option
+@click.option("--provider", type=PROVIDER_CHOICE, help="Override the profile's provider.")
+@click.option("--only", help="Run only these roles (comma-separated: node,k3s,gpu,kubeflow,"
+              "verify).")
+@click.option("--playbook", type=click.Path(exists=True, dir_okay=False),
+              help="Another site playbook (for developers of the roles).")
+@click.option("--ask-become-pass", is_flag=True, help="Ask for the sudo password (host, wsl2).")
+@click.option("--force", is_flag=True, help="Start even when `kflab doctor` reports a failure.")
 @pass_obj
-def down(obj: Obj) -> None:
-    """Stop every local background process kflab started (model servers)."""
+def up(obj: Obj, profile_path: str | None, provider: str | None, only: str | None,
+       playbook: str | None, ask_become_pass: bool, force: bool) -> None:
+    """Create the lab: the node (VM, WSL, this host), then k3s and Kubeflow with Ansible.
+
+    Re-running converges: after a failure, fix the cause and run `kflab up` again.
+    """
+    from lab import config, lifecycle
+
+    profile = config.resolve(profile_path, provider)
+    res = lifecycle.up(profile, obj.state, _say,
+                       only=[r.strip() for r in only.split(",") if r.strip()] if only else None,
+                       playbook=Path(playbook).resolve() if playbook else None,
+                       ask_become_pass=ask_become_pass, force=force)
+    click.echo(f"lab {profile.name} is up ({res['seconds']:.0f}s); next: kflab status")
+
+
+@cli.command()
+@click.option("--name", help="Which lab (default: the latest).")
+@click.option("--json", "as_json", is_flag=True)
+@pass_obj
+def status(obj: Obj, name: str | None, as_json: bool) -> None:
+    """The lab: VM, node, each component's readiness, allocatable GPUs, endpoints."""
+    from dataclasses import asdict
+
+    from lab import lifecycle
+    from lab.status import gather
+
+    profile, prov = lifecycle.provider_for(obj.state, name)
+    rep = gather(profile, prov, prov.kubeconfig())
+    if as_json:
+        click.echo(json.dumps({**asdict(rep), "ready": rep.ready}, indent=2))
+    else:
+        click.echo(f"lab {rep.lab} ({rep.provider}): {rep.vm} — {rep.vm_detail}")
+        if rep.api:
+            click.echo(f"  api: {rep.api}")
+        for n in rep.nodes:
+            click.echo(f"  node {n['name']}: {'Ready' if n['ready'] else 'NotReady'} "
+                       f"{n['version']}, nvidia.com/gpu allocatable: {n['gpus']}")
+        for comp, c in rep.components.items():
+            click.echo(f"  {comp:<18} {'Ready' if c['ready'] else 'NotReady':<9} {c['detail']}")
+        for comp, how in rep.endpoints.items():
+            click.echo(f"  {comp} UI: {how}")
+        if rep.error:
+            click.echo(f"  error: {rep.error}", err=True)
+    if not rep.ready:
+        sys.exit(1)
+
+
+@cli.command()
+@click.option("--destroy", is_flag=True, help="Delete the VM / k3s and its disk too.")
+@click.option("--name", help="Which lab (default: the latest).")
+@pass_obj
+def down(obj: Obj, destroy: bool, name: str | None) -> None:
+    """Stop local background processes (model servers) and the lab (VM halt; --destroy
+    removes it)."""
+    from lab import lifecycle
+
     stopped = obj.backend().down()
     click.echo(f"stopped {len(stopped)} process(es)" + (f": {', '.join(stopped)}"
                                                        if stopped else ""))
+    if lifecycle.down(obj.state, _say, destroy=destroy, name=name):
+        click.echo("lab destroyed" if destroy else "lab stopped (kflab up starts it again)")
+
+
+@cli.command()
+@click.option("--name", help="Which lab (default: the latest).")
+@pass_obj
+def ssh(obj: Obj, name: str | None) -> None:
+    """Open a shell on the lab's node."""
+    import os
+
+    from lab import lifecycle
+
+    _, prov = lifecycle.provider_for(obj.state, name)
+    argv = prov.ssh_argv()
+    os.execvp(argv[0], argv)  # noqa: S606 - argv from the provider, no shell
+
+
+@cli.command()
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="Write it here (0600) instead of printing its path.")
+@click.option("--name", help="Which lab (default: the latest).")
+@pass_obj
+def kubeconfig(obj: Obj, output: str | None, name: str | None) -> None:
+    """The lab's kubeconfig: print its path, or copy it (mode 0600) with -o."""
+    from lab import lifecycle
+    from lab.providers.existing import write_private
+
+    _, prov = lifecycle.provider_for(obj.state, name)
+    src = prov.kubeconfig()
+    if not src.exists():
+        raise LabError("the lab has no kubeconfig yet", hint="run `kflab up`")
+    if output:
+        write_private(Path(output), src.read_text())
+        click.echo(f"wrote {output} (0600); use: export KUBECONFIG={Path(output).resolve()}")
+    else:
+        click.echo(str(src))
+
+
+@cli.command("open")
+@click.argument("what", type=click.Choice(["pipelines", "katib"]))
+@click.option("--port", default=0, type=int, help="Local port (default: a free one).")
+@click.option("--name", help="Which lab (default: the latest).")
+@pass_obj
+def open_(obj: Obj, what: str, port: int, name: str | None) -> None:
+    """Forward a UI to 127.0.0.1 and print its URL (Ctrl-C stops it)."""
+    import time
+
+    from lab import lifecycle
+    from lab.kube.client import api_client, port_forward, service_target
+    from lab.status import ENDPOINTS
+
+    _, prov = lifecycle.provider_for(obj.state, name)
+    namespace, service, path = ENDPOINTS[what]
+    api = api_client(prov.kubeconfig())
+    pod, target = service_target(api, namespace, service)
+    with port_forward(api, namespace, pod, target, port) as local:
+        click.echo(f"{what}: http://127.0.0.1:{local}{path}  (forwarding to {namespace}/{pod}"
+                   f":{target}; Ctrl-C to stop)")
+        while True:
+            time.sleep(3600)
 
 
 # --- components (the lab profile) -----------------------------------------------------------

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 GIB = 1024**3
 
@@ -27,6 +28,22 @@ class Needs:
     local_disk_gib: float = 5.0
     provider: str = "local"  # local | vagrant-virtualbox | vagrant-libvirt | wsl2 | host | existing
     gpu: str = "auto"  # auto | off | PCI addresses
+    gpu_pci: tuple[str, ...] = ()  # explicit PCI addresses (gpu lists them)
+    kubeconfig: str = ""  # existing: the kubeconfig file
+    context: str = ""  # existing: the context ("" = current)
+    software_vm: bool = False  # libvirt_driver qemu: emulation, no KVM needed (slow)
+
+    @classmethod
+    def from_profile(cls, profile: Any) -> Needs:
+        """What a lab profile (lab.config.Profile) asks of this host."""
+        pci = tuple(profile.gpu_pci)
+        return cls(cpus=profile.cpus, memory_gib=float(profile.memory),
+                   disk_gib=float(profile.disk), provider=profile.provider,
+                   gpu="pci" if pci else str(profile.gpu), gpu_pci=pci,
+                   kubeconfig=profile.kubeconfig if profile.provider == "existing" else "",
+                   context=profile.context,
+                   software_vm=profile.provider == "vagrant-libvirt"
+                   and profile.vagrant.libvirt_driver == "qemu")
 
 
 @dataclass
@@ -53,11 +70,12 @@ class Host:
         return (self.root / rel.lstrip("/")).exists()
 
     def run(self, argv: list[str], timeout: float = 10) -> tuple[int, str]:
-        if self.which(argv[0]) is None:  # type: ignore[operator]
+        exe = self.which(argv[0])  # type: ignore[operator]
+        if exe is None:
             return 127, ""
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                                  check=False)
+            proc = subprocess.run([str(exe), *argv[1:]], capture_output=True, text=True,
+                                  timeout=timeout, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
             return 1, str(exc)
         return proc.returncode, proc.stdout + proc.stderr
@@ -106,6 +124,104 @@ def nvidia_pci_devices(host: Host) -> list[str]:
 def iommu_group(host: Host, pci: str) -> str | None:
     link = host.root / f"sys/bus/pci/devices/{pci}/iommu_group"
     return os.path.basename(os.readlink(link)) if link.is_symlink() else None
+
+
+def pci_driver(host: Host, pci: str) -> str:
+    """The kernel driver bound to a PCI device ('' when none)."""
+    link = host.root / f"sys/bus/pci/devices/{pci}/driver"
+    return os.path.basename(os.readlink(link)) if link.is_symlink() else ""
+
+
+def iommu_siblings(host: Host, pci: str) -> list[str]:
+    """Every device in `pci`'s IOMMU group (VFIO passes a group as a whole)."""
+    group = iommu_group(host, pci)
+    if group is None:
+        return []
+    members = host.root / f"sys/kernel/iommu_groups/{group}/devices"
+    return sorted(d.name for d in members.iterdir()) if members.is_dir() else [pci]
+
+
+def passthrough_rows(needs: Needs, host: Host) -> list[Row]:
+    """libvirt GPU passthrough: each GPU's whole IOMMU group must be bound to vfio-pci."""
+    wanted = list(needs.gpu_pci) or nvidia_pci_devices(host)
+    if not wanted:
+        return []
+    rows = []  # IOMMU on and vfio-pci loaded: the iommu row (_iommu_row)
+    for pci in wanted:
+        if not host.exists(f"/sys/bus/pci/devices/{pci}"):
+            rows.append(Row(f"gpu {pci}", "fail", "no such PCI device",
+                            "list GPUs with `lspci -Dnn | grep -i nvidia` and fix `gpu`"))
+            continue
+        group = iommu_siblings(host, pci) or [pci]
+        drivers = {d: pci_driver(host, d) for d in group}
+        bad = {d: drv for d, drv in drivers.items() if drv not in ("vfio-pci", "")}
+        ok = not bad and pci_driver(host, pci) == "vfio-pci"
+        ids = ",".join(
+            f"{host.read(f'/sys/bus/pci/devices/{d}/vendor').strip()[2:]}:"
+            f"{host.read(f'/sys/bus/pci/devices/{d}/device').strip()[2:]}" for d in group)
+        rows.append(Row(f"gpu {pci}", "pass" if ok else ("fail" if needs.gpu_pci else "warn"),
+                        "group " + ", ".join(f"{d}={drv or 'none'}" for d, drv in
+                                             drivers.items()),
+                        "" if ok else f"bind the whole IOMMU group to vfio-pci: add "
+                        f"vfio-pci.ids={ids} to the kernel command line (the host then "
+                        "cannot use this GPU)"))
+    return rows
+
+
+def wsl_rows(host: Host) -> list[Row]:
+    """WSL 2 (not 1), systemd as PID 1, and the CUDA-on-WSL libraries Windows mounts."""
+    release = host.read("/proc/sys/kernel/osrelease").strip()
+    wsl2 = "microsoft-standard" in release.lower() or "wsl2" in release.lower()
+    rows = [Row("wsl version", "pass" if wsl2 else "fail", release or "unknown",
+                "" if wsl2 else "k3s needs WSL 2: run `wsl --set-version <distro> 2` in "
+                "PowerShell")]
+    init = host.read("/proc/1/comm").strip()
+    rows.append(Row("systemd", "pass" if init == "systemd" else "fail", f"PID 1 is {init or '?'}",
+                    "" if init == "systemd" else "add `[boot]` `systemd=true` to /etc/wsl.conf, "
+                    "then `wsl --shutdown` in PowerShell and reopen the distro"))
+    lib = host.root / "usr/lib/wsl/lib"
+    cuda = sorted(p.name for p in lib.glob("libcuda.so*")) if lib.is_dir() else []
+    rows.append(Row("cuda on wsl", "pass" if cuda else "warn",
+                    ", ".join(cuda[:2]) if cuda else "no /usr/lib/wsl/lib/libcuda.so",
+                    "" if cuda else "for a GPU lab install the NVIDIA Windows driver (it "
+                    "shares CUDA with WSL); do not install a Linux driver inside WSL"))
+    return rows
+
+
+def host_rows(host: Host) -> list[Row]:
+    """Provisioning this machine itself: Linux with systemd and root via sudo."""
+    init = host.read("/proc/1/comm").strip()
+    rows = [Row("systemd", "pass" if init == "systemd" else "fail", f"PID 1 is {init or '?'}",
+                "" if init == "systemd" else "k3s runs as a systemd service: use a systemd host")]
+    root = os.geteuid() == 0 if host.root == Path("/") else False
+    if root:
+        rows.append(Row("sudo", "pass", "running as root"))
+    else:
+        code, _ = host.run(["sudo", "-n", "true"])
+        rows.append(Row("sudo", "pass" if code == 0 else "warn",
+                        "passwordless" if code == 0 else "needs a password" if code == 1
+                        else "sudo not found",
+                        "" if code == 0 else "run `sudo -v` first, or `kflab up "
+                        "--ask-become-pass`"))
+    return rows
+
+
+def existing_rows(needs: Needs, host: Host) -> list[Row]:
+    path = Path(os.path.expanduser(needs.kubeconfig or "~/.kube/config"))
+    if not path.is_file():
+        return [Row("kubeconfig", "fail", f"{path} not found",
+                    "point `kubeconfig` in lab.yaml at your cluster's kubeconfig")]
+    try:
+        import yaml
+
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, ValueError) as exc:
+        return [Row("kubeconfig", "fail", f"{path}: {exc}", "fix or regenerate the file")]
+    contexts = [c.get("name") for c in data.get("contexts") or [] if isinstance(c, dict)]
+    want = needs.context or data.get("current-context") or ""
+    ok = want in contexts
+    return [Row("kubeconfig", "pass" if ok else "fail", f"{path}: context {want or '(none)'}",
+                "" if ok else f"pick one of: {', '.join(map(str, contexts)) or 'none'}")]
 
 
 def _iommu_row(host: Host, pci: list[str], passthrough: bool) -> Row:
@@ -160,7 +276,8 @@ def diagnose(needs: Needs | None = None, host: Host | None = None) -> list[Row]:
     flags = "vmx" if " vmx" in cpuinfo else "svm" if " svm" in cpuinfo else ""
     kvm = host.exists("/dev/kvm")
     virt_ok = bool(flags) and kvm
-    rows.append(Row("virtualization", "pass" if virt_ok else ("fail" if vm else "warn"),
+    hard = vm and not needs.software_vm
+    rows.append(Row("virtualization", "pass" if virt_ok else ("fail" if hard else "warn"),
                     f"cpu flag {flags or 'none'}, /dev/kvm {'present' if kvm else 'absent'}",
                     "" if virt_ok else "enable VT-x/AMD-V in firmware (needed for a VM lab)"))
 
@@ -188,14 +305,30 @@ def diagnose(needs: Needs | None = None, host: Host | None = None) -> list[Row]:
                                                         for g in gpus)))
     else:
         # No GPU at all is fine (CPU-only lab); a GPU without a driver is worth a warning.
-        explicit = want_gpu and needs.gpu != "auto"
+        # libvirt passthrough: the host GPU is bound to vfio-pci, so no driver is expected.
+        passthrough = needs.provider == "vagrant-libvirt"
+        explicit = want_gpu and needs.gpu != "auto" and not passthrough
         status = "fail" if explicit else ("warn" if pci and want_gpu else "pass")
         rows.append(Row("nvidia gpu", status,
                         f"no driver; {len(pci)} NVIDIA PCI device(s)" if pci
                         else "none (CPU-only lab)",
-                        "install the NVIDIA driver for GPU labs" if pci else
+                        ("expected for passthrough: the iommu and gpu rows judge it"
+                         if passthrough else "install the NVIDIA driver for GPU labs") if pci else
                         ("set gpu: auto or off in lab.yaml" if explicit else "")))
     rows.append(_iommu_row(host, pci, needs.provider == "vagrant-libvirt" and want_gpu))
+    if needs.provider == "vagrant-libvirt" and want_gpu:
+        rows += passthrough_rows(needs, host)
+    if needs.provider == "vagrant-virtualbox" and pci and want_gpu:
+        from lab.config import VIRTUALBOX_GPU_ADVICE
+
+        rows.append(Row("gpu passthrough", "warn", "not possible with VirtualBox",
+                        VIRTUALBOX_GPU_ADVICE))
+    if needs.provider == "wsl2":
+        rows += wsl_rows(host)
+    if needs.provider == "host":
+        rows += host_rows(host)
+    if needs.provider == "existing":
+        rows += existing_rows(needs, host)
 
     missing = [m for m in ("kfp", "optuna", "torch", "kserve", "sklearn")
                if importlib.util.find_spec(m) is None]

@@ -77,6 +77,7 @@ class Progress:
         console()  # bind the terminal before any run redirects stdout
         self.t0 = time.monotonic()
         self.task_t0: dict[str, float] = {}
+        self.trials: TrialTable | None = None
 
     def _elapsed(self) -> str:
         return f"[dim]{time.monotonic() - self.t0:6.1f}s[/]"
@@ -115,8 +116,90 @@ class Progress:
             res = ev["result"]
             if res.error:
                 out.print(f"           [red]{res.error}[/]")
+            if getattr(res, "skip_reason", None):
+                out.print(f"{self._elapsed()}   [yellow]- skipped: {res.skip_reason}[/]")
+        elif kind == "log":  # a line of a training replica's output, streamed live
+            from rich.markup import escape
+
+            out.print(f"[dim]{escape(ev['replica'])} |[/] {escape(ev['line'])}", soft_wrap=True)
         elif kind == "message":
             out.print(f"{self._elapsed()}   {ev['text']}")
+        elif kind == "experiment-started":
+            self.trials = TrialTable(ev, self._elapsed)
+        elif kind in ("trial-started", "trial-finished", "experiment-finished") and self.trials:
+            self.trials.update(ev)
+            if kind == "experiment-finished":
+                self.trials = None
+
+
+STATE_COLOR = {"Succeeded": "green", "Running": "cyan", "Failed": "red",
+               "MetricsUnavailable": "red", "Killed": "yellow", "EarlyStopped": "yellow"}
+
+
+class TrialTable:
+    """Katib trials while an experiment runs: a live table on a terminal, one line per
+    finished trial elsewhere (CI logs stay readable)."""
+
+    MAX_ROWS = 15  # the newest trials; a long experiment must not scroll the terminal away
+
+    def __init__(self, ev: dict[str, Any], elapsed: Any) -> None:
+        self.ev, self.elapsed = ev, elapsed
+        self.rows: dict[str, dict[str, Any]] = {}
+        self.live: Any = None
+        out = console()
+        cap = ev.get("max_trials") or "?"
+        out.print(f"{elapsed()}     experiment [bold]{ev['experiment']}[/]: {ev['algorithm']}, "
+                  f"up to {cap} trials, {ev['parallel']} at a time, "
+                  f"objective {ev['metric']}")
+        if out.is_terminal:
+            from rich.live import Live
+
+            self.live = Live(self.render(), console=out, refresh_per_second=4)
+            self.live.start()
+
+    def render(self) -> Any:
+        from rich.table import Table
+
+        rows = list(self.rows.items())
+        hidden = max(0, len(rows) - self.MAX_ROWS)
+        caption = f"{hidden} earlier trials not shown (kflab get trials)" if hidden else None
+        table = Table(box=None, header_style="bold", caption=caption, caption_justify="left")
+        for col in ("TRIAL", "STATE", self.ev["metric"].upper(), "TIME", *self.ev["params"]):
+            table.add_column(col)
+        for name, row in rows[hidden:]:
+            state = row["state"]
+            table.add_row(name, f"[{STATE_COLOR.get(state, 'white')}]{state}[/]",
+                          str(row.get("objective") or ""),
+                          f"{row['seconds']:.1f}s" if "seconds" in row else "",
+                          *(str(row["params"].get(p, "")) for p in self.ev["params"]))
+        return table
+
+    def update(self, ev: dict[str, Any]) -> None:
+        out = console()
+        kind = ev["event"]
+        if kind == "trial-started":
+            self.rows[ev["trial"]] = {"state": "Running", "params": ev["params"]}
+        elif kind == "trial-finished":
+            row = self.rows.setdefault(ev["trial"], {"params": {}})
+            row.update(state=ev["state"], objective=ev["objective"], seconds=ev["seconds"])
+            if self.live is None:
+                params = ", ".join(f"{k}={v}" for k, v in row["params"].items())
+                color = STATE_COLOR.get(ev["state"], "white")
+                extra = f" [dim]({ev['detail']})[/]" if ev["state"] != "Succeeded" else ""
+                out.print(f"{self.elapsed()}       trial {ev['trial']} [{color}]{ev['state']}"
+                          f"[/] {self.ev['metric']}={ev['objective']} [dim]{params} "
+                          f"({ev['seconds']:.1f}s)[/]{extra}")
+        if self.live is not None:
+            self.live.update(self.render())
+        if kind == "experiment-finished":
+            if self.live is not None:
+                self.live.stop()
+            best = ", ".join(f"{a['name']}={a['value']}" for a in ev["assignments"])
+            out.print(f"{self.elapsed()}     experiment {ev['experiment']} "
+                      f"[bold]{ev['condition']}[/] ({ev['reason']}); best trial "
+                      f"{ev['best'] or '-'}" + (f": {best}" if best else ""))
+            for plot in filter(None, (ev.get("plots") or "").split(",")):
+                out.print(f"           plot: {plot}")
 
 
 def summary(results: list[ScenarioResult]) -> None:

@@ -6,6 +6,7 @@ and the field. We compose the node tree once and keep a side table of path -> li
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,12 +38,28 @@ class Located:
     def error(self, path: PathKey, problem: str, hint: str | None = None) -> InputError:
         return InputError(self.file, dotted(path), problem, line=self.line(path), hint=hint)
 
+    def relocate(self, exc: InputError) -> InputError:
+        """An error raised on this document's data (e.g. by a backend validating an
+        Experiment), pointed at this file and the field's line; says whose it was."""
+        path = undotted(exc.field or "")
+        where = f"{exc.file}: " if exc.file and exc.file != self.file else ""
+        return InputError(self.file, exc.field, f"{where}{exc.problem}",
+                          line=self.line(path), hint=exc.hint)
+
 
 def dotted(path: PathKey) -> str:
     out = ""
     for part in path:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out
+
+
+def undotted(text: str) -> PathKey:
+    """The inverse of `dotted`: 'spec.parameters[0].name' -> ('spec', 'parameters', 0, 'name')."""
+    out: list[str | int] = []
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", text):
+        out.append(int(part[1:-1]) if part.startswith("[") else part)
+    return tuple(out)
 
 
 def _convert(node: yaml.Node, path: PathKey, lines: dict[PathKey, int]) -> Any:

@@ -42,6 +42,10 @@ class Backend(Protocol):
     ) -> dict[str, Any]:
         ...
 
+    def gpus(self) -> list[str]:
+        """GPU ids that workloads on this backend can be given (empty without a GPU)."""
+        ...
+
     def down(self) -> list[str]:
         """Stop every long-lived process the backend started; return what was stopped."""
         ...

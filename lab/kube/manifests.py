@@ -32,3 +32,14 @@ def load_manifests(path: Path) -> list[Located]:
             raise doc.error(("metadata", "name"), "missing",
                             hint="set metadata: {name: my-object}")
     return docs
+
+
+def apply_document(backend: Any, doc: Located, base_dir: Path) -> dict[str, Any]:
+    """`backend.apply` for one loaded manifest: a field error raised while validating the
+    object (an Experiment's feasible space, say) names this file and the field's line."""
+    try:
+        return backend.apply(doc.data, base_dir=base_dir)
+    except InputError as exc:
+        if exc.field is None or exc.file == doc.file:
+            raise
+        raise doc.relocate(exc) from None

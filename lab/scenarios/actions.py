@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from lab.errors import LabError
-from lab.kube.manifests import load_manifests
+from lab.kube.manifests import apply_document, load_manifests
+from lab.scenarios import prediction
 from lab.scenarios.context import Context
 
 
@@ -33,7 +34,7 @@ def _apply(ctx: Context, path: str) -> str:
     file = ctx.workdir / path
     names = []
     for doc in load_manifests(file):
-        obj = ctx.backend.apply(doc.data, base_dir=file.parent)
+        obj = apply_document(ctx.backend, doc, file.parent)
         names.append(f"{obj['kind']}/{obj['metadata']['name']}")
     return "applied " + ", ".join(names)
 
@@ -134,3 +135,6 @@ ACTION_TYPES: dict[str, ActionType] = {
 def register(verb: str, action_type: ActionType) -> None:
     """Add a solve action (e.g. `predict` from the serving feature)."""
     ACTION_TYPES[verb] = action_type
+
+
+register("predict", ActionType(prediction.valid_action, prediction.run_action))

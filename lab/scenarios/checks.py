@@ -7,6 +7,7 @@ what it observed. Checks read only the upstream status shape, never backend inte
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
@@ -20,6 +21,7 @@ import jmespath.exceptions
 
 from lab.kube.conditions import get_condition
 from lab.kube.kinds import lookup
+from lab.scenarios import prediction
 from lab.scenarios.compare import OPS, compare
 from lab.scenarios.context import Context
 from lab.scenarios.model import Check
@@ -189,6 +191,75 @@ CHECK_TYPES: dict[str, CheckType] = {
     ),
 }
 
+
+def _json_file(ctx: Context, p: dict[str, Any]) -> Outcome:
+    """A JMESPath query over a JSON file the learner's code wrote (e.g. metrics)."""
+    path = ctx.workdir / p["path"]
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return Outcome(False, f"{p['path']} does not exist")
+    except (OSError, ValueError) as exc:
+        return Outcome(False, f"{p['path']} is not readable JSON: {exc}")
+    value = jmespath.search(p["query"], data)
+    return Outcome(compare(value, p.get("op", "=="), p.get("value")),
+                   f"{p['query']} = {value!r}")
+
+
+def _logs(ctx: Context, p: dict[str, Any]) -> Outcome:
+    """Every listed replica's log has a line matching `contains` (e.g. each rank reported)."""
+    from lab.errors import LabError
+
+    kind = lookup(p["kind"]).kind
+    missing = []
+    for replica in p["replicas"]:
+        try:
+            lines = ctx.backend.logs(kind, p["name"], p.get("namespace", "default"), replica)
+            found = any(re.search(p["contains"], line) for line in lines)
+        except LabError as exc:
+            return Outcome(False, str(exc).splitlines()[0])
+        if not found:
+            missing.append(str(replica))
+    if missing:
+        return Outcome(False, f"no line matching /{p['contains']}/ in: {', '.join(missing)}")
+    return Outcome(True, f"{len(p['replicas'])} replica log(s) match /{p['contains']}/")
+
+
+def _valid_logs(p: dict[str, Any]) -> str | None:
+    if not p["replicas"] or not all(isinstance(r, str) for r in p["replicas"]):
+        return "replicas: give a list of replica names, e.g. [master-0, worker-0]"
+    try:
+        re.compile(p["contains"])
+    except re.error as exc:
+        return f"contains: invalid regular expression: {exc}"
+    return None
+
+
+def _gpus(ctx: Context, p: dict[str, Any]) -> Outcome:
+    """How many GPUs the backend can give workloads (a precondition for GPU steps)."""
+    gpus = getattr(ctx.backend, "gpus", None)
+    found = list(gpus()) if gpus else []
+    want = p.get("min", 1)
+    where = f"{ctx.backend.name} backend"
+    if len(found) < want:
+        return Outcome(False, f"{len(found)} GPU(s) on the {where}, {want} needed")
+    return Outcome(True, f"{len(found)} GPU(s) on the {where}")
+
+
+CHECK_TYPES.update({
+    "json-file": CheckType(
+        {"path": Field(STR, True), "query": Field(STR, True), "op": Field(STR),
+         "value": Field(ANY)},
+        _json_file, _valid_query,
+    ),
+    "logs": CheckType(
+        {**RESOURCE, "name": Field(STR, True), "replicas": Field(LIST, True),
+         "contains": Field(STR, True)},
+        _logs, _valid_logs,
+    ),
+    "gpus": CheckType({"min": Field((int,))}, _gpus),
+})
+
 COMMON_FIELDS = {"type", "title", "message", "timeout"}
 
 
@@ -209,3 +280,12 @@ def evaluate(check: Check, ctx: Context, *, wait: bool = True) -> Outcome:
         if outcome.ok or time.monotonic() >= deadline:
             return outcome
         time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+
+
+register("http-predict", CheckType(
+    {"name": Field(STR, True), "namespace": Field(STR), "protocol": Field(STR,
+                                                                        choices=("v1", "v2")),
+     "request": Field(DICT), "instances": Field(LIST), "file": Field(STR),
+     "expect": Field(ANY), "tolerance": Field(NUM), "differ_from": Field(STR)},
+    lambda ctx, p: Outcome(*prediction.check(ctx, p)), prediction.valid_check,
+))

@@ -6,6 +6,7 @@ close the terminal and resume where they were.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,9 @@ def check(session: Session, wait: float = GUIDED_WAIT) -> tuple[bool, list[Check
     """Verify the current step; on success advance to the next one."""
     record = session.step_record()
     record["attempts"] += 1
-    results = run_checks(session.step, session.context(), wait=True, budget=wait)
+    # A step's preconditions come first, so a learner without (say) a GPU is told so.
+    step = dataclasses.replace(session.step, checks=session.step.needs + session.step.checks)
+    results = run_checks(step, session.context(), wait=True, budget=wait)
     ok = all(r.ok for r in results)
     if ok:
         record["passed_at"] = now()

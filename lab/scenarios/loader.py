@@ -16,7 +16,7 @@ from lab.yamlio import Located, PathKey, load_file
 
 SCENARIO_FILE = "scenario.yaml"
 TOP_KEYS = {"id", "title", "level", "duration", "description", "requires", "backends", "steps"}
-STEP_KEYS = {"id", "title", "text", "hints", "solve", "checks"}
+STEP_KEYS = {"id", "title", "text", "hints", "solve", "checks", "needs"}
 SLUG = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 DEFAULT_TIMEOUT = 30.0
 
@@ -120,11 +120,13 @@ class _Validator:
         checks = self.get(raw, "checks", list, path)
         if not checks:
             raise self.fail((*path, "checks"), "a step needs at least one check")
+        needs = self.get(raw, "needs", list, path, required=False, default=[])
         return Step(
             id=sid, title=self.get(raw, "title", str, path), text_file=text_file,
             hints=tuple(hints),
             solve=tuple(self.action(a, (*path, "solve", i)) for i, a in enumerate(solve)),
             checks=tuple(self.check(c, (*path, "checks", i)) for i, c in enumerate(checks)),
+            needs=tuple(self.check(c, (*path, "needs", i)) for i, c in enumerate(needs)),
         )
 
     def where(self, path: PathKey) -> str:

@@ -37,6 +37,10 @@ class Check:
             text = f"file {p['path']} exists"
         elif self.type == "command":
             text = "command " + " ".join(map(str, p["argv"]))
+        elif self.type == "http-predict":
+            wants = ([f"== {p['expect']}"] if "expect" in p else []) + (
+                [f"differ from {p['differ_from']}"] if "differ_from" in p else [])
+            text = f"predictions of InferenceService/{p['name']} {' and '.join(wants)}"
         else:
             text = f"{self.type} {target}".strip()
         return text if len(text) <= 90 else text[:87] + "..."
@@ -57,6 +61,9 @@ class Step:
     hints: tuple[str, ...]
     solve: tuple[Action, ...]
     checks: tuple[Check, ...]
+    # Preconditions (e.g. a GPU): when one does not hold, the step and the rest of the
+    # scenario are skipped with its message as the reason -- skipped, not failed.
+    needs: tuple[Check, ...] = ()
 
     @property
     def text(self) -> str:

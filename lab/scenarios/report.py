@@ -36,7 +36,8 @@ def to_junit(results: list[ScenarioResult]) -> ET.Element:
             elif step.status == "error":
                 ET.SubElement(case, "error", message=step.error or "error").text = detail
             elif step.status == "skipped":
-                ET.SubElement(case, "skipped", message="an earlier step did not pass")
+                ET.SubElement(case, "skipped",
+                              message=step.skip_reason or "an earlier step did not pass")
             if detail:
                 ET.SubElement(case, "system-out").text = detail
     return suites

@@ -41,6 +41,7 @@ class StepResult:
     before: list[CheckResult] | None = None  # test mode: results before the solution
     actions: list[str] = field(default_factory=list)
     error: str | None = None
+    skip_reason: str | None = None  # set when a precondition (`needs`) does not hold
 
 
 @dataclass
@@ -57,7 +58,8 @@ class ScenarioResult:
 
     @property
     def ok(self) -> bool:
-        return self.status == "passed"
+        """Passed, or skipped for a stated reason (e.g. no GPU): neither is a failure."""
+        return self.status in ("passed", "skipped")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,6 +95,15 @@ def run_checks(step: Step, ctx: Context, *, wait: bool, budget: float | None = N
         if sink:
             sink({"event": "check", "step": step.id, "result": res})
     return results
+
+
+def unmet_needs(step: Step, ctx: Context) -> str | None:
+    """Why a step cannot run here (its first precondition that does not hold), or None."""
+    for need in step.needs:
+        outcome = checks.evaluate(need, ctx, wait=False)
+        if not outcome.ok:
+            return f"{need.message} ({outcome.observed})"
+    return None
 
 
 def solve_step(step: Step, ctx: Context, sink: Sink | None = None) -> list[str]:
@@ -131,11 +142,18 @@ def run_scenario(scenario: Scenario, state_root: Path, *, mode: str = "auto",
     t_start = time.monotonic()
     steps = [StepResult(s.id, s.title) for s in scenario.steps]
     result.steps = steps
+    skip_reason = None
     try:
         for step, res in zip(scenario.steps, steps, strict=True):
             if sink:
                 sink({"event": "step-started", "step": step.id, "title": step.title})
             t0 = time.monotonic()
+            skip_reason = skip_reason or unmet_needs(step, ctx)
+            if skip_reason:
+                res.skip_reason = skip_reason
+                if sink:
+                    sink({"event": "step-finished", "step": step.id, "result": res})
+                continue
             try:
                 if mode == "test":
                     res.before = run_checks(step, ctx, wait=False)
@@ -158,5 +176,10 @@ def run_scenario(scenario: Scenario, state_root: Path, *, mode: str = "auto",
     finally:
         backend.down()
     result.seconds = round(time.monotonic() - t_start, 3)
-    result.status = "passed" if all(s.status == "passed" for s in steps) else "failed"
+    if all(s.status == "passed" for s in steps):
+        result.status = "passed"
+    elif skip_reason and all(s.status in ("passed", "skipped") for s in steps):
+        result.status = "skipped"
+    else:
+        result.status = "failed"
     return result

@@ -28,6 +28,9 @@ HANDLERS: dict[str, str] = {
     "InferenceService": "lab.backends.local.serving",
 }
 
+# kinds whose handler has refresh(backend, obj): their status follows a running process
+LIVE_KINDS = frozenset({"InferenceService"})
+
 
 class LocalBackend:
     name = "local"
@@ -58,6 +61,8 @@ class LocalBackend:
                              hint="set metadata.name")
         meta.setdefault("namespace", "default")
         handler = self._handler(kind.kind)
+        if hasattr(handler, "validate"):  # reject bad input before replacing what runs
+            handler.validate(self, obj, base_dir=base_dir)
         old = self.store.get(kind.kind, meta["name"], meta["namespace"])
         if old is not None:
             handler.delete(self, old)
@@ -65,10 +70,17 @@ class LocalBackend:
         return handler.apply(self, obj, base_dir=base_dir, wait=wait)
 
     def get(self, kind: str, name: str, namespace: str = "default") -> dict[str, Any] | None:
-        return self.store.get(kind, name, namespace)
+        return self._refreshed(kind, self.store.get(kind, name, namespace))
 
     def list(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
-        return self.store.list(kind, namespace)
+        return [self._refreshed(kind, o) for o in self.store.list(kind, namespace)]
+
+    def _refreshed(self, kind: str, obj: Any) -> Any:
+        """Resources backed by a live process (model servers) re-read its state on each look,
+        so a server that died shows as not ready."""
+        if obj is None or lookup(kind).kind not in LIVE_KINDS:
+            return obj
+        return self._handler(kind).refresh(self, obj)
 
     def delete(self, kind: str, name: str, namespace: str = "default") -> bool:
         obj = self.store.get(kind, name, namespace)
@@ -89,6 +101,12 @@ class LocalBackend:
                 protocol: str = "v1") -> dict[str, Any]:
         return self._handler("InferenceService").predict(self, name, payload, namespace,
                                                           protocol)
+
+    def gpus(self) -> list[str]:
+        """GPU ids workloads can use here (CUDA_VISIBLE_DEVICES, else the NVIDIA driver's)."""
+        from lab.backends.local.training_env import visible_gpus
+
+        return visible_gpus()
 
     def down(self) -> list[str]:
         return self.procs.stop_all()

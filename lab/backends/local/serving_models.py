@@ -1,0 +1,95 @@
+"""kserve.Model classes for the formats served locally, loading models as KServe's own
+`sklearnserver` and `xgbserver` do (those packages are not published on PyPI).
+
+Imported only inside the model server process: kserve is slow to import and the CLI
+must stay quick.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from pathlib import Path
+from typing import Any
+
+import kserve
+from kserve.errors import InferenceError
+from kserve.utils.utils import get_predict_input, get_predict_response
+
+from lab.backends.local.serving_spec import find_model_file
+
+# Same switch as KServe's sklearn server: answer class probabilities instead of labels.
+PREDICT_PROBA_ENV = "PREDICT_PROBA"
+
+
+class SKLearnModel(kserve.Model):
+    """A scikit-learn estimator saved with joblib (.joblib) or pickle (.pkl, .pickle)."""
+
+    def __init__(self, name: str, model_dir: Path) -> None:
+        super().__init__(name)
+        self.model_dir = model_dir
+        self._model: Any = None
+        self.ready = False
+
+    def load(self) -> bool:
+        path = find_model_file(self.model_dir, "sklearn")
+        if path.suffix == ".joblib":
+            import joblib
+
+            self._model = joblib.load(path)
+        else:
+            with open(path, "rb") as fh:
+                self._model = pickle.load(fh)  # noqa: S301 - the user's own model file
+        if not hasattr(self._model, "predict"):
+            raise TypeError(f"{path.name} holds a {type(self._model).__name__}, "
+                            "not an estimator with predict()")
+        self.ready = True
+        return self.ready
+
+    def predict(self, payload: Any, headers: dict[str, str] | None = None,
+                response_headers: dict[str, str] | None = None) -> Any:
+        inputs = get_predict_input(payload)
+        try:
+            if os.environ.get(PREDICT_PROBA_ENV, "false").lower() == "true":
+                result = self._model.predict_proba(inputs)
+            else:
+                result = self._model.predict(inputs)
+        except Exception as exc:
+            raise InferenceError(str(exc)) from exc
+        return get_predict_response(payload, result, self.name)
+
+
+class XGBoostModel(kserve.Model):
+    """An XGBoost Booster saved with save_model (.bst binary, .json or .ubj)."""
+
+    def __init__(self, name: str, model_dir: Path, nthread: int = 1) -> None:
+        super().__init__(name)
+        self.model_dir = model_dir
+        self.nthread = nthread
+        self._booster: Any = None
+        self.ready = False
+
+    def load(self) -> bool:
+        import xgboost as xgb
+
+        path = find_model_file(self.model_dir, "xgboost")
+        self._booster = xgb.Booster(params={"nthread": self.nthread}, model_file=str(path))
+        self.ready = True
+        return self.ready
+
+    def predict(self, payload: Any, headers: dict[str, str] | None = None,
+                response_headers: dict[str, str] | None = None) -> Any:
+        import xgboost as xgb
+
+        try:
+            dmatrix = xgb.DMatrix(get_predict_input(payload), nthread=self.nthread)
+            result = self._booster.predict(dmatrix)
+        except Exception as exc:
+            raise InferenceError(str(exc)) from exc
+        return get_predict_response(payload, result, self.name)
+
+
+MODEL_CLASSES: dict[str, type[kserve.Model]] = {
+    "sklearn": SKLearnModel,
+    "xgboost": XGBoostModel,
+}

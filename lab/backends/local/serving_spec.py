@@ -1,0 +1,201 @@
+"""What a KServe InferenceService asks for, reduced to what a local model server needs.
+
+Reads the v1beta1 predictor in both shapes KServe accepts -- the current
+`predictor.model.modelFormat` and the older per-framework `predictor.sklearn` /
+`predictor.xgboost` -- and resolves `storageUri` to a local folder. Anything that only a
+cluster can honour (replicas, autoscaling, canary traffic, resources) is collected so the
+handler can say once, plainly, that it is ignored here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from lab.errors import InputError
+
+# modelFormat.name -> (file suffixes the upstream server loads, what it is)
+FORMATS: dict[str, tuple[tuple[str, ...], str]] = {
+    "sklearn": ((".joblib", ".pkl", ".pickle"), "scikit-learn estimator (joblib or pickle)"),
+    "xgboost": ((".bst", ".json", ".ubj"), "XGBoost Booster (binary, JSON or UBJSON)"),
+}
+PROTOCOLS = ("v1", "v2", "grpc-v2")
+# Predictor fields that only change how a cluster schedules or scales the server.
+CLUSTER_ONLY = (
+    "minReplicas", "maxReplicas", "scaleTarget", "scaleMetric", "scaleMetricType",
+    "autoScaling", "canaryTrafficPercent", "containerConcurrency", "deploymentStrategy",
+    "resources", "nodeSelector", "affinity", "tolerations", "serviceAccountName",
+    "imagePullSecrets", "priorityClassName", "timeout", "batcher", "logger",
+)
+# Container-level fields of the model: they shape the pod, not what the server answers.
+MODEL_IGNORED = ("runtime", "runtimeVersion", "image", "imagePullPolicy", "args", "command",
+                 "ports", "resources", "readinessProbe", "livenessProbe", "startupProbe",
+                 "volumeMounts", "securityContext", "storage")
+LEGACY_FRAMEWORKS = ("sklearn", "xgboost", "lightgbm", "onnx", "paddle", "pmml", "pytorch",
+                     "tensorflow", "triton", "huggingface")
+MIRROR_ENV = "KFLAB_MODEL_MIRROR"
+DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class ServingSpec:
+    name: str
+    namespace: str
+    model_format: str
+    model_dir: Path          # a folder holding exactly one model file (or the file itself)
+    storage_uri: str
+    protocol: str            # v1 | v2 | grpc-v2 (REST serves both v1 and v2 paths)
+    ignored: tuple[str, ...] = field(default=())  # cluster-only fields that were set
+    env: tuple[tuple[str, str], ...] = field(default=())  # the model container's env values
+
+    @property
+    def grpc(self) -> bool:
+        return self.protocol == "grpc-v2"
+
+
+def mirror_root(state: Path) -> Path:
+    """Where remote storageUris are looked up locally: $KFLAB_MODEL_MIRROR or <state>/models."""
+    env = os.environ.get(MIRROR_ENV)
+    return Path(env).expanduser() if env else state / "models"
+
+
+def parse(obj: dict[str, Any], *, base_dir: Path, state: Path,
+          file: str | None = None) -> ServingSpec:
+    """Validate an InferenceService for local serving; raise InputError naming the field."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec")
+
+    def bad(fld: str, problem: str, hint: str) -> InputError:
+        return InputError(file, fld, problem, hint=hint)
+
+    name = meta.get("name")
+    if not isinstance(name, str) or not DNS_1035.match(name):
+        raise bad("metadata.name", f"'{name}' is not a valid InferenceService name",
+                  "use at most 63 lower-case letters, digits and '-', starting with a letter "
+                  "(KServe uses it in the model's URL path)")
+    if not isinstance(spec, dict) or not isinstance(spec.get("predictor"), dict):
+        raise bad("spec.predictor", "missing",
+                  "add spec.predictor.model with modelFormat.name and storageUri")
+    pred: dict[str, Any] = spec["predictor"]
+    for extra in ("transformer", "explainer"):
+        if spec.get(extra):
+            raise bad(f"spec.{extra}", "not supported on the local backend",
+                      "remove it (a transformer or explainer runs its own container image); "
+                      "run it on a cluster backend")
+    if pred.get("containers") or pred.get("workerSpec"):
+        key = "containers" if pred.get("containers") else "workerSpec"
+        raise bad(f"spec.predictor.{key}", "custom containers cannot run locally",
+                  "use predictor.model with modelFormat.name: sklearn or xgboost")
+
+    model, where, fmt = _model_section(pred, bad)
+    fmt_l = fmt.lower()
+    if fmt_l not in FORMATS:
+        raise bad(f"{where}.modelFormat.name" if where.endswith("model") else where,
+                  f"model format '{fmt}' is not served locally",
+                  f"local formats: {', '.join(FORMATS)}; run other formats on a cluster backend")
+    protocol = model.get("protocolVersion", "v1")
+    if protocol not in PROTOCOLS:
+        raise bad(f"{where}.protocolVersion", f"unknown protocol '{protocol}'",
+                  f"use one of: {', '.join(PROTOCOLS)}")
+    uri = model.get("storageUri")
+    if not isinstance(uri, str) or not uri.strip():
+        raise bad(f"{where}.storageUri", "missing",
+                  "set storageUri: file:///path/to/model-folder (or a path relative to "
+                  "the manifest)")
+    path = resolve_storage(uri.strip(), base_dir=base_dir, state=state,
+                           field=f"{where}.storageUri", file=file)
+    ignored = [f"spec.predictor.{k}" for k in CLUSTER_ONLY if pred.get(k) not in (None, {}, [])]
+    ignored += [f"{where}.{k}" for k in MODEL_IGNORED if model.get(k) not in (None, {}, [])]
+    env = []
+    for i, item in enumerate(model.get("env") or []):
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            raise bad(f"{where}.env[{i}]", "needs a name",
+                      "give {name: PREDICT_PROBA, value: 'true'}")
+        if "valueFrom" in item:
+            ignored.append(f"{where}.env[{i}].valueFrom")
+            continue
+        env.append((item["name"], str(item.get("value", ""))))
+    return ServingSpec(
+        name=name, namespace=str(meta.get("namespace") or "default"),
+        model_format=fmt_l, model_dir=path, storage_uri=uri.strip(), protocol=protocol,
+        ignored=tuple(ignored), env=tuple(env),
+    )
+
+
+def _model_section(pred: dict[str, Any], bad: Any) -> tuple[dict[str, Any], str, str]:
+    """(the model mapping, its field path, the format name) for either predictor shape."""
+    model = pred.get("model")
+    if model is not None:
+        if not isinstance(model, dict):
+            raise bad("spec.predictor.model", "must be a mapping",
+                      "give modelFormat: {name: sklearn} and storageUri")
+        fmt = (model.get("modelFormat") or {}).get("name") \
+            if isinstance(model.get("modelFormat"), dict) else None
+        if not isinstance(fmt, str) or not fmt:
+            raise bad("spec.predictor.model.modelFormat.name", "missing",
+                      f"set modelFormat: {{name: sklearn}} (local formats: {', '.join(FORMATS)})")
+        return model, "spec.predictor.model", fmt
+    legacy = [k for k in LEGACY_FRAMEWORKS if isinstance(pred.get(k), dict)]
+    if len(legacy) == 1:
+        return pred[legacy[0]], f"spec.predictor.{legacy[0]}", legacy[0]
+    if len(legacy) > 1:
+        raise bad("spec.predictor", f"several frameworks given ({', '.join(legacy)})",
+                  "keep exactly one")
+    raise bad("spec.predictor.model", "missing",
+              "add model: {modelFormat: {name: sklearn}, storageUri: file:///path/to/model}")
+
+
+def resolve_storage(uri: str, *, base_dir: Path, state: Path, field: str,
+                    file: str | None = None) -> Path:
+    """A local file or folder for a storageUri.
+
+    file:// and plain paths are used in place (relative ones against the manifest's folder).
+    Remote schemes (gs://, s3://, https://, pvc://, hf://...) cannot be downloaded here; they are
+    looked up in the local mirror (<mirror>/<scheme>/<bucket>/<path>) so a published example
+    runs unmodified once its files are placed there.
+    """
+    parts = urlsplit(uri)
+    scheme = parts.scheme.lower()
+    if scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt"):
+        raw = unquote(parts.netloc + parts.path) if scheme == "file" else uri
+        path = Path(raw).expanduser()
+        if not path.is_absolute():
+            path = base_dir / path
+        if not path.exists():
+            raise InputError(file, field, f"'{uri}' does not exist ({path})",
+                             hint="train and save the model first, or fix the path")
+        return path.resolve()
+    mirror = mirror_root(state)
+    local = mirror / scheme / parts.netloc / unquote(parts.path).lstrip("/")
+    if local.exists():
+        return local.resolve()
+    raise InputError(
+        file, field, f"{scheme}:// storage cannot be fetched in local mode",
+        hint=f"download the model yourself, then either set storageUri: file:///path/to/model, "
+             f"or put the files in {local} (${MIRROR_ENV} moves that folder) so this manifest "
+             "works unchanged",
+    )
+
+
+def find_model_file(model_dir: Path, model_format: str) -> Path:
+    """The one model file the upstream server for this format would load, or a clear error."""
+    suffixes, what = FORMATS[model_format]
+    if model_dir.is_file():
+        candidates = [model_dir] if model_dir.suffix in suffixes else []
+        where = model_dir.parent
+    else:
+        candidates = sorted(p for p in model_dir.iterdir()
+                            if p.is_file() and p.suffix in suffixes)
+        where = model_dir
+    if not candidates:
+        raise FileNotFoundError(
+            f"no {what} file ({'/'.join(suffixes)}) in {where}")
+    if len(candidates) > 1:
+        raise ValueError(
+            f"more than one model file in {where} ({', '.join(p.name for p in candidates)}); "
+            "keep exactly one, as KServe's server requires")
+    return candidates[0]

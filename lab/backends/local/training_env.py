@@ -1,0 +1,146 @@
+"""The environment contract: what the Training Operator puts in each replica's container.
+
+Facts from the operator (kubeflow.org/v1, pkg/controller.v1/pytorch envvar.go, master.go,
+elastic.go): every container gets PYTHONUNBUFFERED=1; with a Master replica also
+MASTER_ADDR/MASTER_PORT (and PET_MASTER_*), WORLD_SIZE = replicas x nprocPerNode (non-numeric
+nprocPerNode counts as 1), RANK = PET_NODE_RANK = index (+1 for Workers); PET_NPROC_PER_NODE
+when nprocPerNode is set (defaulted to "auto"); PET_NNODES = total replicas, or for elastic
+jobs "min:max" with PET_RDZV_ENDPOINT/BACKEND/ID/CONF, PET_MAX_RESTARTS, PET_STANDALONE.
+
+Locally the replica service names (`<job>-master-0`) become 127.0.0.1 and ports are free
+loopback ports chosen per job, so two jobs never collide.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from lab.backends.local.training_spec import MASTER, WORKER, JobSpec, Replica
+from lab.errors import LabError
+
+LOOPBACK = "127.0.0.1"
+# Inherited variables that would contradict the contract (a shell inside torchrun, etc.).
+_SCRUB = re.compile(r"^(MASTER_ADDR|MASTER_PORT|WORLD_SIZE|RANK|LOCAL_RANK|LOCAL_WORLD_SIZE|"
+                    r"GROUP_RANK|ROLE_RANK|ROLE_WORLD_SIZE|CUDA_VISIBLE_DEVICES|PET_.*|"
+                    r"TORCHELASTIC_.*)$")
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback interface right now (the kernel picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((LOOPBACK, 0))
+        return int(s.getsockname()[1])
+
+
+def visible_gpus(environ: dict[str, str] | None = None) -> list[str]:
+    """GPU ids this machine offers: CUDA_VISIBLE_DEVICES when set, else the driver's count."""
+    env = os.environ if environ is None else environ
+    if env.get("CUDA_VISIBLE_DEVICES") is not None:
+        return [g.strip() for g in env["CUDA_VISIBLE_DEVICES"].split(",")
+                if g.strip() and g.strip() != "-1"]
+    proc_dir = Path("/proc/driver/nvidia/gpus")
+    if proc_dir.is_dir():
+        return [str(i) for i in range(len(list(proc_dir.iterdir())))]
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=10,
+                                 check=False).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return []
+        return [str(i) for i, _ in enumerate(ln for ln in out.splitlines()
+                                             if ln.startswith("GPU "))]
+    return []
+
+
+def plan_gpus(job: JobSpec, available: list[str]) -> dict[str, list[str]]:
+    """Non-overlapping GPU ids per replica name, in rank order; refuses what cannot fit."""
+    asks = [(rep.name(i), rep.gpus) for rep, i in job.ordered()]
+    need = sum(n for _, n in asks)
+    if need > len(available):
+        detail = ", ".join(f"{name}: {n}" for name, n in asks if n)
+        raise LabError(
+            f"PyTorchJob '{job.name}' asks for {need} GPU(s) ({detail}) but this machine has "
+            f"{len(available)}",
+            hint="lower the nvidia.com/gpu limits or the replica counts "
+                 "(`kflab doctor` lists the GPUs)")
+    plan, pos = {}, 0
+    for name, n in asks:
+        plan[name] = available[pos:pos + n]
+        pos += n
+    return plan
+
+
+def service_names(job: JobSpec) -> list[str]:
+    """The headless service names the operator creates, one per replica."""
+    return [f"{job.name}-{rep.name(i)}" for rep, i in job.ordered()]
+
+
+def localize(value: str, names: list[str]) -> str:
+    """Replace replica service host names by the loopback address."""
+    for name in names:
+        value = re.sub(rf"(?<![-\w.]){re.escape(name)}(?![-\w])", LOOPBACK, value)
+    return value
+
+
+def operator_env(job: JobSpec, rep: Replica, index: int, *, master_port: int,
+                 rdzv_port: int) -> list[tuple[str, str]]:
+    """The variables the operator appends to the container's env, in its order."""
+    out = [("PYTHONUNBUFFERED", "1")]
+    if MASTER in job.replicas:
+        rank = index + 1 if rep.type == WORKER else index
+        out += [("MASTER_PORT", str(master_port)), ("PET_MASTER_PORT", str(master_port)),
+                ("MASTER_ADDR", LOOPBACK), ("PET_MASTER_ADDR", LOOPBACK),
+                ("WORLD_SIZE", str(job.total_replicas * job.nproc_int)),
+                ("RANK", str(rank)), ("PET_NODE_RANK", str(rank))]
+    if job.nproc_per_node is not None:
+        out.append(("PET_NPROC_PER_NODE", job.nproc_per_node))
+    ep = job.elastic
+    if ep is None:
+        out.append(("PET_NNODES", str(job.total_replicas)))
+        return out
+    out += [("PET_RDZV_ENDPOINT", f"{LOOPBACK}:{rdzv_port}"), ("PET_RDZV_BACKEND", ep.rdzv_backend)]
+    if ep.min_replicas is None:
+        out.append(("PET_NNODES", str(job.replicas[WORKER].replicas)))
+    else:
+        out.append(("PET_NNODES", f"{ep.min_replicas}:{ep.max_replicas}"))
+    if ep.max_restarts is not None:
+        out.append(("PET_MAX_RESTARTS", str(ep.max_restarts)))
+    if ep.nproc_per_node is not None:
+        out.append(("PET_NPROC_PER_NODE", str(ep.nproc_per_node)))
+    if ep.rdzv_id is not None:
+        out.append(("PET_RDZV_ID", ep.rdzv_id))
+    if ep.rdzv_conf:
+        out.append(("PET_RDZV_CONF", ",".join(f"{k}={v}" for k, v in ep.rdzv_conf)))
+    if ep.standalone:
+        out.append(("PET_STANDALONE", ""))
+    return out
+
+
+def replica_env(job: JobSpec, rep: Replica, index: int, *, master_port: int, rdzv_port: int,
+                gpus: list[str] | None, host_has_gpus: bool,
+                base: dict[str, str] | None = None) -> dict[str, str]:
+    """The full process environment of one replica.
+
+    Base: this process's environment minus distributed variables that would contradict the
+    contract, with this Python's folder first on PATH (so `python` in a manifest's command
+    is the lab's interpreter). Then the container's env (service names made local), then
+    the operator's variables, which win on a clash as later entries do in a pod.
+    """
+    env = {k: v for k, v in (os.environ if base is None else base).items()
+           if not _SCRUB.match(k)}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    names = service_names(job)
+    for key, value in rep.env:
+        env[key] = localize(value, names)
+    env.update(operator_env(job, rep, index, master_port=master_port, rdzv_port=rdzv_port))
+    if gpus or host_has_gpus:
+        # No nvidia.com/gpu limit means no GPU, as with the device plugin.
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus or [])
+    return env

@@ -1,0 +1,433 @@
+"""Katib Experiment and Trial handler of the local backend: Optuna suggests, trials run as
+local processes, status follows Katib's controllers.
+
+One `apply` drives the whole experiment in the foreground, like a controller loop: ask the
+sampler for at most parallelTrialCount assignments, start each trial from the primary
+container's command and args (argv, never a shell), read its metrics as it runs, tell
+the sampler, and recompute the Experiment status after every change. Every trial process
+belongs to a ChildGroup, so Ctrl-C (or SIGTERM) kills them all and marks the experiment.
+
+Parts: tuning_spec (validation), tuning_search (algorithms), tuning_trials (one trial),
+tuning_metrics (collectors), tuning_status (Katib's status rules), tuning_plots (PNGs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import queue
+import secrets
+import signal
+import statistics
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lab.backends.local import tuning_spec, tuning_status, tuning_trials
+from lab.backends.local.procs import ChildGroup, iter_log, kill_group
+from lab.backends.local.tuning_metrics import UNAVAILABLE, MetricLog, Tail
+from lab.backends.local.tuning_search import (
+    distribution_notes,
+    distributions,
+    fmt,
+    grid,
+    sampler,
+)
+from lab.backends.local.tuning_spec import Spec
+from lab.backends.local.tuning_trials import EXPERIMENT_LABEL
+from lab.errors import LabError
+
+# Seconds between reads of running trials' output (median stopping needs them live);
+# a finished trial wakes the loop at once through the exit queue.
+WATCH = 0.2
+PLOTS_ANNOTATION = "kflab.dev/plots"
+IGNORED_ANNOTATION = "kflab.dev/ignored-fields"
+
+
+@dataclass
+class Running:
+    trial: dict[str, Any]
+    proc: Any
+    tail: Tail
+    metrics: MetricLog
+    number: int  # Optuna trial number
+    started: float
+    early_stopped: bool = False
+    fmt: str = "TEXT"
+
+
+@dataclass
+class _Run:
+    backend: Any
+    exp: dict[str, Any]
+    spec: Spec
+    base_dir: Path
+    trials: list[dict[str, Any]] = field(default_factory=list)
+    active: dict[str, Running] = field(default_factory=dict)
+    exhausted: bool = False
+    exits: queue.SimpleQueue[str] = field(default_factory=queue.SimpleQueue)
+
+    def __post_init__(self) -> None:
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.store = self.backend.store
+        self.ns = self.spec.namespace
+        self.sampler, notes = sampler(self.spec.algorithm, self.spec.settings)
+        self.spec.warnings.extend(notes)
+        self.spec.warnings.extend(distribution_notes(self.spec.params, self.spec.algorithm))
+        direction = "maximize" if self.spec.objective.type == "maximize" else "minimize"
+        self.study = optuna.create_study(direction=direction, sampler=self.sampler)
+        if self.spec.algorithm == "grid":
+            from optuna.distributions import CategoricalDistribution
+
+            from lab.backends.local.tuning_search import grid_values
+
+            self.points = grid(self.spec.params)
+            self.dists = {p.name: CategoricalDistribution(grid_values(p))
+                          for p in self.spec.params}
+        else:
+            self.points = []
+            self.dists = distributions(self.spec.params)
+        self.parallel = self.spec.parallel
+        if self.spec.collector.kind == "File" and self.parallel > 1:
+            self.spec.warnings.append(
+                "spec.parallelTrialCount: trials run one at a time because the File "
+                "collector's path is shared locally (each pod has its own on a cluster)")
+            self.parallel = 1
+        self.t0 = time.monotonic()
+
+    # --- persistence ---------------------------------------------------------------------
+
+    def save(self, *trials: dict[str, Any]) -> None:
+        for trial in trials:
+            self.store.put(trial)
+        self.store.put(self.exp)
+
+    def refresh(self) -> None:
+        """Recount and, while the experiment is not complete, apply Katib's rules."""
+        reached = tuning_status.summarize(self.exp, self.trials)
+        if not tuning_status.is_completed(self.exp):
+            tuning_status.update_condition(self.exp, reached, self.exhausted)
+
+    # --- trials ----------------------------------------------------------------------------
+
+    def _rules(self) -> list[dict[str, Any]]:
+        """Median stopping: once enough trials succeeded, a new trial must not fall behind
+        the median of their mean objective values (Katib's medianstop service)."""
+        es = self.spec.early
+        if es is None:
+            return []
+        means = []
+        for t in self.trials:
+            run = t.get("_values")
+            if tuning_status.trial_state(t) == "Succeeded" and run:
+                means.append(statistics.fmean(run))
+        if len(means) < es.min_trials_required:
+            return []
+        maximize = self.spec.objective.type == "maximize"
+        return [{"name": self.spec.objective.metric, "value": fmt(statistics.median(means)),
+                 "comparison": "less" if maximize else "greater",
+                 "startStep": es.start_step}]
+
+    def _assignments(self) -> tuple[Any, list[dict[str, str]]] | None:
+        if self.spec.algorithm == "grid":
+            if len(self.trials) >= len(self.points):
+                self.exhausted = True
+                return None
+            self.study.enqueue_trial(self.points[len(self.trials)])
+        otrial = self.study.ask(fixed_distributions=self.dists)
+        return otrial, [{"name": p.name, "value": fmt(otrial.params[p.name])}
+                        for p in self.spec.params]
+
+    def start_one(self, group: ChildGroup) -> bool:
+        got = self._assignments()
+        if got is None:
+            return False
+        otrial, assignments = got
+        name = f"{self.spec.name}-{secrets.token_hex(4)}"
+        runspec = tuning_trials.run_spec(self.spec, name, assignments, self.exp["metadata"])
+        trial = tuning_trials.trial_object(self.exp, self.spec, name, assignments, runspec,
+                                           self._rules())
+        tuning_status.trial_created(trial)
+        self.trials.append(trial)
+        log = self.store.run_dir("Trial", name, self.ns) / "trial.log"
+        started = tuning_trials.launch(group, self.spec, runspec, name, log, self.base_dir)
+        proc = started.proc
+        coll = self.spec.collector
+        metrics = MetricLog(self.spec.objective.names, coll.filters)
+        self.backend.emit({"event": "trial-started", "experiment": self.spec.name,
+                           "trial": name, "params": {a["name"]: a["value"]
+                                                     for a in assignments}})
+        run = Running(trial, proc, Tail(started.metrics_source), metrics, otrial.number,
+                      time.monotonic(), fmt=coll.format)
+        if proc is None:
+            self.finish(run, rc=127, detail=str(started.problem))
+            return True
+        tuning_status.trial_running(trial)
+        self.active[name] = run
+        threading.Thread(target=self._reap, args=(name, proc), daemon=True).start()
+        self.refresh()
+        self.save(trial)
+        return True
+
+    def _reap(self, name: str, proc: Any) -> None:
+        """Wake the loop the moment a trial exits (no polling latency per trial)."""
+        proc.wait()
+        self.exits.put(name)
+
+    def _early_stop(self, run: Running) -> bool:
+        rules = run.trial["spec"].get("earlyStoppingRules") or []
+        for rule in rules:
+            vals = run.metrics.values.get(rule["name"], [])
+            if len(vals) < rule["startStep"]:
+                continue
+            try:
+                latest, bound = float(vals[-1]), float(rule["value"])
+            except ValueError:
+                continue
+            if (latest < bound) if rule["comparison"] == "less" else (latest > bound):
+                return True
+        return False
+
+    def watch(self, run: Running) -> None:
+        for line in run.tail.read():
+            run.metrics.feed(line, run.fmt)
+        if run.proc.poll() is None and not run.early_stopped and self._early_stop(run):
+            run.early_stopped = True
+            kill_group(run.proc.pid, grace=2.0)
+            run.proc.wait()
+
+    def finish(self, run: Running, *, rc: int, detail: str = "", killed: bool = False) -> None:
+        import optuna
+
+        for line in run.tail.read(final=True):
+            run.metrics.feed(line, run.fmt)
+        trial = run.trial
+        observation = run.metrics.observation()
+        if observation is not None:
+            trial["status"]["observation"] = observation
+        trial["_values"] = [float(v) for v in run.metrics.values[self.spec.objective.metric]
+                            if _is_float(v)]
+        if killed:
+            ctype, detail = "Killed", detail or "stopped before it finished"
+        elif run.early_stopped:
+            ctype, detail = "EarlyStopped", "objective fell behind the median of earlier trials"
+        elif rc != 0:
+            ctype, detail = "Failed", detail or f"process exited with code {rc}"
+        elif tuning_status.trial_objective(trial) == UNAVAILABLE or \
+                observation is None:
+            ctype = "MetricsUnavailable"
+            detail = (f"'{self.spec.objective.metric}' never appeared in "
+                      f"{'the output' if self.spec.collector.kind == 'StdOut' else 'the file'}")
+        else:
+            ctype = "Succeeded"
+        tuning_status.trial_finished(trial, ctype, detail)
+        value = tuning_status.trial_objective(trial)
+        if ctype == "Succeeded" and _is_float(value):
+            self.study.tell(run.number, float(value))
+        else:
+            state = optuna.trial.TrialState.PRUNED if ctype == "EarlyStopped" \
+                else optuna.trial.TrialState.FAIL
+            self.study.tell(run.number, state=state)
+        self.active.pop(trial["metadata"]["name"], None)
+        self.refresh()
+        self.save(_public(trial))
+        self.backend.emit({"event": "trial-finished", "experiment": self.spec.name,
+                           "trial": trial["metadata"]["name"], "state": ctype,
+                           "objective": None if value == UNAVAILABLE else value,
+                           "seconds": round(time.monotonic() - run.started, 2),
+                           "detail": detail})
+
+    def loop(self, group: ChildGroup) -> None:
+        max_trials = self.spec.max_trials
+        while True:
+            for name in list(self.active):
+                run = self.active[name]
+                self.watch(run)
+                rc = run.proc.poll()
+                if rc is not None:
+                    self.finish(run, rc=rc)
+            if tuning_status.is_completed(self.exp):
+                break
+            while (len(self.active) < self.parallel and not self.exhausted
+                   and (max_trials is None or len(self.trials) < max_trials)):
+                if not self.start_one(group):
+                    break
+                if tuning_status.is_completed(self.exp):
+                    break
+            if not self.active:
+                self.exhausted = self.exhausted or (
+                    max_trials is not None and len(self.trials) >= max_trials)
+                self.refresh()
+                if tuning_status.is_completed(self.exp):
+                    break
+                if self.exhausted:  # nothing left to run, no rule fired: stop here
+                    break
+                continue
+            with contextlib.suppress(queue.Empty):
+                self.exits.get(timeout=WATCH / 4 if self.spec.early else WATCH)
+
+    def kill_active(self, detail: str) -> None:
+        for run in list(self.active.values()):
+            kill_group(run.proc.pid, grace=1.0)
+            run.proc.wait()
+            self.finish(run, rc=run.proc.returncode, detail=detail, killed=True)
+
+    def run(self) -> dict[str, Any]:
+        self.save()
+        self.backend.emit({"event": "experiment-started", "experiment": self.spec.name,
+                           "algorithm": self.spec.algorithm, "parallel": self.parallel,
+                           "max_trials": self.spec.max_trials,
+                           "params": [p.name for p in self.spec.params],
+                           "metric": self.spec.objective.metric})
+        if self.spec.warnings:
+            text = "; ".join(self.spec.warnings)
+            self.exp["metadata"].setdefault("annotations", {})[IGNORED_ANNOTATION] = text
+            self.backend.emit({"event": "message", "text":
+                               f"[yellow]warning:[/] ignored on the local backend (they "
+                               f"matter on a cluster only): {text}"})
+        with ChildGroup() as group, _sigterm_as_interrupt():
+            try:
+                self.loop(group)
+                self.kill_active("the experiment completed")
+            except BaseException as exc:
+                why = "it was interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt) \
+                    else f"kflab hit an error: {exc}"
+                group.stop_all(grace=1.0)
+                for run in list(self.active.values()):
+                    self.finish(run, rc=-1, detail=why, killed=True)
+                tuning_status.interrupted(self.exp, why)
+                self.save()
+                self.backend.emit({"event": "experiment-finished",
+                                   "experiment": self.spec.name, "condition": "Failed",
+                                   "reason": tuning_status.FAILED, "best": None,
+                                   "assignments": [], "plots": ""})
+                raise
+        self.refresh()
+        self.plots()
+        self.save()
+        best = self.exp["status"]["currentOptimalTrial"]
+        cond = tuning_status.last_condition(self.exp) or {}
+        self.backend.emit({"event": "experiment-finished", "experiment": self.spec.name,
+                           "condition": cond.get("type"), "reason": cond.get("reason"),
+                           "best": best.get("bestTrialName"),
+                           "assignments": best.get("parameterAssignments", []),
+                           "plots": self.exp["metadata"].get("annotations", {})
+                           .get(PLOTS_ANNOTATION, "")})
+        return self.exp
+
+    def plots(self) -> None:
+        from lab.backends.local import tuning_plots
+
+        out = self.store.run_dir("Experiment", self.spec.name, self.ns)
+        rows = []
+        for i, t in enumerate(self.trials):
+            raw = tuning_status.trial_objective(t)
+            ok = tuning_status.trial_state(t) == "Succeeded" and _is_float(raw)
+            rows.append((i, float(raw) if ok else None, tuning_status.trial_state(t)))
+        made = []
+        try:
+            made.append(tuning_plots.objective_plot(
+                out / "objective.png", rows, self.spec.objective.metric,
+                self.spec.objective.type == "maximize"))
+            made.append(tuning_plots.importance_plot(out / "importance.png", self.study))
+        except Exception as exc:  # plots are a bonus: never fail the experiment for them
+            self.backend.emit({"event": "message", "text": f"plots skipped: {exc}"})
+        paths = [str(p) for p in made if p is not None]
+        if paths:
+            self.exp["metadata"].setdefault("annotations", {})[PLOTS_ANNOTATION] = \
+                ",".join(paths)
+
+
+def _is_float(text: Any) -> bool:
+    try:
+        float(text)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _public(trial: dict[str, Any]) -> dict[str, Any]:
+    """The stored Trial: private bookkeeping (keys starting with '_') left out."""
+    return {k: v for k, v in trial.items() if not k.startswith("_")}
+
+
+class _sigterm_as_interrupt:
+    """While trials run, SIGTERM is handled like Ctrl-C so no trial is left behind."""
+
+    def __enter__(self) -> None:
+        self.old = None
+        if threading.current_thread() is threading.main_thread():
+            self.old = signal.signal(signal.SIGTERM, _raise_interrupt)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.old is not None:
+            signal.signal(signal.SIGTERM, self.old)
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _defaults(obj: dict[str, Any], spec: Spec) -> None:
+    """Fill the spec the way Katib's mutating webhook does, so the stored object matches."""
+    s = obj["spec"]
+    s.setdefault("parallelTrialCount", spec.parallel)
+    s["objective"]["metricStrategies"] = [{"name": n, "value": spec.objective.strategies[n]}
+                                          for n in spec.objective.names]
+    mc = s.setdefault("metricsCollectorSpec", {})
+    mc.setdefault("collector", {}).setdefault("kind", spec.collector.kind)
+
+
+def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = True) -> dict:
+    """Run an Experiment to completion in the foreground (`wait` is always honoured as
+    True: trials are children of this process)."""
+    if obj.get("kind") == "Trial":
+        raise LabError("a Trial is created by its Experiment, not applied on its own",
+                       hint="apply the Experiment (kind: Experiment) instead")
+    spec = tuning_spec.parse(obj)
+    if spec.max_trials is None and spec.algorithm != "grid" and spec.objective.goal is None:
+        raise LabError(f"experiment '{spec.name}': field 'spec.maxTrialCount': missing; "
+                       f"{spec.algorithm} never runs out of suggestions, so this would run "
+                       "forever", hint="set spec.maxTrialCount (or an objective goal)")
+    exp = copy.deepcopy(obj)
+    exp.pop("status", None)
+    _defaults(exp, spec)
+    tuning_status.experiment_created(exp)
+    return _Run(backend, exp, spec, base_dir).run()
+
+
+def _trials_of(backend: Any, obj: dict[str, Any]) -> list[dict[str, Any]]:
+    meta = obj["metadata"]
+    items = backend.store.list("Trial", meta.get("namespace", "default"))
+    mine = [t for t in items if (t["metadata"].get("labels") or {}).get(EXPERIMENT_LABEL)
+            == meta["name"]]
+    return sorted(mine, key=lambda t: (t["metadata"].get("creationTimestamp", ""),
+                                       (t.get("status") or {}).get("startTime", "")))
+
+
+def delete(backend: Any, obj: dict[str, Any]) -> None:
+    """An Experiment owns its Trials: deleting it deletes them (and their logs)."""
+    if obj.get("kind") == "Experiment":
+        for trial in _trials_of(backend, obj):
+            backend.store.delete("Trial", trial["metadata"]["name"],
+                                 trial["metadata"].get("namespace", "default"))
+
+
+def logs(backend: Any, obj: dict[str, Any], replica: str | None) -> Iterator[str]:
+    ns = obj["metadata"].get("namespace", "default")
+    if obj.get("kind") == "Trial":
+        return iter_log(backend.store.run_dir("Trial", obj["metadata"]["name"], ns)
+                        / "trial.log")
+
+    def every_trial() -> Iterator[str]:
+        for trial in _trials_of(backend, obj):
+            name = trial["metadata"]["name"]
+            for line in iter_log(backend.store.run_dir("Trial", name, ns) / "trial.log"):
+                yield f"[{name}] {line}"
+
+    return every_trial()

@@ -1,0 +1,110 @@
+"""Metrics collection as Katib's pull-based collectors do it: StdOut and File (TEXT, JSON).
+
+A trial's output is read as it grows (so median stopping can act on a running trial); each
+line that mentions a declared metric is matched against the filter expressions (Katib's
+default: `name=value`), and the observation keeps min, max and latest per metric, with
+Katib's literal "unavailable" for a metric that never appeared.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+UNAVAILABLE = "unavailable"
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+@dataclass
+class MetricLog:
+    """Every reported value per metric, in the order they appeared."""
+
+    names: tuple[str, ...]
+    filters: tuple[str, ...]
+    values: dict[str, list[str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._compiled = [re.compile(f) for f in self.filters]
+        for name in self.names:
+            self.values.setdefault(name, [])
+
+    def feed_text(self, line: str) -> None:
+        if not any(name in line for name in self.names):
+            return
+        for rx in self._compiled:
+            for m in rx.finditer(line):
+                name, value = m.group(1).strip(), (m.group(2) or "").strip()
+                if name in self.values and value:
+                    self.values[name].append(value)
+
+    def feed_json(self, line: str) -> None:
+        try:
+            data = json.loads(line)
+        except ValueError:
+            return
+        if not isinstance(data, dict):
+            return
+        for name in self.names:
+            if name in data and data[name] is not None and not isinstance(data[name], dict):
+                self.values[name].append(str(data[name]))
+
+    def feed(self, line: str, fmt: str = "TEXT") -> None:
+        (self.feed_json if fmt == "JSON" else self.feed_text)(line)
+
+    def steps(self, name: str) -> int:
+        return len(self.values.get(name, []))
+
+    def observation(self) -> dict[str, list[dict[str, str]]] | None:
+        """Katib's `status.observation`: min/max over numeric values, latest as reported."""
+        if not any(self.values.values()):
+            return None
+        metrics = []
+        for name in self.names:
+            vals = self.values[name]
+            nums = [v for v in vals if _is_float(v)]
+            lo = min(nums, key=float) if nums else UNAVAILABLE
+            hi = max(nums, key=float) if nums else UNAVAILABLE
+            metrics.append({"name": name, "min": lo, "max": hi,
+                            "latest": vals[-1] if vals else UNAVAILABLE})
+        return {"metrics": metrics}
+
+
+class Tail:
+    """Reads the lines appended to a file since the last call (whole lines only)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.partial = b""
+
+    def read(self, final: bool = False) -> list[str]:
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read()
+        except OSError:  # not there (yet), or not readable: nothing to collect
+            return []
+        self.offset += len(chunk)
+        data = self.partial + chunk
+        lines = data.split(b"\n")
+        self.partial = b"" if final else lines.pop()
+        return [ln.decode(errors="replace").rstrip("\r") for ln in lines if ln or not final]
+
+
+def objective_value(observation: dict | None, metric: str, strategy: str) -> str:
+    """The trial's objective as Katib reads it: min, max or latest, per the strategy."""
+    for m in (observation or {}).get("metrics", []):
+        if m["name"] == metric:
+            if strategy in ("min", "max") and m[strategy] != UNAVAILABLE:
+                return str(m[strategy])
+            return str(m["latest"])
+    return UNAVAILABLE

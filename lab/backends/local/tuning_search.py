@@ -1,0 +1,188 @@
+"""Katib algorithms as Optuna samplers, and the search space as Optuna distributions.
+
+Katib itself runs Optuna for tpe, multivariate-tpe, cmaes, random and grid (its
+suggestion-optuna service), so these map one to one with the same settings names. sobol
+(goptuna in Katib) is Optuna's QMC sampler with a Sobol sequence; bayesianoptimization
+(scikit-optimize in Katib) is mapped to Optuna's Gaussian-process sampler. Grid is our own
+enumeration (Optuna's GridSampler only works inside study.optimize).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import optuna
+
+    from lab.backends.local.tuning_spec import Param
+
+# algorithm -> accepted algorithmSettings names (Katib's, plus the hyperopt/skopt spellings).
+SETTINGS: dict[str, tuple[str, ...]] = {
+    "random": ("random_state",),
+    "grid": ("random_state",),
+    "tpe": ("random_state", "n_startup_trials", "n_ei_candidates", "n_EI_candidates",
+            "gamma", "prior_weight"),
+    "multivariate-tpe": ("random_state", "n_startup_trials", "n_ei_candidates"),
+    "cmaes": ("random_state", "sigma", "restart_strategy"),
+    "sobol": ("random_state",),
+    "bayesianoptimization": ("random_state", "n_initial_points", "base_estimator", "acq_func",
+                             "acq_optimizer"),
+}
+INT_SETTINGS = {"random_state", "n_startup_trials", "n_ei_candidates", "n_EI_candidates",
+                "n_initial_points"}
+FLOAT_SETTINGS = {"gamma", "prior_weight", "sigma"}
+# Settings that configure scikit-optimize internals Optuna's GP sampler has no knob for.
+UNMAPPED = {"acq_func", "acq_optimizer"}
+
+
+def grid_values(p: Param) -> list[str]:
+    """Every value a grid visits for one parameter (Katib needs a step for doubles)."""
+    if p.values:
+        return list(p.values)
+    assert p.min is not None and p.max is not None
+    if p.type == "int":
+        return [str(v) for v in range(int(p.min), int(p.max) + 1, int(p.step or 1))]
+    if p.step is None:
+        return []
+    n = math.floor((p.max - p.min) / p.step + 1e-9)
+    return [fmt(p.min + k * p.step) for k in range(n + 1)]
+
+
+def grid(params: tuple[Param, ...]) -> list[dict[str, str]]:
+    """The full grid in declaration order (first parameter varies slowest)."""
+    names = [p.name for p in params]
+    return [dict(zip(names, combo, strict=True))
+            for combo in itertools.product(*(grid_values(p) for p in params))]
+
+
+def fmt(value: Any) -> str:
+    """A parameter value as Katib writes assignments: text, floats without float noise."""
+    if isinstance(value, float):
+        return f"{value:.12g}"
+    return str(value)
+
+
+def check_settings(algorithm: str, settings: dict[str, str], params: tuple[Param, ...],
+                   max_trials: int | None) -> str | None:
+    """'field: problem' for a setting or search space the algorithm cannot take, else None."""
+    allowed = SETTINGS[algorithm]
+    for i, (key, value) in enumerate(settings.items()):
+        fld = f"spec.algorithm.algorithmSettings[{i}]"
+        if key not in allowed:
+            return f"{fld}.name: unknown setting '{key}' for {algorithm} " \
+                   f"(known: {', '.join(allowed)})"
+        try:
+            number = int(value) if key in INT_SETTINGS else (
+                float(value) if key in FLOAT_SETTINGS else None)
+        except ValueError:
+            return f"{fld}.value: '{value}' is not a number"
+        if number is not None and number < 0:
+            return f"{fld}.value: {key} must be >= 0"
+        if key == "restart_strategy" and value not in ("ipop", "bipop", "None", "none"):
+            return f"{fld}.value: restart_strategy must be ipop, bipop or none"
+        if key == "base_estimator" and value != "GP":
+            return f"{fld}.value: only base_estimator GP is available locally " \
+                   "(Optuna's Gaussian-process sampler)"
+    if algorithm == "cmaes" and sum(p.type in ("int", "double") for p in params) < 2:
+        return "spec.parameters: cmaes needs at least two int or double parameters"
+    if algorithm == "grid":
+        for i, p in enumerate(params):
+            if p.type == "double" and p.step is None:
+                return f"spec.parameters[{i}].feasibleSpace.step: grid needs a step for " \
+                       f"double parameter '{p.name}'"
+        size = math.prod(len(grid_values(p)) for p in params)
+        if max_trials is not None and max_trials > size:
+            return f"spec.maxTrialCount: {max_trials} is more than the {size} points of the grid"
+    return None
+
+
+def distributions(params: tuple[Param, ...]) -> dict[str, Any]:
+    from optuna.distributions import (
+        CategoricalDistribution,
+        FloatDistribution,
+        IntDistribution,
+    )
+
+    out: dict[str, Any] = {}
+    for p in params:
+        if p.values:
+            out[p.name] = CategoricalDistribution(list(p.values))
+            continue
+        assert p.min is not None and p.max is not None
+        log = p.distribution in ("logUniform", "logNormal")
+        if p.type == "int":
+            step = 1 if log else int(p.step or 1)  # Optuna: no step on a log scale
+            high = int(p.min) + (int(p.max) - int(p.min)) // step * step
+            out[p.name] = IntDistribution(int(p.min), high, step=step, log=log)
+        elif p.step and not log:
+            high = p.min + math.floor((p.max - p.min) / p.step + 1e-9) * p.step
+            out[p.name] = FloatDistribution(p.min, high, step=p.step)
+        else:
+            out[p.name] = FloatDistribution(p.min, p.max, log=log)
+    return out
+
+
+def distribution_notes(params: tuple[Param, ...], algorithm: str) -> list[str]:
+    """Where a declared distribution is sampled differently here than by Katib."""
+    notes = []
+    for i, p in enumerate(params):
+        where = f"spec.parameters[{i}].feasibleSpace"
+        if algorithm == "grid" and p.distribution != "uniform":
+            notes.append(f"{where}.distribution: the grid visits every step, "
+                         f"'{p.distribution}' has no effect")
+        elif p.distribution in ("normal", "logNormal"):
+            notes.append(f"{where}.distribution: Optuna has no {p.distribution} prior; "
+                         f"sampled {'log-' if p.distribution == 'logNormal' else ''}"
+                         "uniformly between min and max")
+        elif p.distribution == "logUniform" and p.step:
+            notes.append(f"{where}.step: not used with logUniform (Optuna has no stepped "
+                         "log scale)")
+    return notes
+
+
+def sampler(algorithm: str, settings: dict[str, str]) -> tuple[optuna.samplers.BaseSampler,
+                                                               list[str]]:
+    """The Optuna sampler for a Katib algorithm, plus notes on settings left unmapped."""
+    import optuna
+
+    seed = int(settings["random_state"]) if "random_state" in settings else None
+    notes = [f"spec.algorithm.algorithmSettings {k}: no Optuna equivalent, ignored"
+             for k in settings if k in UNMAPPED]
+    if algorithm in ("random", "grid"):
+        return optuna.samplers.RandomSampler(seed=seed), notes
+    if algorithm in ("tpe", "multivariate-tpe"):
+        kw: dict[str, Any] = {"seed": seed, "constant_liar": True}
+        if "n_startup_trials" in settings:
+            kw["n_startup_trials"] = int(settings["n_startup_trials"])
+        cands = settings.get("n_ei_candidates", settings.get("n_EI_candidates"))
+        if cands is not None:
+            kw["n_ei_candidates"] = int(cands)
+        if "prior_weight" in settings:
+            kw["prior_weight"] = float(settings["prior_weight"])
+        if "gamma" in settings:
+            frac = float(settings["gamma"])
+            kw["gamma"] = lambda n: min(math.ceil(frac * n), 25)
+        if algorithm == "multivariate-tpe":
+            kw["multivariate"] = True
+        return optuna.samplers.TPESampler(**kw), notes
+    if algorithm == "cmaes":
+        restart = settings.get("restart_strategy")
+        return optuna.samplers.CmaEsSampler(
+            seed=seed, sigma0=float(settings["sigma"]) if "sigma" in settings else None,
+            restart_strategy=None if restart in (None, "None", "none") else restart,
+            warn_independent_sampling=False), notes
+    if algorithm == "sobol":
+        with warnings.catch_warnings():  # "experimental" since Optuna 3: noise for learners
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.QMCSampler(qmc_type="sobol", scramble=seed is not None,
+                                              seed=seed, warn_independent_sampling=False,
+                                              warn_asynchronous_seeding=False), notes
+    if algorithm == "bayesianoptimization":
+        kw = {"seed": seed, "warn_independent_sampling": False}
+        if "n_initial_points" in settings:
+            kw["n_startup_trials"] = int(settings["n_initial_points"])
+        return optuna.samplers.GPSampler(**kw), notes
+    raise ValueError(algorithm)

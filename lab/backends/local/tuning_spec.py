@@ -1,0 +1,549 @@
+"""Read and validate a Katib `kubeflow.org/v1beta1` Experiment for the local backend.
+
+The checks follow what Katib's admission webhook refuses (types, objective, feasible spaces,
+trial template references), so a file that passes here also passes on a cluster; the errors
+name the field and the fix. Fields that only matter on a cluster are collected, never
+silently dropped: the caller prints them in one warning.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from lab.errors import InputError
+
+ALGORITHMS = ("random", "grid", "tpe", "multivariate-tpe", "cmaes", "sobol",
+              "bayesianoptimization", "hyperband")
+# Katib algorithms this backend refuses, with the reason and the way out.
+_ON_CLUSTER = "or run this Experiment on a cluster (`kflab up`)"
+REFUSED = {
+    "hyperband": ("hyperband allocates a resource parameter across brackets of trials; "
+                  "the local backend has no equivalent",
+                  "use tpe or random with earlyStopping medianstop to cut bad trials, "
+                  + _ON_CLUSTER),
+    "enas": ("neural architecture search needs Katib's NAS controllers", _ON_CLUSTER[3:]),
+    "darts": ("neural architecture search needs Katib's NAS controllers", _ON_CLUSTER[3:]),
+    "pbt": ("population based training needs Katib's shared checkpoint volume",
+            _ON_CLUSTER[3:]),
+}
+PARAM_TYPES = ("int", "double", "categorical", "discrete")
+DISTRIBUTIONS = ("uniform", "logUniform", "normal", "logNormal")
+STRATEGIES = ("min", "max", "latest")
+COLLECTORS = ("StdOut", "File")
+# Katib's default metrics filter: `name=value`, value possibly signed, decimal, exponent.
+DEFAULT_FILTER = r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?)"
+DEFAULT_PRIMARY = "training-container"
+PLACEHOLDER = re.compile(r"\$\{trialParameters\.([^}]*)\}")
+META_REF = re.compile(r"^\$\{trialSpec\.(Name|Namespace|Kind|APIVersion|"
+                      r"Labels\[[^\]]+\]|Annotations\[[^\]]+\])\}$")
+# Container fields a local process honours; every other one is cluster-only.
+CONTAINER_LOCAL = {"name", "command", "args", "env", "workingDir"}
+TEMPLATE_CLUSTER_ONLY = ("retain", "primaryPodLabels", "successCondition", "failureCondition")
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    type: str
+    min: float | None = None
+    max: float | None = None
+    step: float | None = None
+    values: tuple[str, ...] = ()
+    distribution: str = "uniform"  # uniform | logUniform | normal | logNormal
+
+
+@dataclass(frozen=True)
+class Objective:
+    type: str  # minimize | maximize
+    metric: str
+    goal: float | None
+    additional: tuple[str, ...]
+    strategies: dict[str, str]  # metric name -> min | max | latest
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.metric, *self.additional)
+
+
+@dataclass(frozen=True)
+class Collector:
+    kind: str  # StdOut | File
+    path: str | None = None
+    format: str = "TEXT"  # TEXT | JSON
+    filters: tuple[str, ...] = (DEFAULT_FILTER,)
+
+
+@dataclass(frozen=True)
+class EarlyStop:
+    algorithm: str  # medianstop
+    min_trials_required: int = 3
+    start_step: int = 4
+
+
+@dataclass
+class Spec:
+    name: str
+    namespace: str
+    objective: Objective
+    algorithm: str
+    settings: dict[str, str]
+    params: tuple[Param, ...]
+    parallel: int
+    max_trials: int | None
+    max_failed: int | None
+    collector: Collector
+    early: EarlyStop | None
+    trial_parameters: dict[str, str]  # trialParameter name -> reference
+    trial_spec: dict[str, Any]
+    container_path: tuple[str | int, ...]  # where the primary container sits in trial_spec
+    primary: str
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def container(self) -> dict[str, Any]:
+        node: Any = self.trial_spec
+        for key in self.container_path:
+            node = node[key]
+        return node
+
+
+class _Reader:
+    """Field access that raises InputError with the dotted path of the field."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, path: str, problem: str, hint: str | None = None) -> InputError:
+        return InputError(self.source, path, problem, hint=hint)
+
+    def get(self, data: dict[str, Any], key: str, kind: type | tuple[type, ...], path: str,
+            *, required: bool = False, default: Any = None) -> Any:
+        where = f"{path}.{key}" if path else key
+        if key not in data or data[key] is None:
+            if required:
+                raise self.fail(where, "missing", f"add '{key}:' under {path or 'the object'}")
+            return default
+        value = data[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            names = " or ".join(k.__name__ for k in kinds)
+            raise self.fail(where, f"expected {names}, got {type(value).__name__} "
+                                   f"({_short(value)})")
+        return value
+
+    def count(self, data: dict[str, Any], key: str, path: str, *, minimum: int) -> int | None:
+        value = self.get(data, key, int, path)
+        if value is not None and value < minimum:
+            raise self.fail(f"{path}.{key}", f"must be >= {minimum}, got {value}")
+        return value
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _number(r: _Reader, raw: Any, path: str, *, integer: bool) -> float:
+    """Katib keeps feasible-space bounds as strings; accept YAML numbers too."""
+    if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+        raise r.fail(path, f"expected a number, got {type(raw).__name__} ({_short(raw)})")
+    try:
+        value = int(str(raw)) if integer else float(str(raw))
+    except ValueError:
+        kind = "an integer" if integer else "a number"
+        raise r.fail(path, f"'{raw}' is not {kind}",
+                     hint="write it as e.g. \"1\"" if integer else "write it as e.g. \"0.01\"") \
+            from None
+    if not math.isfinite(value):
+        raise r.fail(path, f"'{raw}' is not a finite number")
+    return value
+
+
+def _param(r: _Reader, raw: Any, path: str) -> Param:
+    if not isinstance(raw, dict):
+        raise r.fail(path, "a parameter must be a mapping",
+                     "give name, parameterType and feasibleSpace")
+    name = r.get(raw, "name", str, path, required=True)
+    if not name:
+        raise r.fail(f"{path}.name", "must not be empty")
+    ptype = r.get(raw, "parameterType", str, path, required=True)
+    if ptype not in PARAM_TYPES:
+        raise r.fail(f"{path}.parameterType", f"unknown parameter type '{ptype}'",
+                     f"use one of: {', '.join(PARAM_TYPES)}")
+    space = r.get(raw, "feasibleSpace", dict, path, required=True)
+    sp = f"{path}.feasibleSpace"
+    dist = r.get(space, "distribution", str, sp, default="uniform") or "uniform"
+    if dist not in DISTRIBUTIONS:
+        raise r.fail(f"{sp}.distribution", f"unknown distribution '{dist}'",
+                     f"use one of: {', '.join(DISTRIBUTIONS)}")
+    if ptype in ("categorical", "discrete"):
+        extra = [k for k in ("min", "max", "step") if space.get(k) not in (None, "")]
+        if extra:
+            raise r.fail(f"{sp}.{extra[0]}", f"not allowed for {ptype} parameters",
+                         "give the values in feasibleSpace.list")
+        values = r.get(space, "list", list, sp)
+        if not values:
+            raise r.fail(f"{sp}.list", f"empty feasible space for {ptype} parameter '{name}'",
+                         "list at least one value")
+        out = []
+        for i, v in enumerate(values):
+            if isinstance(v, bool) or not isinstance(v, str | int | float):
+                raise r.fail(f"{sp}.list[{i}]", f"expected a scalar, got {type(v).__name__}")
+            if ptype == "discrete":
+                _number(r, v, f"{sp}.list[{i}]", integer=False)
+            out.append(str(v))
+        if len(set(out)) != len(out):
+            raise r.fail(f"{sp}.list", "values must be unique")
+        return Param(name, ptype, values=tuple(out))
+    integer = ptype == "int"
+    if space.get("list"):
+        raise r.fail(f"{sp}.list", f"not allowed for {ptype} parameters",
+                     "give feasibleSpace.min and max (and step), or make it discrete")
+    for key in ("min", "max"):
+        if space.get(key) in (None, ""):
+            raise r.fail(f"{sp}.{key}", f"missing for {ptype} parameter '{name}'",
+                         f"set feasibleSpace.{key}")
+    lo = _number(r, space["min"], f"{sp}.min", integer=integer)
+    hi = _number(r, space["max"], f"{sp}.max", integer=integer)
+    if lo > hi:
+        raise r.fail(sp, f"empty feasible space: min {space['min']} > max {space['max']}",
+                     "swap min and max")
+    step = None
+    if space.get("step") not in (None, ""):
+        step = _number(r, space["step"], f"{sp}.step", integer=integer)
+        if step <= 0:
+            raise r.fail(f"{sp}.step", f"must be > 0, got {space['step']}")
+    if dist in ("logUniform", "logNormal") and lo <= 0:
+        raise r.fail(f"{sp}.min", f"{dist} needs min > 0, got {space['min']}")
+    return Param(name, ptype, lo, hi, step, distribution=dist)
+
+
+def _objective(r: _Reader, spec: dict[str, Any]) -> Objective:
+    obj = r.get(spec, "objective", dict, "spec", required=True)
+    p = "spec.objective"
+    otype = r.get(obj, "type", str, p, required=True)
+    if otype not in ("minimize", "maximize"):
+        raise r.fail(f"{p}.type", f"unknown objective type '{otype}'",
+                     "use minimize or maximize")
+    metric = r.get(obj, "objectiveMetricName", str, p, required=True)
+    if not metric:
+        raise r.fail(f"{p}.objectiveMetricName", "must not be empty")
+    goal = r.get(obj, "goal", (int, float, str), p)
+    if goal is not None:
+        goal = _number(r, goal, f"{p}.goal", integer=False)
+    additional = r.get(obj, "additionalMetricNames", list, p, default=[])
+    for i, m in enumerate(additional):
+        if not isinstance(m, str) or not m:
+            raise r.fail(f"{p}.additionalMetricNames[{i}]", "expected a metric name")
+        if m == metric:
+            raise r.fail(f"{p}.additionalMetricNames[{i}]",
+                         f"'{m}' is already the objective metric", "remove it from this list")
+    strategies = {metric: "min" if otype == "minimize" else "max"}
+    strategies.update({m: "latest" for m in additional})
+    for i, s in enumerate(r.get(obj, "metricStrategies", list, p, default=[])):
+        sp = f"{p}.metricStrategies[{i}]"
+        if not isinstance(s, dict):
+            raise r.fail(sp, "expected a mapping with name and value")
+        name = r.get(s, "name", str, sp, required=True)
+        value = r.get(s, "value", str, sp, required=True)
+        if value not in STRATEGIES:
+            raise r.fail(f"{sp}.value", f"unknown strategy '{value}'",
+                         f"use one of: {', '.join(STRATEGIES)}")
+        if name not in strategies:
+            raise r.fail(f"{sp}.name", f"metric '{name}' is not the objective nor an "
+                                       "additional metric", "declare it in additionalMetricNames")
+        strategies[name] = value
+    return Objective(otype, metric, goal, tuple(additional), strategies)
+
+
+def _algorithm(r: _Reader, spec: dict[str, Any]) -> tuple[str, dict[str, str]]:
+    algo = r.get(spec, "algorithm", dict, "spec", required=True)
+    name = r.get(algo, "algorithmName", str, "spec.algorithm", required=True)
+    if name in REFUSED:
+        why, fix = REFUSED[name]
+        raise r.fail("spec.algorithm.algorithmName",
+                     f"'{name}' is not supported on the local backend: {why}", fix)
+    if name not in ALGORITHMS:
+        raise r.fail("spec.algorithm.algorithmName", f"unknown algorithm '{name}'",
+                     f"use one of: {', '.join(a for a in ALGORITHMS if a not in REFUSED)}")
+    settings: dict[str, str] = {}
+    for i, s in enumerate(r.get(algo, "algorithmSettings", list, "spec.algorithm", default=[])):
+        sp = f"spec.algorithm.algorithmSettings[{i}]"
+        if not isinstance(s, dict):
+            raise r.fail(sp, "expected a mapping with name and value")
+        key = r.get(s, "name", str, sp, required=True)
+        value = r.get(s, "value", (str, int, float), sp, required=True)
+        settings[key] = str(value)
+    return name, settings
+
+
+def _collector(r: _Reader, spec: dict[str, Any]) -> Collector:
+    mc = r.get(spec, "metricsCollectorSpec", dict, "spec", default={})
+    p = "spec.metricsCollectorSpec"
+    coll = r.get(mc, "collector", dict, p, default={})
+    kind = r.get(coll, "kind", str, f"{p}.collector", default="StdOut")
+    if kind not in COLLECTORS:
+        raise r.fail(f"{p}.collector.kind",
+                     f"metrics collector '{kind}' is not supported on the local backend",
+                     "print metrics as name=value lines (StdOut) or write them to a File")
+    source = r.get(mc, "source", dict, p, default={})
+    filters: tuple[str, ...] = (DEFAULT_FILTER,)
+    mf = r.get(source, "filter", dict, f"{p}.source")
+    if mf is not None:
+        raw = r.get(mf, "metricsFormat", list, f"{p}.source.filter", default=[])
+        for i, f in enumerate(raw):
+            fp = f"{p}.source.filter.metricsFormat[{i}]"
+            if not isinstance(f, str):
+                raise r.fail(fp, "expected a regular expression")
+            try:
+                if re.compile(f).groups < 2:
+                    raise r.fail(fp, "the expression needs two groups: (name) then (value)",
+                                 r"e.g. '([\w-]+)\s*:\s*([0-9.]+)'")
+            except re.error as exc:
+                raise r.fail(fp, f"invalid regular expression: {exc}") from None
+        filters = tuple(raw) or filters
+    if kind == "StdOut":
+        return Collector(kind, filters=filters)
+    fsp = r.get(source, "fileSystemPath", dict, f"{p}.source", required=True)
+    fp = f"{p}.source.fileSystemPath"
+    path = r.get(fsp, "path", str, fp, required=True)
+    fmt = r.get(fsp, "format", str, fp, default="TEXT")
+    if fmt not in ("TEXT", "JSON"):
+        raise r.fail(f"{fp}.format", f"unknown format '{fmt}'", "use TEXT or JSON")
+    kind_ = r.get(fsp, "kind", str, fp, default="File")
+    if kind_ != "File":
+        raise r.fail(f"{fp}.kind", f"'{kind_}' is not supported", "use kind: File")
+    return Collector(kind, path, fmt, filters)
+
+
+def _early(r: _Reader, spec: dict[str, Any]) -> EarlyStop | None:
+    es = r.get(spec, "earlyStopping", dict, "spec")
+    if es is None:
+        return None
+    p = "spec.earlyStopping"
+    name = r.get(es, "algorithmName", str, p, required=True)
+    if name != "medianstop":
+        raise r.fail(f"{p}.algorithmName", f"unknown early stopping algorithm '{name}'",
+                     "use medianstop")
+    out = {"min_trials_required": 3, "start_step": 4}
+    for i, s in enumerate(r.get(es, "algorithmSettings", list, p, default=[])):
+        sp = f"{p}.algorithmSettings[{i}]"
+        if not isinstance(s, dict):
+            raise r.fail(sp, "expected a mapping with name and value")
+        key = r.get(s, "name", str, sp, required=True)
+        if key not in out:
+            raise r.fail(f"{sp}.name", f"unknown medianstop setting '{key}'",
+                         "use min_trials_required or start_step")
+        value = int(_number(r, r.get(s, "value", (str, int), sp, required=True),
+                            f"{sp}.value", integer=True))
+        if value < 1:
+            raise r.fail(f"{sp}.value", f"{key} must be >= 1")
+        out[key] = value
+    return EarlyStop(name, **out)
+
+
+def _find_containers(node: Any, path: tuple[str | int, ...] = ()) -> list[tuple[Any, ...]]:
+    """Paths of every `containers` list in a trial spec (Job, PyTorchJob, ... alike)."""
+    found: list[tuple[Any, ...]] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "containers" and isinstance(value, list):
+                found.extend((*path, key, i) for i in range(len(value)))
+            else:
+                found.extend(_find_containers(value, (*path, key)))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            found.extend(_find_containers(value, (*path, i)))
+    return found
+
+
+def _dotted(path: tuple[str | int, ...]) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+
+
+def _template(r: _Reader, spec: dict[str, Any], params: tuple[Param, ...],
+              warnings: list[str]) -> tuple[dict[str, str], dict[str, Any], tuple[Any, ...], str]:
+    tt = r.get(spec, "trialTemplate", dict, "spec", required=True)
+    p = "spec.trialTemplate"
+    if "configMap" in tt:
+        raise r.fail(f"{p}.configMap", "trial templates from a ConfigMap need a cluster",
+                     "inline the template under trialTemplate.trialSpec")
+    trial_spec = r.get(tt, "trialSpec", dict, p, required=True)
+    names = {q.name for q in params}
+    tparams: dict[str, str] = {}
+    for i, tp in enumerate(r.get(tt, "trialParameters", list, p, default=[])):
+        tpp = f"{p}.trialParameters[{i}]"
+        if not isinstance(tp, dict):
+            raise r.fail(tpp, "expected a mapping with name and reference")
+        tname = r.get(tp, "name", str, tpp, required=True)
+        ref = r.get(tp, "reference", str, tpp, required=True)
+        if tname in tparams:
+            raise r.fail(f"{tpp}.name", f"duplicate trial parameter '{tname}'")
+        if ref in tparams.values():
+            raise r.fail(f"{tpp}.reference", f"'{ref}' is referenced twice",
+                         "each parameter is referenced by one trial parameter")
+        if ref not in names and not META_REF.match(ref):
+            raise r.fail(f"{tpp}.reference", f"'{ref}' is not a parameter of the experiment",
+                         f"reference one of: {', '.join(sorted(names))}")
+        tparams[tname] = ref
+    used: set[str] = set()
+    for text in _strings(trial_spec):
+        for m in PLACEHOLDER.finditer(text):
+            if m.group(1) not in tparams:
+                raise r.fail(f"{p}.trialSpec", f"'${{trialParameters.{m.group(1)}}}' is used "
+                                               "but not declared",
+                             f"add {{name: {m.group(1)}, reference: <parameter>}} to "
+                             "trialTemplate.trialParameters")
+            used.add(m.group(1))
+    for i, tname in enumerate(tparams):
+        if tname not in used:
+            raise r.fail(f"{p}.trialParameters[{i}].name",
+                         f"'{tname}' is never used in trialSpec",
+                         f"put ${{trialParameters.{tname}}} in the command, or remove it")
+    primary = r.get(tt, "primaryContainerName", str, p, default=DEFAULT_PRIMARY)
+    paths = _find_containers(trial_spec)
+    if not paths:
+        raise r.fail(f"{p}.trialSpec", "no containers found",
+                     "give a Job (spec.template.spec.containers) or a training job template")
+    chosen = [q for q in paths if _at(trial_spec, q).get("name") == primary] \
+        if all(isinstance(_at(trial_spec, q), dict) for q in paths) else []
+    if not chosen and len(paths) == 1:
+        chosen = paths
+    if not chosen:
+        raise r.fail(f"{p}.primaryContainerName", f"no container named '{primary}'",
+                     "set primaryContainerName to the training container's name")
+    cpath = chosen[0]
+    container = _at(trial_spec, cpath)
+    where = f"{p}.trialSpec{_dotted(cpath)}"
+    if not isinstance(container, dict):
+        raise r.fail(where, "a container must be a mapping")
+    command = r.get(container, "command", list, where)
+    args = r.get(container, "args", list, where, default=[])
+    if not command:
+        raise r.fail(f"{where}.command", "missing: locally there is no image ENTRYPOINT to "
+                                         "fall back on", "set command: [python3, train.py]")
+    for key, seq in (("command", command), ("args", args)):
+        for i, a in enumerate(seq):
+            if isinstance(a, bool) or not isinstance(a, str | int | float):
+                raise r.fail(f"{where}.{key}[{i}]", f"expected a string, got {type(a).__name__}")
+    env = r.get(container, "env", list, where, default=[])
+    for i, e in enumerate(env):
+        if not isinstance(e, dict) or not isinstance(e.get("name"), str):
+            raise r.fail(f"{where}.env[{i}]", "expected {name: ..., value: ...}")
+        if "valueFrom" in e:
+            warnings.append(f"{where}.env[{i}].valueFrom ({e['name']}): needs a cluster, unset")
+    workdir = r.get(container, "workingDir", str, where)
+    del workdir  # validated only; resolved when trials start
+    skip = [k for k in container if k not in CONTAINER_LOCAL]
+    if skip:
+        warnings.append(f"{where}: {', '.join(sorted(skip))}")
+    if len(paths) > 1:
+        others = [_dotted(q) for q in paths if q != cpath]
+        warnings.append(f"{p}.trialSpec: only the primary container '{primary}' runs; "
+                        f"not {', '.join(others)}")
+    for key in TEMPLATE_CLUSTER_ONLY:
+        if key in tt:
+            warnings.append(f"{p}.{key}")
+    around = _around(trial_spec, cpath)
+    if around:
+        warnings.append(f"{p}.trialSpec: {', '.join(around)}")
+    return tparams, trial_spec, cpath, primary
+
+
+def _around(trial_spec: dict[str, Any], cpath: tuple[Any, ...]) -> list[str]:
+    """Fields beside the path to the primary container (Job's backoffLimit, the pod's
+    restartPolicy, volumes, nodeSelector, a replica's `replicas`...): cluster-only."""
+    out = []
+    for depth in range(len(cpath) - 1):  # down to the pod spec holding `containers`
+        node = _at(trial_spec, cpath[:depth])
+        if not isinstance(node, dict):
+            continue
+        for key, value in node.items():
+            if key == cpath[depth] or (depth == 0 and key in ("apiVersion", "kind",
+                                                             "metadata")):
+                continue
+            if _find_containers(value):  # another replica: reported with the containers
+                continue
+            out.append(_dotted((*cpath[:depth], key))[1:])
+    return out
+
+
+def _at(node: Any, path: tuple[Any, ...]) -> Any:
+    for key in path:
+        node = node[key]
+    return node
+
+
+def _strings(node: Any) -> list[str]:
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, dict):
+        return [s for v in node.values() for s in _strings(v)]
+    if isinstance(node, list):
+        return [s for v in node for s in _strings(v)]
+    return []
+
+
+def grid_size(params: tuple[Param, ...]) -> int:
+    from lab.backends.local.tuning_search import grid_values
+
+    n = 1
+    for q in params:
+        n *= len(grid_values(q))
+    return n
+
+
+def parse(obj: dict[str, Any]) -> Spec:
+    """Validate an Experiment object; raise InputError naming the first bad field."""
+    meta = obj.get("metadata") or {}
+    name, namespace = str(meta.get("name", "")), str(meta.get("namespace", "default"))
+    r = _Reader(f"experiment '{name}'")
+    if not re.match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", name) or len(name) > 40:
+        raise r.fail("metadata.name", f"'{name}' is not a valid name",
+                     "use lower-case letters, digits and '-', at most 40 characters")
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        raise r.fail("spec", "missing or not a mapping", "add spec: with objective, algorithm, "
+                                                         "parameters and trialTemplate")
+    warnings: list[str] = []
+    objective = _objective(r, spec)
+    algorithm, settings = _algorithm(r, spec)
+    raw_params = r.get(spec, "parameters", list, "spec", required=True)
+    if not raw_params:
+        raise r.fail("spec.parameters", "empty search space", "declare at least one parameter")
+    params = tuple(_param(r, q, f"spec.parameters[{i}]") for i, q in enumerate(raw_params))
+    seen: set[str] = set()
+    for i, q in enumerate(params):
+        if q.name in seen:
+            raise r.fail(f"spec.parameters[{i}].name", f"duplicate parameter '{q.name}'")
+        seen.add(q.name)
+    parallel = r.count(spec, "parallelTrialCount", "spec", minimum=1) or 3
+    max_trials = r.count(spec, "maxTrialCount", "spec", minimum=1)
+    max_failed = r.count(spec, "maxFailedTrialCount", "spec", minimum=0)
+    if max_trials is not None and max_failed is not None and max_failed > max_trials:
+        raise r.fail("spec.maxFailedTrialCount",
+                     f"{max_failed} is larger than maxTrialCount {max_trials}",
+                     "lower maxFailedTrialCount")
+    if max_trials is not None and parallel > max_trials:
+        raise r.fail("spec.parallelTrialCount",
+                     f"{parallel} is larger than maxTrialCount {max_trials}",
+                     "lower parallelTrialCount")
+    collector = _collector(r, spec)
+    early = _early(r, spec)
+    tparams, trial_spec, cpath, primary = _template(r, spec, params, warnings)
+    from lab.backends.local.tuning_search import check_settings
+
+    problem = check_settings(algorithm, settings, params, max_trials)
+    if problem:
+        fld, _, text = problem.partition(": ")
+        raise r.fail(fld, text, "see docs/tuning.md for each algorithm's settings")
+    for key in ("resumePolicy", "nasConfig"):
+        if key in spec:
+            if key == "nasConfig":
+                raise r.fail("spec.nasConfig", "neural architecture search needs a cluster")
+            warnings.append(f"spec.{key}")
+    return Spec(name, namespace, objective, algorithm, settings, params, parallel, max_trials,
+                max_failed, collector, early, tparams, trial_spec, cpath, primary, warnings)

@@ -1,0 +1,197 @@
+"""Experiment and Trial status, written by the rules of Katib's controllers.
+
+Same condition types and reasons, same counting (a trial whose metrics never appeared counts
+as failed towards maxFailedTrialCount and as completed towards maxTrialCount), same order of
+checks (goal, then max failed, then max trials, then the end of the suggestions), and the
+same field names with Go's `omitempty` (zero counts and empty lists are left out), so checks
+and tools written against a cluster read the local objects unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lab.backends.local.tuning_metrics import UNAVAILABLE, objective_value
+from lab.kube.conditions import get_condition, is_true, now, set_condition
+
+# Experiment reasons (Katib's experiment status util).
+CREATED = "ExperimentCreated"
+RUNNING = "ExperimentRunning"
+GOAL_REACHED = "ExperimentGoalReached"
+MAX_TRIALS_REACHED = "ExperimentMaxTrialsReached"
+SUGGESTION_END = "ExperimentSuggestionEndReached"
+FAILED = "ExperimentFailed"
+
+# Trial condition type -> (reason, message) as Katib's trial controller writes them.
+TRIAL_REASONS = {
+    "Created": ("TrialCreated", "Trial is created"),
+    "Running": ("TrialRunning", "Trial is running"),
+    "Succeeded": ("TrialSucceeded", "Trial has succeeded"),
+    "Failed": ("TrialFailed", "Trial has failed"),
+    "MetricsUnavailable": ("MetricsUnavailable", "Metrics are not available"),
+    "Killed": ("TrialKilled", "Trial is killed"),
+    "EarlyStopped": ("TrialEarlyStopped", "Trial is early stopped"),
+}
+TERMINAL = ("Succeeded", "Failed", "MetricsUnavailable", "Killed", "EarlyStopped")
+
+
+def mark(status: dict[str, Any], ctype: str, value: bool, reason: str, message: str) -> None:
+    """Katib's setCondition: unchanged (status, reason) is a no-op; a changed condition moves
+    to the end of the list, so the last condition is always the newest."""
+    cond = get_condition(status, ctype)
+    state = "True" if value else "False"
+    if cond is not None and cond.get("status") == state and cond.get("reason") == reason:
+        return
+    new = set_condition(status, ctype, value, reason, message)
+    conds = status["conditions"]
+    conds.remove(new)
+    conds.append(new)
+
+
+def _finish(status: dict[str, Any], ctype: str, reason: str, message: str) -> None:
+    """Succeeded/Failed (and the trial's terminal types): Running flips to False first."""
+    running = get_condition(status, "Running")
+    if running is not None:
+        mark(status, "Running", False, running.get("reason", ""), running.get("message", ""))
+    mark(status, ctype, True, reason, message)
+    status["completionTime"] = now()
+
+
+# --- trials ------------------------------------------------------------------------------
+
+def trial_created(trial: dict[str, Any]) -> None:
+    status = trial.setdefault("status", {})
+    status["startTime"] = now()
+    mark(status, "Created", True, *TRIAL_REASONS["Created"])
+
+
+def trial_running(trial: dict[str, Any]) -> None:
+    mark(trial["status"], "Running", True, *TRIAL_REASONS["Running"])
+
+
+def trial_finished(trial: dict[str, Any], ctype: str, detail: str = "") -> None:
+    reason, message = TRIAL_REASONS[ctype]
+    if detail:
+        message = f"{message}. Job message: {detail}"
+    _finish(trial["status"], ctype, reason, message)
+
+
+def trial_state(trial: dict[str, Any]) -> str:
+    """Katib's precedence: Killed, Failed, Succeeded, EarlyStopped, Running,
+    MetricsUnavailable, else Pending."""
+    status = trial.get("status") or {}
+    for ctype in ("Killed", "Failed", "Succeeded", "EarlyStopped", "Running",
+                  "MetricsUnavailable"):
+        if is_true(status, ctype):
+            return ctype
+    return "Pending"
+
+
+def trial_objective(trial: dict[str, Any]) -> str:
+    spec = trial["spec"]["objective"]
+    metric = spec["objectiveMetricName"]
+    strategy = next((s["value"] for s in spec.get("metricStrategies", [])
+                     if s["name"] == metric), "latest")
+    return objective_value((trial.get("status") or {}).get("observation"), metric, strategy)
+
+
+# --- experiments -------------------------------------------------------------------------
+
+def experiment_created(exp: dict[str, Any]) -> None:
+    status = exp["status"] = {"startTime": now()}
+    mark(status, "Created", True, CREATED, "Experiment is created")
+
+
+def is_completed(exp: dict[str, Any]) -> bool:
+    status = exp.get("status") or {}
+    return is_true(status, "Succeeded") or is_true(status, "Failed")
+
+
+LISTS = {"Running": ("runningTrialList", "trialsRunning"),
+         "Pending": ("pendingTrialList", "trialsPending"),
+         "Failed": ("failedTrialList", "trialsFailed"),
+         "Succeeded": ("succeededTrialList", "trialsSucceeded"),
+         "Killed": ("killedTrialList", "trialsKilled"),
+         "EarlyStopped": ("earlyStoppedTrialList", "trialsEarlyStopped"),
+         "MetricsUnavailable": ("metricsUnavailableTrialList", "trialMetricsUnavailable")}
+
+
+def summarize(exp: dict[str, Any], trials: list[dict[str, Any]]) -> bool:
+    """Recount the trial lists, pick the optimal trial; True when the goal is reached."""
+    status = exp.setdefault("status", {})
+    objective = exp["spec"]["objective"]
+    goal = objective.get("goal")
+    goal = float(goal) if goal is not None else None
+    maximize = objective["type"] == "maximize"
+    groups: dict[str, list[str]] = {k: [] for k in LISTS}
+    best_i, best_v, reached = -1, 0.0, False
+    for i, trial in enumerate(trials):
+        groups[trial_state(trial)].append(trial["metadata"]["name"])
+        raw = trial_objective(trial)
+        if raw == UNAVAILABLE:
+            continue
+        try:
+            value = float(raw)
+        except ValueError:  # a non-numeric objective: the latest such trial is "best"
+            best_i = i
+            continue
+        if best_i == -1 or (value > best_v if maximize else value < best_v):
+            best_i, best_v = i, value
+        if goal is not None and (best_v >= goal if maximize else best_v <= goal):
+            reached = True
+    status["trials"] = len(trials)
+    for state, (list_key, count_key) in LISTS.items():
+        status.pop(list_key, None)
+        status.pop(count_key, None)
+        if groups[state]:
+            status[list_key] = groups[state]
+            status[count_key] = len(groups[state])
+    if not trials:
+        status.pop("trials")
+    optimal: dict[str, Any] = {"observation": {}}
+    if best_i != -1:
+        best = trials[best_i]
+        optimal = {"bestTrialName": best["metadata"]["name"],
+                   "parameterAssignments": list(best["spec"]["parameterAssignments"]),
+                   "observation": {"metrics": list(
+                       ((best.get("status") or {}).get("observation") or {})
+                       .get("metrics", []))}}
+    status["currentOptimalTrial"] = optimal
+    return reached
+
+
+def update_condition(exp: dict[str, Any], goal_reached: bool, suggestions_done: bool) -> None:
+    """Katib's order: goal, max failed, max trials, end of suggestions, else running."""
+    status = exp["status"]
+    spec = exp["spec"]
+    count = {k: status.get(v[1], 0) for k, v in LISTS.items()}
+    completed = (count["Succeeded"] + count["Failed"] + count["Killed"]
+                 + count["EarlyStopped"] + count["MetricsUnavailable"])
+    failed = count["Failed"] + count["MetricsUnavailable"]
+    active = count["Pending"] + count["Running"]
+    max_failed = spec.get("maxFailedTrialCount")
+    max_trials = spec.get("maxTrialCount")
+    if goal_reached:
+        _finish(status, "Succeeded", GOAL_REACHED,
+                "Experiment has succeeded because Objective goal has reached")
+    elif max_failed is not None and failed != 0 and failed >= max_failed:
+        _finish(status, "Failed", FAILED,
+                "Experiment has failed because max failed count has reached")
+    elif max_trials is not None and completed >= max_trials:
+        _finish(status, "Succeeded", MAX_TRIALS_REACHED,
+                "Experiment has succeeded because max trial count has reached")
+    elif suggestions_done and active == 0:
+        _finish(status, "Succeeded", SUGGESTION_END,
+                "Experiment has succeeded because suggestion service has reached the end")
+    else:
+        mark(status, "Running", True, RUNNING, "Experiment is running")
+
+
+def interrupted(exp: dict[str, Any], why: str) -> None:
+    """Ctrl-C or an error in kflab itself: the experiment ends Failed, saying why."""
+    _finish(exp["status"], "Failed", FAILED, f"Experiment has failed because {why}")
+
+
+def last_condition(obj: dict[str, Any]) -> dict[str, Any] | None:
+    conds = (obj.get("status") or {}).get("conditions") or []
+    return conds[-1] if conds else None

@@ -1,0 +1,142 @@
+"""One Katib trial, from assignments to a running process.
+
+Builds the Trial object as Katib's experiment controller would (the trial template with
+`${trialParameters.*}` and `${trialSpec.*}` substituted, owner and experiment labels), and
+starts the primary container's command + args as an argv list -- never through a shell, so
+parameter values reach the program literally, whatever characters they hold.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from lab.backends.local.procs import ChildGroup
+from lab.backends.local.tuning_spec import PLACEHOLDER, Spec
+from lab.kube.conditions import now
+
+EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"
+
+
+def _meta_value(ref: str, name: str, namespace: str, trial_spec: dict[str, Any],
+                exp_meta: dict[str, Any]) -> str:
+    """Katib's trial metadata references: ${trialSpec.Name}, .Labels[key], ..."""
+    key = ref[len("${trialSpec."):-1]
+    simple = {"Name": name, "Namespace": namespace, "Kind": trial_spec.get("kind", ""),
+              "APIVersion": trial_spec.get("apiVersion", "")}
+    if key in simple:
+        return str(simple[key])
+    group, _, label = key.partition("[")
+    source = exp_meta.get("labels" if group == "Labels" else "annotations") or {}
+    return str(source.get(label.rstrip("]"), ""))
+
+
+def run_spec(spec: Spec, name: str, assignments: list[dict[str, str]],
+             exp_meta: dict[str, Any]) -> dict[str, Any]:
+    """The trial template with every placeholder replaced by this trial's values."""
+    values = {a["name"]: a["value"] for a in assignments}
+    resolved = {tp: values[ref] if ref in values else
+                _meta_value(ref, name, spec.namespace, spec.trial_spec, exp_meta)
+                for tp, ref in spec.trial_parameters.items()}
+
+    def sub(node: Any) -> Any:
+        if isinstance(node, str):
+            return PLACEHOLDER.sub(lambda m: resolved[m.group(1)], node)
+        if isinstance(node, dict):
+            return {k: sub(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [sub(v) for v in node]
+        return node
+
+    out = sub(copy.deepcopy(spec.trial_spec))
+    meta = out.setdefault("metadata", {})
+    meta["name"], meta["namespace"] = name, spec.namespace
+    return out
+
+
+def trial_object(exp: dict[str, Any], spec: Spec, name: str,
+                 assignments: list[dict[str, str]], runspec: dict[str, Any],
+                 rules: list[dict[str, Any]]) -> dict[str, Any]:
+    exp_name = exp["metadata"]["name"]
+    tspec: dict[str, Any] = {
+        "objective": exp["spec"]["objective"],
+        "parameterAssignments": assignments,
+        "runSpec": runspec,
+        "metricsCollector": exp["spec"]["metricsCollectorSpec"],
+        "primaryContainerName": spec.primary,
+        "labels": {EXPERIMENT_LABEL: exp_name},
+    }
+    if rules:
+        tspec["earlyStoppingRules"] = rules
+    return {
+        "apiVersion": "kubeflow.org/v1beta1", "kind": "Trial",
+        "metadata": {"name": name, "namespace": spec.namespace, "creationTimestamp": now(),
+                     "labels": {EXPERIMENT_LABEL: exp_name},
+                     "ownerReferences": [{"apiVersion": "kubeflow.org/v1beta1",
+                                          "kind": "Experiment", "name": exp_name,
+                                          "controller": True}]},
+        "spec": tspec,
+    }
+
+
+def trial_env(container: dict[str, Any], name: str) -> dict[str, str]:
+    env = dict(os.environ)
+    # `python3` in a trial means this lab's Python (it has the ML stack), as in an image.
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONUNBUFFERED"] = "1"
+    for item in container.get("env") or []:
+        if "value" in item:
+            env[str(item["name"])] = str(item["value"])
+    env["KATIB_TRIAL_NAME"] = name
+    return env
+
+
+@dataclass
+class Launched:
+    proc: Any  # subprocess.Popen, or None when the trial could not start
+    metrics_source: Path  # what the metrics collector reads
+    problem: str | None = None
+
+
+def launch(group: ChildGroup, spec: Spec, runspec: dict[str, Any], name: str, log: Path,
+           base_dir: Path) -> Launched:
+    """Start the primary container of `runspec`; its stdout and stderr go to `log`."""
+    container: Any = runspec
+    for key in spec.container_path:
+        container = container[key]
+    argv = [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
+    env = trial_env(container, name)
+    workdir = container.get("workingDir")
+    cwd = Path(workdir) if workdir and Path(workdir).is_dir() else base_dir
+    coll = spec.collector
+    source = log if coll.kind == "StdOut" else cwd / str(coll.path)
+    problem = None
+    if coll.kind == "File":
+        try:
+            source.unlink(missing_ok=True)  # a fresh pod starts with no metrics file
+            source.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            problem = f"cannot prepare the metrics file {source}: {exc.strerror}"
+    exe = shutil.which(argv[0], path=env["PATH"]) if os.sep not in argv[0] else argv[0]
+    if exe is None:
+        problem = f"command not found: {argv[0]}"
+    with open(log, "wb") as fh:
+        proc = None
+        if problem is None:
+            proc, problem = _start(group, [str(exe), *argv[1:]], cwd, env, fh)
+        if problem is not None:
+            fh.write(f"kflab: {problem}\n".encode())
+    return Launched(proc, source, problem)
+
+
+def _start(group: ChildGroup, argv: list[str], cwd: Path, env: dict[str, str],
+           out: IO[bytes]) -> tuple[Any, str | None]:
+    try:
+        return group.start(argv, cwd=cwd, env=env, stdout=out), None
+    except OSError as exc:
+        return None, f"cannot start {argv[0]}: {exc.strerror}"

@@ -1,0 +1,122 @@
+"""Providers that provision the machine kflab runs on: a WSL 2 distro, or this Linux host.
+
+Ansible connects locally (no SSH); the k3s role installs k3s here with sudo. Their checks
+are the doctor's rows, so `kflab doctor` and `kflab up` never disagree.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from lab import doctor
+from lab.config import Profile
+from lab.errors import LabError
+from lab.providers.base import Capabilities, Gpu, Inventory, Say, State
+
+WSL_LIB = "/usr/lib/wsl/lib"
+
+
+def wsl_exe_version(host: doctor.Host, distro: str) -> int | None:
+    """The WSL version (1 or 2) that Windows reports for `distro`, via wsl.exe interop.
+
+    wsl.exe writes UTF-16LE; a '*' marks the default distro. None when interop is off.
+    """
+    exe = host.which("wsl.exe")  # type: ignore[operator]
+    if exe is None or not distro:
+        return None
+    try:
+        raw = subprocess.run([exe, "--list", "--verbose"], capture_output=True, timeout=20,
+                             check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    text = raw.decode("utf-16-le", errors="replace") if b"\x00" in raw else raw.decode(
+        errors="replace")
+    for line in text.replace("\ufeff", "").splitlines():
+        parts = line.replace("*", " ").split()
+        if len(parts) >= 3 and parts[0] == distro and parts[-1] in ("1", "2"):
+            return int(parts[-1])
+    return None
+
+
+class _Local:
+    capabilities = Capabilities()
+    name = ""
+    rows_fn = staticmethod(doctor.host_rows)
+
+    def __init__(self, profile: Profile, workdir: Path, host: doctor.Host | None = None) -> None:
+        self.profile = profile
+        self.workdir = workdir
+        self.host = host or doctor.Host()
+
+    def preflight(self) -> None:
+        bad = [r for r in self.rows_fn(self.host) if r.status == "fail"]
+        if bad:
+            raise LabError(f"{self.name}: " + "; ".join(f"{r.name}: {r.observed}" for r in bad),
+                           hint=bad[0].advice)
+
+    def create(self, profile: Profile, say: Say) -> None:
+        self.profile = profile
+        self.preflight()
+        say(f"{self.name}: provisioning this machine in place (sudo)")
+
+    def stop(self, say: Say) -> None:
+        say(f"{self.name}: the node is this machine; stop k3s with `sudo systemctl stop k3s`")
+
+    def delete(self, say: Say) -> None:
+        uninstall = self.host.root / "usr/local/bin/k3s-uninstall.sh"
+        if uninstall.exists():
+            say(f"removing k3s ({uninstall})")
+            subprocess.run(["sudo", str(uninstall)], check=False)
+        self.kubeconfig().unlink(missing_ok=True)
+
+    def status(self) -> State:
+        k3s = self.host.exists("/usr/local/bin/k3s")
+        return State("running" if k3s else "absent",
+                     f"{self.name}: k3s {'installed' if k3s else 'not installed'} on this machine")
+
+    def inventory(self) -> Inventory:
+        return Inventory(connection="local", host="localhost",
+                         become=True)
+
+    def kubeconfig(self) -> Path:
+        return self.workdir / "kubeconfig"
+
+    def gpus(self) -> list[Gpu]:
+        return [Gpu(g["name"], g["pci"], g["memory"]) for g in doctor.nvidia_gpus(self.host)]
+
+    def ssh_argv(self) -> list[str]:
+        return [os.environ.get("SHELL", "/bin/sh")]
+
+
+class HostProvider(_Local):
+    name = "host"
+
+
+class Wsl2Provider(_Local):
+    """This WSL 2 distro; the GPU is the one Windows shares through CUDA on WSL."""
+
+    name = "wsl2"
+
+    def preflight(self) -> None:
+        if not doctor.is_wsl(self.host):
+            raise LabError("wsl2: this is not a WSL distro",
+                           hint="run kflab inside your WSL 2 distro, or pick another provider")
+        bad = [r for r in doctor.wsl_rows(self.host) if r.status == "fail"]
+        distro = self.host.env.get("WSL_DISTRO_NAME", "")
+        version = wsl_exe_version(self.host, distro)
+        if version == 1:
+            raise LabError(f"wsl2: Windows runs distro {distro} under WSL 1",
+                           hint=f"in PowerShell: wsl --set-version {distro} 2")
+        if bad:
+            raise LabError("wsl2: " + "; ".join(f"{r.name}: {r.observed}" for r in bad),
+                           hint=bad[0].advice)
+
+    def gpus(self) -> list[Gpu]:
+        smi = self.host.root / WSL_LIB.lstrip("/") / "nvidia-smi"
+        if not smi.exists():
+            return []
+        host = doctor.Host(self.host.root, which=lambda name: str(smi) if name == "nvidia-smi"
+                           else None, env=self.host.env)
+        return [Gpu(g["name"], g["pci"], g["memory"]) for g in doctor.nvidia_gpus(host)]

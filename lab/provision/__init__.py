@@ -1,0 +1,1 @@
+"""Runs Ansible for the lab: inventory, extra vars, events -> progress."""

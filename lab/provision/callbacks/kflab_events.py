@@ -1,0 +1,82 @@
+"""Ansible callback: one JSON line per event, for kflab's live progress display.
+
+Loaded by ansible-playbook through ANSIBLE_CALLBACK_PLUGINS; writes to $KFLAB_EVENTS.
+It must not import kflab: it runs inside Ansible's own process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from ansible.plugins.callback import CallbackBase
+
+DOCUMENTATION = """
+name: kflab_events
+type: notification
+short_description: JSON lines of task events for kflab
+description: Writes play, task and result events to the file named by $KFLAB_EVENTS.
+requirements: [enable in callbacks_enabled]
+"""
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "notification"
+    CALLBACK_NAME = "kflab_events"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        path = os.environ.get("KFLAB_EVENTS")
+        self._fh = open(path, "a", buffering=1) if path else None  # noqa: SIM115
+
+    def _emit(self, event: str, **fields: object) -> None:
+        if self._fh is not None:
+            self._fh.write(json.dumps({"event": event, "t": time.time(), **fields},
+                                      default=str) + "\n")
+
+    @staticmethod
+    def _task(task: object) -> dict[str, object]:
+        role = getattr(task, "_role", None)
+        name = getattr(task, "name", "") or task.get_name()  # type: ignore[attr-defined]
+        return {"task": name, "role": role.get_name() if role else "",
+                "uuid": getattr(task, "_uuid", "")}
+
+    def v2_playbook_on_play_start(self, play: object) -> None:
+        self._emit("play", name=play.get_name())  # type: ignore[attr-defined]
+
+    def v2_playbook_on_task_start(self, task: object, is_conditional: bool) -> None:
+        self._emit("task", **self._task(task))
+
+    def v2_playbook_on_handler_task_start(self, task: object) -> None:
+        self._emit("task", handler=True, **self._task(task))
+
+    def _result(self, status: str, result: object) -> None:
+        res = result._result  # type: ignore[attr-defined]
+        fields: dict[str, object] = {"status": status, "host": result._host.get_name(),  # type: ignore[attr-defined]
+                                     "changed": bool(res.get("changed")),
+                                     **self._task(result._task)}  # type: ignore[attr-defined]
+        if status in ("failed", "unreachable"):
+            fields["msg"] = str(res.get("msg") or "")[:2000]
+            for key in ("stderr", "stdout"):
+                if res.get(key):
+                    fields[key] = str(res[key])[-2000:]
+        self._emit("result", **fields)
+
+    def v2_runner_on_ok(self, result: object) -> None:
+        self._result("ok", result)
+
+    def v2_runner_on_failed(self, result: object, ignore_errors: bool = False) -> None:
+        self._result("ignored" if ignore_errors else "failed", result)
+
+    def v2_runner_on_skipped(self, result: object) -> None:
+        self._result("skipped", result)
+
+    def v2_runner_on_unreachable(self, result: object) -> None:
+        self._result("unreachable", result)
+
+    def v2_playbook_on_stats(self, stats: object) -> None:
+        hosts = sorted(stats.processed.keys())  # type: ignore[attr-defined]
+        self._emit("stats", hosts={h: stats.summarize(h) for h in hosts})  # type: ignore[attr-defined]

@@ -1,0 +1,78 @@
+"""`kflab status`: the VM (provider), the node, each component's readiness, GPUs, endpoints."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lab.errors import LabError
+
+# Workloads that must be available for a component to count as Ready (one replica each in
+# the lab profile). Namespaces follow the upstream kubeflow/manifests 26.03 installs.
+READINESS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "cert-manager": ("cert-manager", ("cert-manager", "cert-manager-webhook",
+                                      "cert-manager-cainjector")),
+    "pipelines": ("kubeflow", ("ml-pipeline", "ml-pipeline-ui", "workflow-controller")),
+    "katib": ("kubeflow", ("katib-controller", "katib-db-manager", "katib-ui")),
+    "training-operator": ("kubeflow", ("training-operator",)),
+    "kserve": ("kserve", ("kserve-controller-manager",)),
+}
+# `kflab open NAME`: the Service to forward and the path to open.
+ENDPOINTS: dict[str, tuple[str, str, str]] = {
+    "pipelines": ("kubeflow", "ml-pipeline-ui", "/"),
+    "katib": ("kubeflow", "katib-ui", "/katib/"),
+}
+
+
+@dataclass
+class Report:
+    lab: str
+    provider: str
+    vm: str
+    vm_detail: str
+    api: str = ""
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    components: dict[str, dict[str, Any]] = field(default_factory=dict)
+    gpus_allocatable: int = 0
+    endpoints: dict[str, str] = field(default_factory=dict)
+    error: str = ""
+
+    @property
+    def ready(self) -> bool:
+        return (not self.error and bool(self.nodes) and all(n["ready"] for n in self.nodes)
+                and all(c["ready"] for c in self.components.values()))
+
+
+def component_status(api: Any, component: str) -> dict[str, Any]:
+    from lab.kube.client import deployment_ready
+
+    namespace, names = READINESS[component]
+    details, ready = [], True
+    for name in names:
+        ok, detail = deployment_ready(api, namespace, name)
+        ready = ready and bool(ok)
+        details.append(f"{name} {detail}")
+    return {"ready": ready, "namespace": namespace, "detail": "; ".join(details)}
+
+
+def gather(profile: Any, provider: Any, kubeconfig: Path) -> Report:
+    st = provider.status()
+    rep = Report(profile.name, profile.provider, st.state, st.detail)
+    if st.state != "running":
+        return rep
+    from lab.kube.client import api_client, nodes
+
+    try:
+        api = api_client(kubeconfig)
+        rep.api = api.configuration.host
+        rep.nodes = nodes(api)
+        rep.gpus_allocatable = sum(n["gpus"] for n in rep.nodes)
+        for comp in profile.components:
+            rep.components[comp] = component_status(api, comp)
+    except LabError as exc:
+        rep.error = str(exc)
+    for comp, (_ns, _svc, path) in ENDPOINTS.items():
+        if comp in profile.components:
+            rep.endpoints[comp] = f"kflab open {comp}  (then http://127.0.0.1:<port>{path})"
+    return rep

@@ -1,0 +1,83 @@
+"""Local PyTorchJob objects (spec as defaulted, status as written) validate against the
+upstream PyTorchJob CRD's openAPIV3Schema (Draft 4), and hold no field the API server would
+prune. Skips when ../shared (the kubeflow/manifests copy) is absent."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from lab.backends.local import LocalBackend
+
+CRD = ("upstream/kubeflow-manifests-26.03/applications/training-operator/upstream/base/crds/"
+       "kubeflow.org_pytorchjobs.yaml")
+
+
+def pruned(obj: Any, schema: dict, path: str = "") -> list[str]:
+    """Fields a structural schema does not declare (the API server would drop them)."""
+    out: list[str] = []
+    if isinstance(obj, dict) and schema.get("type") == "object":
+        if schema.get("x-kubernetes-preserve-unknown-fields"):
+            return out
+        props, extra = schema.get("properties"), schema.get("additionalProperties")
+        for key, value in obj.items():
+            if path == "" and key == "metadata":  # ObjectMeta: the API server's own schema
+                continue
+            if props is not None and key in props:
+                out += pruned(value, props[key], f"{path}.{key}")
+            elif isinstance(extra, dict):
+                out += pruned(value, extra, f"{path}.{key}")
+            else:
+                out.append(f"{path}.{key}")
+    elif isinstance(obj, list) and isinstance(schema.get("items"), dict):
+        for i, item in enumerate(obj):
+            out += pruned(item, schema["items"], f"{path}[{i}]")
+    return out
+
+
+@pytest.fixture
+def schema(shared: Path) -> dict:
+    crd = yaml.safe_load((shared / CRD).read_text())
+    version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
+    return version["schema"]["openAPIV3Schema"]
+
+
+def job(name: str, code: str, policy: str = "Never", **spec) -> dict:
+    rs = {"replicas": 1, "restartPolicy": policy, "template": {"spec": {"containers": [
+        {"name": "pytorch", "image": "x", "command": [sys.executable, "-c", code]}]}}}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name},
+            "spec": {"pytorchReplicaSpecs": {"Master": rs, "Worker": dict(rs)}, **spec}}
+
+
+def test_statuses_validate_against_the_crd(schema: dict, state: Path, tmp_path: Path) -> None:
+    backend = LocalBackend(str(state))
+    objs = [
+        backend.apply(job("ok", "pass", nprocPerNode="1"), base_dir=tmp_path),
+        backend.apply(job("bad", "raise SystemExit(1)", runPolicy={"backoffLimit": 1}),
+                      base_dir=tmp_path),
+        backend.apply(job("elastic", "pass", "OnFailure",
+                          elasticPolicy={"minReplicas": 1, "maxReplicas": 2}),
+                      base_dir=tmp_path),
+    ]
+    assert [o["status"]["conditions"][-1]["type"] for o in objs] == [
+        "Succeeded", "Failed", "Succeeded"]
+    validator = jsonschema.Draft4Validator(schema)
+    for obj in objs:
+        errors = [f"{'/'.join(map(str, e.path))}: {e.message}"
+                  for e in validator.iter_errors(obj)]
+        assert errors == [], errors
+        assert pruned(obj, schema) == []
+
+
+def test_the_checker_catches_a_bad_status(schema: dict) -> None:
+    """The validation above can fail: a wrong type and an undeclared field are caught."""
+    bad = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "x"},
+           "spec": {"pytorchReplicaSpecs": {}},
+           "status": {"replicaStatuses": {"Master": {"active": "one"}}, "phase": "Done"}}
+    assert list(jsonschema.Draft4Validator(schema).iter_errors(bad))
+    assert pruned(bad, schema) == [".status.phase"]

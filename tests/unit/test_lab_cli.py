@@ -1,0 +1,84 @@
+"""The lab commands' CLI surface: doctor reads the profile, clear errors without a lab."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from lab.cli import cli
+
+
+def test_doctor_judges_the_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "lab.yaml").write_text("provider: wsl2\n")
+    res = CliRunner().invoke(cli, ["doctor", "--json"])
+    names = {r["name"]: r for r in json.loads(res.output)}
+    assert {"wsl version", "systemd", "cuda on wsl"} <= set(names)  # the wsl2 rows
+    assert res.exit_code == 1  # this CI machine is not WSL: a fail row
+    (tmp_path / "lab.yaml").write_text("provider: vagrant-libvirt\ncpus: 3\nmemory: 2000\n")
+    res = CliRunner().invoke(cli, ["doctor", "--json"])
+    names = {r["name"]: r for r in json.loads(res.output)}
+    assert names["memory"]["status"] == "fail" and "2002 GiB" in names["memory"]["advice"]
+    (tmp_path / "lab.yaml").write_text("provider: vagrant-libvirt\ncpu: 3\n")
+    res = CliRunner().invoke(cli, ["doctor"])
+    assert "lab.yaml:2: field 'cpu': unknown field" in str(res.exception)
+
+
+def test_up_without_profile_or_provider_says_how(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(cli, ["--state", str(tmp_path / "s"), "up"])
+    assert res.exit_code != 0
+    assert "lab.yaml: no lab profile here" in str(res.exception)
+    assert "kflab init" in str(res.exception)
+
+
+@pytest.mark.parametrize("cmd", [["status"], ["ssh"], ["kubeconfig"], ["open", "katib"]])
+def test_lab_commands_without_a_lab(tmp_path: Path, cmd: list[str]) -> None:
+    res = CliRunner().invoke(cli, ["--state", str(tmp_path), *cmd])
+    assert res.exit_code != 0 and "no lab here yet" in str(res.exception)
+
+
+def test_down_without_a_lab_still_stops_local_servers(tmp_path: Path) -> None:
+    res = CliRunner().invoke(cli, ["--state", str(tmp_path), "down"])
+    assert res.exit_code == 0 and "stopped 0 process(es)" in res.output
+
+
+def test_up_refuses_when_doctor_fails(tmp_path: Path) -> None:
+    """A wsl2 lab on this (non-WSL) machine: `kflab up` stops before touching anything."""
+    prof = tmp_path / "lab.yaml"
+    prof.write_text("provider: wsl2\n")
+    res = CliRunner().invoke(cli, ["--state", str(tmp_path / "s"), "up", "-p", str(prof)])
+    assert res.exit_code != 0
+    assert "this host is not ready for the lab" in str(res.exception)
+    assert "kflab up --force" in str(res.exception)
+    assert not (tmp_path / "s" / "labs").exists()
+
+
+def test_status_reports_an_unreachable_api(tmp_path: Path) -> None:
+    """`kflab status` on an existing-cluster lab whose API port is closed: a real client
+    call to 127.0.0.1 fails fast and the report says so (exit 1, JSON still printed)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the block ends
+    kube = tmp_path / "kubeconfig"
+    kube.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
+        f"clusters: [{{name: k, cluster: {{server: 'https://127.0.0.1:{port}', "
+        "insecure-skip-tls-verify: true}}]\nusers: [{name: u, user: {token: t}}]\n")
+    prof = tmp_path / "lab.yaml"
+    prof.write_text(f"provider: existing\nname: far\nkubeconfig: {kube}\ncomponents: []\n")
+    state = tmp_path / "s"
+    assert CliRunner().invoke(cli, ["--state", str(state), "up", "-p", str(prof)]).exit_code == 0
+    res = CliRunner().invoke(cli, ["--state", str(state), "status", "--json"])
+    assert res.exit_code == 1
+    report = json.loads(res.output)
+    assert report["vm"] == "running" and report["ready"] is False
+    assert "cannot reach the Kubernetes API" in report["error"]
+    assert report["api"] == f"https://127.0.0.1:{port}"

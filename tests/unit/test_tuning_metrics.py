@@ -1,0 +1,62 @@
+"""Metrics collection as Katib's StdOut/File collectors parse it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lab.backends.local.tuning_metrics import UNAVAILABLE, MetricLog, Tail, objective_value
+from lab.backends.local.tuning_spec import DEFAULT_FILTER
+
+
+def log(*names: str) -> MetricLog:
+    return MetricLog(names, (DEFAULT_FILTER,))
+
+
+def test_default_filter_reads_katib_number_forms() -> None:
+    m = log("loss", "accuracy", "score")
+    for line in ("loss=0.3", "accuracy=.98", "score = -7.53e-05", "epoch 2: loss=1E0 x=9",
+                 "Validation-accuracy=0.5"):
+        m.feed(line)
+    assert m.values == {"loss": ["0.3", "1E0"], "accuracy": [".98"], "score": ["-7.53e-05"]}
+
+
+def test_lines_without_a_declared_metric_are_ignored() -> None:
+    m = log("loss")
+    m.feed("lr=0.1 momentum=0.9")
+    m.feed("loss=")  # no value: nothing recorded
+    assert m.observation() is None
+
+
+def test_observation_has_min_max_latest_and_unavailable() -> None:
+    m = log("loss", "accuracy")
+    for v in ("0.5", "0.2", "0.4"):
+        m.feed(f"loss={v}")
+    obs = m.observation()
+    assert obs == {"metrics": [
+        {"name": "loss", "min": "0.2", "max": "0.5", "latest": "0.4"},
+        {"name": "accuracy", "min": UNAVAILABLE, "max": UNAVAILABLE, "latest": UNAVAILABLE}]}
+    assert objective_value(obs, "loss", "min") == "0.2"
+    assert objective_value(obs, "loss", "latest") == "0.4"
+    assert objective_value(obs, "accuracy", "max") == UNAVAILABLE
+
+
+def test_custom_filter_and_json_format() -> None:
+    m = MetricLog(("acc",), (r"(\w+):\s*([\d.]+)",))
+    m.feed("epoch 1 acc: 0.71")
+    m.feed('{"acc": 0.8, "timestamp": "2024-01-01T00:00:00Z"}', "JSON")
+    m.feed("not json", "JSON")
+    assert m.values["acc"] == ["0.71", "0.8"]
+
+
+def test_tail_returns_only_whole_new_lines(tmp_path: Path) -> None:
+    path = tmp_path / "log"
+    tail = Tail(path)
+    assert tail.read() == []
+    path.write_text("a=1\nb=")
+    assert tail.read() == ["a=1"]
+    with open(path, "a") as fh:
+        fh.write("2\n")
+    assert tail.read() == ["b=2"]
+    with open(path, "a") as fh:
+        fh.write("last")
+    assert tail.read(final=True) == ["last"]

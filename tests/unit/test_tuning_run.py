@@ -1,0 +1,364 @@
+"""Experiments run end to end on the local backend with real trial processes (tiny Python
+scripts, no ML stack), checked through the same status shape a cluster reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from katib_status_schema import EXPERIMENT_STATUS, TRIAL_STATUS
+from tuning_helpers import TRIAL, container, experiment, write
+
+from lab.backends.local import LocalBackend
+from lab.backends.local.procs import is_running
+
+REPO = Path(__file__).resolve().parents[2]
+CRD_DIR = Path(os.environ.get("KFLAB_SHARED", REPO.parent / "shared")) / \
+    "upstream/kubeflow-manifests-26.03/applications/katib/upstream/components/crd"
+
+
+@pytest.fixture
+def backend(tmp_path: Path) -> LocalBackend:
+    return LocalBackend(str(tmp_path / "state"))
+
+
+def apply(backend: LocalBackend, obj: dict, folder: Path, trial: str = TRIAL) -> dict:
+    write(folder, "trial.py", trial)
+    return backend.apply(obj, base_dir=folder)
+
+
+def trials_of(backend: LocalBackend) -> list[dict[str, Any]]:
+    return backend.list("Trial")
+
+
+def last(obj: dict) -> tuple[str, str]:
+    cond = obj["status"]["conditions"][-1]
+    return cond["type"], cond["reason"]
+
+
+def validate(obj: dict, schema: dict, crd: str) -> None:
+    from jsonschema import Draft4Validator
+
+    Draft4Validator(schema).validate(obj["status"])
+    if (CRD_DIR / crd).is_file():  # the upstream CRD's own schema, as a cluster would apply it
+        doc = yaml.safe_load((CRD_DIR / crd).read_text())
+        Draft4Validator(doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]).validate(obj)
+
+
+def test_random_experiment_end_to_end(backend: LocalBackend, tmp_path: Path) -> None:
+    events: list[dict] = []
+    backend.sink = events.append
+    exp = apply(backend, experiment(), tmp_path)
+    assert last(exp) == ("Succeeded", "ExperimentMaxTrialsReached")
+    status = exp["status"]
+    assert status["trials"] == status["trialsSucceeded"] == 4
+    trials = trials_of(backend)
+    assert len(trials) == 4  # one Trial object per trial
+    best = min(trials, key=lambda t: float(t["status"]["observation"]["metrics"][0]["min"]))
+    assert status["currentOptimalTrial"]["bestTrialName"] == best["metadata"]["name"]
+    for t in trials:
+        values = {a["name"]: a["value"] for a in t["spec"]["parameterAssignments"]}
+        x, n = float(values["x"]), int(values["n"])
+        assert 0 <= x <= 1 and 1 <= n <= 3
+        want = (x - 0.5) ** 2 + n / 10
+        assert float(t["status"]["observation"]["metrics"][0]["latest"]) == \
+            pytest.approx(want, abs=1e-5)
+        assert t["metadata"]["labels"]["katib.kubeflow.org/experiment"] == "exp"
+        validate(t, TRIAL_STATUS, "trial.yaml")
+        log = list(backend.logs("Trial", t["metadata"]["name"]))
+        assert log == [f"loss={want:.6f}"]
+    validate(backend.get("Experiment", "exp"), EXPERIMENT_STATUS, "experiment.yaml")
+    plots = exp["metadata"]["annotations"]["kflab.dev/plots"].split(",")
+    assert [Path(p).name for p in plots] == ["objective.png", "importance.png"]
+    assert all(Path(p).read_bytes()[:4] == b"\x89PNG" for p in plots)
+    kinds = [e["event"] for e in events]
+    assert kinds.count("trial-started") == kinds.count("trial-finished") == 4
+    assert kinds[-1] == "experiment-finished"
+    assert any("image" in e.get("text", "") for e in events if e["event"] == "message")
+
+
+def test_parallel_trial_count_is_a_ceiling(backend: LocalBackend, tmp_path: Path) -> None:
+    trial = TRIAL + """
+import pathlib
+pathlib.Path(os.environ["KATIB_TRIAL_NAME"] + ".run").write_text(str(time.time()))
+time.sleep(0.4)
+running = len(list(pathlib.Path('.').glob('*.run')))
+print(f"concurrent={running}")
+pathlib.Path(os.environ["KATIB_TRIAL_NAME"] + ".run").unlink()
+"""
+    obj = experiment(maxTrialCount=6, parallelTrialCount=2)
+    obj["spec"]["objective"]["additionalMetricNames"] = ["concurrent"]
+    apply(backend, obj, tmp_path, trial)
+    seen = [int(t["status"]["observation"]["metrics"][1]["latest"])
+            for t in trials_of(backend)]
+    assert max(seen) <= 2 and len(seen) == 6
+    assert max(seen) == 2  # it does run two at a time
+
+
+def test_crashing_and_silent_trials_fail_the_experiment(backend: LocalBackend,
+                                                        tmp_path: Path) -> None:
+    trial = """
+import sys
+x = float(sys.argv[1].split("=")[1])
+if x < 0.5:
+    raise SystemExit(3)          # a crash
+print("training done, forgot to print the metric")
+"""
+    obj = experiment(maxTrialCount=6, maxFailedTrialCount=2, parallelTrialCount=1)
+    exp = apply(backend, obj, tmp_path, trial)
+    assert last(exp) == ("Failed", "ExperimentFailed")
+    trials = trials_of(backend)
+    assert len(trials) == 2  # stopped as soon as the failed count reached the maximum
+    states = sorted(t["status"]["conditions"][-1]["type"] for t in trials)
+    assert set(states) <= {"Failed", "MetricsUnavailable"}
+    failed = exp["status"].get("trialsFailed", 0) + exp["status"].get(
+        "trialMetricsUnavailable", 0)
+    assert failed == 2
+    for t in trials:
+        validate(t, TRIAL_STATUS, "trial.yaml")
+    validate(exp, EXPERIMENT_STATUS, "experiment.yaml")
+
+
+def test_missing_command_counts_as_failed(backend: LocalBackend, tmp_path: Path) -> None:
+    obj = experiment(maxTrialCount=2, maxFailedTrialCount=1, parallelTrialCount=1)
+    container(obj)["command"] = ["no-such-program-kflab", "--x=${trialParameters.x}",
+                                 "--n=${trialParameters.n}"]
+    exp = apply(backend, obj, tmp_path)
+    assert last(exp) == ("Failed", "ExperimentFailed")
+    t = trials_of(backend)[0]
+    assert "command not found" in t["status"]["conditions"][-1]["message"]
+
+
+def test_grid_runs_every_point_then_suggestion_end(backend: LocalBackend,
+                                                   tmp_path: Path) -> None:
+    obj = experiment(algorithm={"algorithmName": "grid"}, maxTrialCount=None,
+                     parameters=[{"name": "x", "parameterType": "double",
+                                  "feasibleSpace": {"min": "0", "max": "1", "step": "0.5"}},
+                                 {"name": "n", "parameterType": "discrete",
+                                  "feasibleSpace": {"list": ["1", "2"]}}])
+    exp = apply(backend, obj, tmp_path)
+    assert last(exp) == ("Succeeded", "ExperimentSuggestionEndReached")
+    points = sorted(tuple(a["value"] for a in t["spec"]["parameterAssignments"])
+                    for t in trials_of(backend))
+    assert points == [("0", "1"), ("0", "2"), ("0.5", "1"), ("0.5", "2"), ("1", "1"),
+                      ("1", "2")]
+    best = exp["status"]["currentOptimalTrial"]["parameterAssignments"]
+    assert best == [{"name": "x", "value": "0.5"}, {"name": "n", "value": "1"}]
+
+
+def test_goal_stops_the_experiment(backend: LocalBackend, tmp_path: Path) -> None:
+    obj = experiment(maxTrialCount=30, parallelTrialCount=1)
+    obj["spec"]["objective"]["goal"] = 10.0  # every loss is below: the first trial wins
+    exp = apply(backend, obj, tmp_path)
+    assert last(exp) == ("Succeeded", "ExperimentGoalReached")
+    assert exp["status"]["trials"] == 1
+
+
+@pytest.mark.parametrize("algorithm", ["tpe", "multivariate-tpe", "cmaes", "sobol",
+                                       "bayesianoptimization"])
+def test_every_supported_algorithm_runs(backend: LocalBackend, tmp_path: Path,
+                                        algorithm: str) -> None:
+    obj = experiment(algorithm={"algorithmName": algorithm, "algorithmSettings": [
+        {"name": "random_state", "value": "3"}]}, maxTrialCount=3, parallelTrialCount=3)
+    exp = apply(backend, obj, tmp_path)
+    assert last(exp) == ("Succeeded", "ExperimentMaxTrialsReached")
+    assert exp["status"]["trialsSucceeded"] == 3
+
+
+def test_shell_metacharacters_are_passed_literally(backend: LocalBackend,
+                                                   tmp_path: Path) -> None:
+    nasty = ["a; touch pwned", "$(touch pwned2)", "`touch pwned3` | cat > x", "'\"*&"]
+    obj = experiment(maxTrialCount=4, parallelTrialCount=1, algorithm={"algorithmName": "grid"},
+                     parameters=[{"name": "s", "parameterType": "categorical",
+                                  "feasibleSpace": {"list": nasty}}])
+    obj["spec"]["trialTemplate"]["trialParameters"] = [{"name": "s", "reference": "s"}]
+    container(obj)["command"] = [sys.executable, "trial.py", "${trialParameters.s}"]
+    container(obj)["env"] = [{"name": "TRIAL_SECRET", "value": "v=${trialParameters.s}"}]
+    trial = """
+import json, os, sys
+with open(os.environ["KATIB_TRIAL_NAME"] + ".json", "w") as fh:
+    json.dump({"argv": sys.argv[1:], "env": os.environ["TRIAL_SECRET"]}, fh)
+print("loss=1")
+"""
+    exp = apply(backend, obj, tmp_path, trial)
+    assert exp["status"]["trialsSucceeded"] == 4
+    got = sorted(json.loads(p.read_text())["argv"][0] for p in tmp_path.glob("exp-*.json"))
+    assert got == sorted(nasty)
+    envs = sorted(json.loads(p.read_text())["env"] for p in tmp_path.glob("exp-*.json"))
+    assert envs == sorted(f"v={s}" for s in nasty)
+    assert not list(tmp_path.glob("pwned*")) and not (tmp_path / "x").exists()
+
+
+def test_file_collector_text_and_json(backend: LocalBackend, tmp_path: Path) -> None:
+    trial = """
+import json, sys
+x = float(sys.argv[1].split("=")[1])
+with open("out/metrics.json", "a") as fh:
+    for step in range(3):
+        stamp = "2024-01-01T00:00:0%dZ" % step
+        fh.write(json.dumps({"loss": x + step, "timestamp": stamp}) + "\\n")
+print("loss=999")  # stdout is not the collector here
+"""
+    obj = experiment(maxTrialCount=2, parallelTrialCount=2, metricsCollectorSpec={
+        "collector": {"kind": "File"},
+        "source": {"fileSystemPath": {"path": "out/metrics.json", "kind": "File",
+                                      "format": "JSON"}}})
+    exp = apply(backend, obj, tmp_path, trial)
+    assert exp["status"]["trialsSucceeded"] == 2
+    for t in trials_of(backend):
+        x = float(t["spec"]["parameterAssignments"][0]["value"])
+        m = t["status"]["observation"]["metrics"][0]
+        assert float(m["min"]) == pytest.approx(x) and float(m["latest"]) == pytest.approx(x + 2)
+    notes = exp["metadata"]["annotations"]["kflab.dev/ignored-fields"]
+    assert "one at a time" in notes  # File collector + parallel 2: serialised, and said so
+
+
+def test_median_stop_early_stops_bad_trials(backend: LocalBackend, tmp_path: Path) -> None:
+    trial = """
+import sys, time
+x = float(sys.argv[1].split("=")[1])
+for step in range(1, 4):
+    print(f"loss={x * 10 + 1 / step:.4f}", flush=True)
+time.sleep(30 if x > 0.5 else 0)  # a bad trial lingers: only early stopping ends it soon
+"""
+    obj = experiment(maxTrialCount=8, parallelTrialCount=1,
+                     algorithm={"algorithmName": "grid"},
+                     parameters=[{"name": "x", "parameterType": "discrete",
+                                  "feasibleSpace": {"list": ["0.1", "0.2", "0.3", "0.9",
+                                                             "0.95", "0.05", "0.99", "0.01"]}}],
+                     earlyStopping={"algorithmName": "medianstop", "algorithmSettings": [
+                         {"name": "min_trials_required", "value": "3"},
+                         {"name": "start_step", "value": "2"}]})
+    obj["spec"]["trialTemplate"]["trialParameters"] = [{"name": "x", "reference": "x"}]
+    container(obj)["command"] = [sys.executable, "trial.py", "--x=${trialParameters.x}"]
+    t0 = time.monotonic()
+    exp = apply(backend, obj, tmp_path, trial)
+    assert time.monotonic() - t0 < 25  # the lingering trials were stopped, not waited for
+    by_x = {t["spec"]["parameterAssignments"][0]["value"]: t for t in trials_of(backend)}
+    stopped = {x for x, t in by_x.items()
+               if t["status"]["conditions"][-1]["type"] == "EarlyStopped"}
+    assert stopped == {"0.9", "0.95", "0.99"}
+    assert exp["status"]["trialsEarlyStopped"] == 3
+    rule = by_x["0.9"]["spec"]["earlyStoppingRules"][0]
+    assert rule["comparison"] == "greater" and rule["startStep"] == 2
+    validate(by_x["0.9"], TRIAL_STATUS, "trial.yaml")
+
+
+def test_reapply_replaces_trials_and_delete_removes_them(backend: LocalBackend,
+                                                         tmp_path: Path) -> None:
+    apply(backend, experiment(maxTrialCount=2), tmp_path)
+    apply(backend, experiment(maxTrialCount=3), tmp_path)
+    assert len(trials_of(backend)) == 3
+    assert backend.delete("Experiment", "exp")
+    assert trials_of(backend) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_kills_every_trial_and_marks_the_experiment(tmp_path: Path, sig: int) -> None:
+    """A real `kflab apply` gets SIGINT (Ctrl-C) or SIGTERM while two trials run, each
+    with a grandchild of its own."""
+    trial = """
+import os, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+with open(os.environ["KATIB_TRIAL_NAME"] + ".pids", "w") as fh:
+    fh.write(f"{os.getpid()} {child.pid}")
+time.sleep(60)
+"""
+    write(tmp_path, "trial.py", trial)
+    obj = experiment(maxTrialCount=4, parallelTrialCount=2)
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(obj))
+    state = tmp_path / "state"
+    env = {**os.environ, "KFLAB_STATE": str(state), "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "lab.cli", "apply", "-f", "exp.yaml"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.glob("*.pids"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    pids = [int(p) for f in tmp_path.glob("*.pids") for p in f.read_text().split()]
+    assert len(pids) == 4, proc.stdout
+    proc.send_signal(sig)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 130, out
+    time.sleep(0.2)
+    assert [p for p in pids if is_running(p)] == []  # no orphan, grandchildren included
+    backend = LocalBackend(str(state))
+    exp = backend.get("Experiment", "exp")
+    assert exp is not None
+    assert last(exp) == ("Failed", "ExperimentFailed")
+    assert "interrupted" in exp["status"]["conditions"][-1]["message"]
+    assert exp["status"]["trialsKilled"] == 2
+    assert all(t["status"]["conditions"][-1]["type"] == "Killed"
+               for t in backend.list("Trial"))
+
+
+def test_unusable_metrics_file_path_fails_the_trial(backend: LocalBackend,
+                                                    tmp_path: Path) -> None:
+    (tmp_path / "blocker").write_text("a file, not a folder")
+    obj = experiment(maxTrialCount=2, maxFailedTrialCount=1, parallelTrialCount=1,
+                     metricsCollectorSpec={"collector": {"kind": "File"}, "source": {
+                         "fileSystemPath": {"path": "blocker/metrics.log", "kind": "File"}}})
+    exp = apply(backend, obj, tmp_path)
+    assert last(exp) == ("Failed", "ExperimentFailed")
+    assert "cannot prepare the metrics file" in \
+        trials_of(backend)[0]["status"]["conditions"][-1]["message"]
+
+
+def test_cli_get_describe_and_logs(tmp_path: Path) -> None:
+    write(tmp_path, "trial.py", TRIAL)
+    obj = experiment(maxTrialCount=2)
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(obj))
+    env = {**os.environ, "KFLAB_STATE": str(tmp_path / "state"), "PYTHONPATH": str(REPO),
+           "COLUMNS": "200"}
+
+    def kflab(*args: str) -> str:
+        res = subprocess.run([sys.executable, "-m", "lab.cli", *args], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stdout + res.stderr
+        return res.stdout
+
+    out = kflab("apply", "-f", "exp.yaml")
+    assert "experiment/exp Succeeded" in out
+    assert "ExperimentMaxTrialsReached" in out and "objective.png" in out
+    rows = kflab("get", "trials").splitlines()[1:]
+    assert len(rows) == 2 and all("Succeeded" in r and " exp " in r for r in rows)
+    assert "Succeeded" in kflab("get", "experiments")
+    described = yaml.safe_load(kflab("describe", "experiment", "exp"))
+    assert described["status"]["trialsSucceeded"] == 2
+    name = rows[0].split()[0]
+    assert kflab("logs", "trial", name).startswith("loss=")
+    assert sum(line.startswith("[exp-") for line in
+               kflab("logs", "experiment", "exp").splitlines()) == 2
+
+
+def test_progress_table_renders_trials() -> None:
+    from lab.ui import TrialTable
+
+    table = TrialTable({"experiment": "e", "algorithm": "tpe", "parallel": 2, "max_trials": 3,
+                        "metric": "loss", "params": ["x"]}, lambda: "0.0s")
+    table.update({"event": "trial-started", "trial": "e-1", "params": {"x": "0.5"}})
+    table.update({"event": "trial-finished", "trial": "e-1", "state": "Succeeded",
+                  "objective": "0.25", "seconds": 1.0, "detail": ""})
+    rendered = table.render()
+    assert rendered.row_count == 1
+    assert [c.header for c in rendered.columns] == ["TRIAL", "STATE", "LOSS", "TIME", "x"]
+
+
+def test_progress_table_keeps_only_the_newest_rows() -> None:
+    from lab.ui import TrialTable
+
+    table = TrialTable({"experiment": "e", "algorithm": "random", "parallel": 1,
+                        "max_trials": 40, "metric": "loss", "params": []}, lambda: "0.0s")
+    for i in range(TrialTable.MAX_ROWS + 5):
+        table.update({"event": "trial-started", "trial": f"e-{i}", "params": {}})
+    rendered = table.render()
+    assert rendered.row_count == TrialTable.MAX_ROWS
+    assert "5 earlier trials" in str(rendered.caption)

@@ -120,3 +120,13 @@ def test_offline_folder_is_verified_like_a_download(tmp_path):
     tampered = play(tmp_path, extra)
     assert tampered.rc != 0 and "did not match" in tampered.output, tampered.output[-3000:]
     assert not (tmp_path / "bin" / "k3s").exists()
+
+
+def test_version_override_without_a_pin_is_refused(tmp_path, file_server):
+    url, _ = file_server
+    extra = setup(tmp_path, f"{url}/k3s-standin", hashlib.sha256(STANDIN).hexdigest())
+    extra["kflab_version_overrides"] = {"k3s": "v1.33.5+k3s1"}
+    result = play(tmp_path, extra)
+    assert result.rc != 0
+    assert "lab.yaml versions.k3s = v1.33.5+k3s1" in result.output, result.output[-3000:]
+    assert not (tmp_path / "bin" / "k3s").exists()

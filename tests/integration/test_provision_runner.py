@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from lab.cli import cli
+from lab import config
 from lab.config import Profile
 from lab.errors import LabError
 from lab.providers.base import Inventory
@@ -45,8 +46,9 @@ def test_run_streams_events_and_converges(tmp_path: Path) -> None:
     first = runner.run(plan, sink)
     assert first.ok, first.failed
     assert (tmp_path / "out" / "node" / "name").read_text() == "t1\n"
-    assert (tmp_path / "out" / "components").read_text() == (
-        "cert-manager,pipelines,katib,training-operator,kserve\n")
+    # the profile's default: every component, in the catalog's install order
+    assert (tmp_path / "out" / "components").read_text() == ",".join(config.COMPONENTS) + "\n"
+    assert config.COMPONENTS[0] == "cert-manager" and config.COMPONENTS[-1] == "kserve"
     assert stat.S_IMODE((tmp_path / "kc").stat().st_mode) == 0o600
     started = [e["task"] for e in events if e["event"] == "task"]
     assert started[0] == "Create the node's marker folder"

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from lab.cli import cli
 from lab import config
+from lab.cli import cli
 from lab.config import Profile
 from lab.errors import LabError
 from lab.providers.base import Inventory

@@ -3,7 +3,7 @@
     python -m lab.backends.local.model_server --name NAME --format sklearn \
         --model-dir DIR --ready-file FILE [--grpc]
 
-kserve 0.21 hard-codes 0.0.0.0 for REST and [::] for gRPC. `LoopbackModelServer` keeps
+kserve 0.21 hard-codes the all-interfaces address for REST and the IPv6 wildcard for gRPC.
 KServe's data plane, endpoints, model repository and signal handling, and differs in one
 thing: the listeners it builds bind 127.0.0.1. The REST port is 0, so the kernel hands out a
 free one (a busy port can never be picked, and there is no window between choosing a port
@@ -82,7 +82,7 @@ def server_classes() -> tuple[type, type]:
     from kserve.protocol.rest.server import RESTServer
 
     class LoopbackGRPCServer(GRPCServer):
-        """KServe's gRPC inference service (V2), listening on 127.0.0.1 instead of [::]."""
+        """KServe's gRPC inference service (V2), listening on 127.0.0.1, not the IPv6 wildcard."""
 
         bound_port = 0
 

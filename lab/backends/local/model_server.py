@@ -3,7 +3,8 @@
     python -m lab.backends.local.model_server --name NAME --format sklearn \
         --model-dir DIR --ready-file FILE [--grpc]
 
-kserve 0.21 hard-codes the all-interfaces address for REST and the IPv6 wildcard for gRPC.
+kserve 0.21 hard-codes the all-interfaces address for REST and the IPv6 wildcard for
+gRPC. `LoopbackModelServer` keeps
 KServe's data plane, endpoints, model repository and signal handling, and differs in one
 thing: the listeners it builds bind 127.0.0.1. The REST port is 0, so the kernel hands out a
 free one (a busy port can never be picked, and there is no window between choosing a port

@@ -672,29 +672,22 @@ def components_list() -> None:
 @click.option("--json", "as_json", is_flag=True)
 def components_footprint(upstream: str, names: tuple[str, ...], as_json: bool) -> None:
     """Summed CPU/memory requests and limits of the rendered set, per component."""
-    from lab.components.catalog import load
-    from lab.components.footprint import Footprint, footprint, gib
-    from lab.components.render import render
+    from lab.components.footprint import gib, lab_footprint
 
-    cat = load()
-    chosen = cat.select(names) if names else [c for c in cat.components if not c.gpu_only]
-    rows, total = [], Footprint()
-    for comp in chosen:
-        fp = footprint(render(comp.overlay, Path(upstream)))
-        total += fp
-        rows.append((comp.name, fp))
+    rows = lab_footprint(Path(upstream), names)
+    total = rows[-1][1]
     if as_json:
         click.echo(json.dumps({n: {"cpu_requests": float(f.cpu_requests),
                                    "memory_requests_bytes": int(f.memory_requests),
                                    "cpu_limits": float(f.cpu_limits),
                                    "memory_limits_bytes": int(f.memory_limits),
                                    "pods": f.pods, "containers_without_memory_request":
-                                   f.unbounded} for n, f in [*rows, ("total", total)]},
+                                   f.unbounded} for n, f in rows},
                               indent=2))
         return
     click.echo(f"{'COMPONENT':<18} {'PODS':>4} {'CPU REQ':>8} {'MEM REQ':>10} "
                f"{'CPU LIM':>8} {'MEM LIM':>10}")
-    for name, f in [*rows, ("total", total)]:
+    for name, f in rows:
         click.echo(f"{name:<18} {f.pods:>4} {f.cpu_requests:>8.2f} {gib(f.memory_requests):>10} "
                    f"{f.cpu_limits:>8.2f} {gib(f.memory_limits):>10}")
     if total.unbounded:
@@ -706,18 +699,9 @@ def components_footprint(upstream: str, names: tuple[str, ...], as_json: bool) -
 @click.option("--gpu", is_flag=True, help="Include the GPU parts.")
 def components_images(upstream: str, gpu: bool) -> None:
     """Every image the lab runs: the list an offline image bundle must hold."""
-    from lab.components.catalog import load
-    from lab.components.render import images, render
+    from lab.components.render import lab_images
 
-    cat = load()
-    found: set[str] = set()
-    for comp in cat.components:
-        if comp.gpu_only and not gpu:
-            continue
-        found |= images(render(comp.overlay, Path(upstream)))
-    for extra in cat.images.get("gpu", ()) if gpu else ():
-        found.add(extra)
-    for image in sorted(found):
+    for image in lab_images(Path(upstream), gpu):
         click.echo(image)
 
 

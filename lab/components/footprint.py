@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from lab.components.render import workloads
@@ -77,3 +78,19 @@ def footprint(objects: list[dict[str, Any]]) -> Footprint:
 
 def gib(n: Decimal) -> str:
     return f"{n / 2**30:.2f} GiB"
+
+
+def lab_footprint(upstream: Path, names: tuple[str, ...] = ()) -> list[tuple[str, Footprint]]:
+    """(component, footprint) rows of the lab profile (or `names` and what they need), then
+    ("total", sum). GPU-only parts count only when named."""
+    from lab.components.catalog import load
+    from lab.components.render import render
+
+    cat = load()
+    chosen = cat.select(names) if names else [c for c in cat.components if not c.gpu_only]
+    rows, total = [], Footprint()
+    for comp in chosen:
+        fp = footprint(render(comp.overlay, upstream))
+        total += fp
+        rows.append((comp.name, fp))
+    return [*rows, ("total", total)]

@@ -59,3 +59,17 @@ def images(objects: list[dict[str, Any]]) -> set[str]:
             if c.get("image"):
                 found.add(c["image"])
     return found
+
+
+def lab_images(upstream: Path, gpu: bool = False) -> list[str]:
+    """Every image the lab runs, sorted: what an offline image bundle must hold."""
+    from lab.components.catalog import load
+
+    cat = load()
+    found: set[str] = set()
+    for comp in cat.components:
+        if not comp.gpu_only or gpu:
+            found |= images(render(comp.overlay, upstream))
+    if gpu:
+        found.update(cat.images.get("gpu", ()))
+    return sorted(found)

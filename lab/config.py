@@ -17,10 +17,19 @@ from lab.errors import InputError
 from lab.yamlio import Located, load_documents
 
 PROVIDERS = ("vagrant-virtualbox", "vagrant-libvirt", "wsl2", "host", "existing")
-# Install order of the lab profile; the NVIDIA device plugin follows `gpu`, not this list.
-COMPONENTS = ("cert-manager", "pipelines", "katib", "training-operator", "kserve")
-# A component that cannot start without another (webhook certificates).
-REQUIRES = {"kserve": ("cert-manager",)}
+
+
+def _lab_components() -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
+    """The installable components in install order, and what each cannot start without,
+    from the one catalog (manifests/versions.yaml) the Ansible roles also read. The NVIDIA
+    device plugin follows `gpu`, not this list."""
+    from lab.components.catalog import load
+
+    comps = [c for c in load().components if not c.gpu_only]
+    return tuple(c.name for c in comps), {c.name: c.requires for c in comps if c.requires}
+
+
+COMPONENTS, REQUIRES = _lab_components()
 DEFAULT_BOX = "generic/debian12"
 PCI_RE = re.compile(r"^(?:[0-9a-f]{4}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")

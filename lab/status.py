@@ -10,14 +10,6 @@ from lab.errors import LabError
 
 # Workloads that must be available for a component to count as Ready (one replica each in
 # the lab profile). Namespaces follow the upstream kubeflow/manifests 26.03 installs.
-READINESS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "cert-manager": ("cert-manager", ("cert-manager", "cert-manager-webhook",
-                                      "cert-manager-cainjector")),
-    "pipelines": ("kubeflow", ("ml-pipeline", "ml-pipeline-ui", "workflow-controller")),
-    "katib": ("kubeflow", ("katib-controller", "katib-db-manager", "katib-ui")),
-    "training-operator": ("kubeflow", ("training-operator",)),
-    "kserve": ("kserve", ("kserve-controller-manager",)),
-}
 # `kflab open NAME`: the Service to forward and the path to open.
 ENDPOINTS: dict[str, tuple[str, str, str]] = {
     "pipelines": ("kubeflow", "ml-pipeline-ui", "/"),
@@ -45,15 +37,18 @@ class Report:
 
 
 def component_status(api: Any, component: str) -> dict[str, Any]:
+    from lab.components.catalog import load
     from lab.kube.client import deployment_ready
 
-    namespace, names = READINESS[component]
+    # The Deployments that must be Available: the same list the kubeflow role waits for.
+    refs = [ref.split("/", 1) for ref in load().get(component).ready]
     details, ready = [], True
-    for name in names:
+    for namespace, name in refs:
         ok, detail = deployment_ready(api, namespace, name)
         ready = ready and bool(ok)
         details.append(f"{name} {detail}")
-    return {"ready": ready, "namespace": namespace, "detail": "; ".join(details)}
+    return {"ready": ready, "namespace": refs[0][0] if refs else "",
+            "detail": "; ".join(details)}
 
 
 def gather(profile: Any, provider: Any, kubeconfig: Path) -> Report:

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from crds import crd_schema, schema_errors
 
 from lab.backends.local import LocalBackend
 from lab.backends.local.serving import proc_id
@@ -140,18 +141,8 @@ def test_ready_status_url_and_predictions_v1_v2(backend: LocalBackend, iris: dic
 
 def test_live_status_validates_against_the_crd(backend: LocalBackend, iris: dict,
                                                shared: Path) -> None:
-    import yaml
-    from jsonschema import Draft4Validator
-
-    text = (shared / "upstream/kubeflow-manifests-26.03/applications/kserve/kserve/"
-            "kserve.yaml").read_text()
-    doc = next(d for d in text.split("\n---\n")
-               if "name: inferenceservices.serving.kserve.io" in d)
-    crd = yaml.load(doc, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    schema = next(v for v in crd["spec"]["versions"] if v["name"] == "v1beta1")
     live = backend.get("InferenceService", "iris")
-    errors = list(Draft4Validator(schema["schema"]["openAPIV3Schema"]).iter_errors(live))
-    assert not errors, [e.message for e in errors[:3]]
+    assert schema_errors(crd_schema(shared, "InferenceService"), live) == []
 
 
 def test_nothing_listens_beyond_loopback_rest_and_grpc(backend: LocalBackend, iris: dict) -> None:

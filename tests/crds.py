@@ -1,0 +1,47 @@
+"""Upstream CRD schemas from ../shared/upstream, for validating what the local backend writes.
+
+One loader for every kind, so each test validates the same way: the CRD's openAPIV3Schema
+of the served version, with jsonschema's Draft 4 validator (Draft 2020-12 rejects the
+boolean exclusiveMinimum these schemas use)."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+APPS = Path("upstream/kubeflow-manifests-26.03/applications")
+CRD_FILES = {
+    "PyTorchJob": APPS / "training-operator/upstream/base/crds/kubeflow.org_pytorchjobs.yaml",
+    "Experiment": APPS / "katib/upstream/components/crd/experiment.yaml",
+    "Trial": APPS / "katib/upstream/components/crd/trial.yaml",
+    "InferenceService": APPS / "kserve/kserve/kserve.yaml",
+}
+VERSIONS = {"PyTorchJob": "v1", "Experiment": "v1beta1", "Trial": "v1beta1",
+            "InferenceService": "v1beta1"}
+
+
+@functools.cache
+def crd_schema(shared: Path, kind: str) -> dict[str, Any]:
+    """The openAPIV3Schema of `kind`'s CRD at the version kflab writes."""
+    text = (shared / CRD_FILES[kind]).read_text()
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    for chunk in text.split("\n---\n"):  # kserve.yaml is 3.5 MB: parse only the CRD's part
+        if "CustomResourceDefinition" not in chunk or f"kind: {kind}\n" not in chunk:
+            continue
+        doc = yaml.load(chunk, Loader=loader)
+        if doc and doc.get("kind") == "CustomResourceDefinition" and \
+                doc["spec"]["names"]["kind"] == kind:
+            version = next(v for v in doc["spec"]["versions"] if v["name"] == VERSIONS[kind])
+            return version["schema"]["openAPIV3Schema"]
+    raise LookupError(f"no {kind} CRD in {CRD_FILES[kind]}")
+
+
+def schema_errors(schema: dict[str, Any], obj: Any) -> list[str]:
+    """Every Draft 4 violation, as 'path: message' lines (empty when valid)."""
+    from jsonschema import Draft4Validator
+
+    return [f"{'/'.join(map(str, e.path))}: {e.message}"
+            for e in sorted(Draft4Validator(schema).iter_errors(obj), key=str)]

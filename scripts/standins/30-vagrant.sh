@@ -2,6 +2,10 @@
 # Stand-in for a Vagrant lab host: Debian's vagrant 2.3.4 + vagrant-libvirt + libvirt/qemu,
 # and a small locally built libvirt box (no Vagrant Cloud here). Idempotent and cached:
 # the box is built once into $KFLAB_STANDIN_CACHE and added to vagrant as local/kflab-deb12.
+# The box already holds the node role's packages (and python3-apt for Ansible's apt module):
+# the test VM has no network, so the real node role must converge without a mirror.
+# Cache key = this script + node_packages: a change to either builds a new box, added under a
+# new box version, so vagrant-libvirt uploads a new base volume instead of reusing the old one.
 # Recipe: ../shared/recipes/vagrant-libvirt-tcg.md (debootstrap replaces the podman image chain).
 set -euo pipefail
 CACHE="${KFLAB_STANDIN_CACHE:-/var/cache/kflab-standins}/vagrant"
@@ -18,12 +22,33 @@ if [ "${#missing[@]}" -gt 0 ]; then
   apt-get install -y -qq -o DPkg::Lock::Timeout=600 "${missing[@]}" >/dev/null
 fi
 
-if vagrant box list 2>/dev/null | grep -q "^${BOX_NAME} "; then
-  echo "30-vagrant: box ${BOX_NAME} present"; exit 0
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+node_defaults="$here/../../playbooks/roles/node/defaults/main.yml"
+node_pkgs="$(sed -n 's/^node_packages: *\[\(.*\)\].*/\1/p' "$node_defaults" | tr -d ' ')"
+[ -n "$node_pkgs" ] || { echo "30-vagrant: no 'node_packages: [...]' line in $node_defaults"; exit 1; }
+KEY="$( { cat "${BASH_SOURCE[0]}"; echo "$node_pkgs"; } | sha256sum | cut -c1-12)"
+BOX="$CACHE/kflab-deb12-$KEY.box"
+VERSION_FILE="$CACHE/kflab-deb12-$KEY.version"   # the box version this build was added as
+
+box_versions() {  # the installed versions of $BOX_NAME, one a line
+  vagrant box list 2>/dev/null | sed -n "s|^${BOX_NAME} *(libvirt, \(.*\))\$|\1|p"
+}
+drop_other_versions() {  # older builds: their box files go (their libvirt volumes stay in use)
+  local v
+  for v in $(box_versions); do
+    [ "$v" = "$1" ] || vagrant box remove --force --provider libvirt --box-version "$v" "$BOX_NAME" >/dev/null
+  done
+  find "$CACHE" -maxdepth 1 \( -name 'kflab-deb12*.box' -o -name 'kflab-deb12-*.version' \) \
+    ! -name "kflab-deb12-$KEY.*" -delete
+  find "$CACHE" -maxdepth 1 -name 'rootfs*' ! -name "rootfs-$KEY" -exec rm -rf {} +
+}
+
+if [ -s "$VERSION_FILE" ] && box_versions | grep -qxF "$(cat "$VERSION_FILE")"; then
+  drop_other_versions "$(cat "$VERSION_FILE")"
+  echo "30-vagrant: box ${BOX_NAME} $(cat "$VERSION_FILE") present (key $KEY)"; exit 0
 fi
 if [ "$(id -u)" != 0 ]; then echo "30-vagrant: need root to build the box; skipping"; exit 0; fi
 mkdir -p "$CACHE"
-BOX="$CACHE/kflab-deb12.box"
 if [ ! -s "$BOX" ]; then
   work="$(mktemp -d "$CACHE/build.XXXX")"
   mnt="$work/mnt"; loop=""
@@ -35,12 +60,12 @@ if [ ! -s "$BOX" ]; then
     rm -rf "$work"
   }
   trap cleanup EXIT
-  rootfs="$CACHE/rootfs"   # kept: a failed later step does not repeat the download
+  rootfs="$CACHE/rootfs-$KEY"   # kept: a failed later step does not repeat the download
   if [ ! -f "$rootfs/.kflab-debootstrap-ok" ]; then
   rm -rf "$rootfs"
   # The package set of ../shared/recipes/Containerfile.{systemd-target,vm-kernel,vagrant-box}.
   debootstrap --variant=minbase \
-    --include=python3,systemd,systemd-sysv,dbus,openssh-server,sudo,iproute2,procps,linux-image-cloud-amd64,initramfs-tools,ifupdown,isc-dhcp-client,e2fsprogs,qemu-guest-agent,grub-pc-bin,grub2-common,rsync \
+    --include=python3,python3-apt,systemd,systemd-sysv,dbus,openssh-server,sudo,iproute2,procps,linux-image-cloud-amd64,initramfs-tools,ifupdown,isc-dhcp-client,e2fsprogs,qemu-guest-agent,grub-pc-bin,grub2-common,rsync,"$node_pkgs" \
     bookworm "$rootfs" "$MIRROR" >"$work/debootstrap.log" 2>&1 || { tail -20 "$work/debootstrap.log"; exit 1; }
   touch "$rootfs/.kflab-debootstrap-ok"
   fi
@@ -57,6 +82,9 @@ if [ ! -s "$BOX" ]; then
     printf "auto lo\niface lo inet loopback\n" > /etc/network/interfaces
     systemctl enable systemd-networkd qemu-guest-agent ssh >/dev/null 2>&1
     echo "LABEL=root / ext4 defaults 0 1" > /etc/fstab; echo kflabbox > /etc/hostname
+    # a small swap file, on at boot like on a stock install: the node role must turn it off
+    dd if=/dev/zero of=/swapfile bs=1M count=64 status=none; chmod 600 /swapfile
+    mkswap /swapfile >/dev/null; echo "/swapfile none swap sw 0 0" >> /etc/fstab
     rm -f /etc/ssh/ssh_host_*
     printf "[Unit]\nDescription=regenerate SSH host keys\nBefore=ssh.service\nConditionPathExists=!/etc/ssh/ssh_host_ed25519_key\n[Service]\nType=oneshot\nExecStart=/usr/bin/ssh-keygen -A\n[Install]\nWantedBy=multi-user.target\n" > /etc/systemd/system/ssh-hostkeys.service
     systemctl enable ssh-hostkeys >/dev/null 2>&1
@@ -93,5 +121,14 @@ CFG
   mv "$BOX.tmp" "$BOX"
   rm -rf "$rootfs"
 fi
-vagrant box add --force --name "$BOX_NAME" "$BOX" >/dev/null
-echo "30-vagrant: box ${BOX_NAME} added from $BOX"
+# A versioned box (a one-entry catalog): vagrant-libvirt names the base volume after the
+# version, so a rebuilt box never meets the volume of an older one in the storage pool.
+version="1.0.$(date +%s)"
+catalog="$CACHE/kflab-deb12-$KEY.json"
+printf '{"name":"%s","versions":[{"version":"%s","providers":[{"name":"libvirt","url":"file://%s","checksum_type":"sha256","checksum":"%s"}]}]}\n' \
+  "$BOX_NAME" "$version" "$BOX" "$(sha256sum "$BOX" | cut -d' ' -f1)" > "$catalog"
+vagrant box add --force "$catalog" >/dev/null
+rm -f "$catalog"
+echo "$version" > "$VERSION_FILE"
+drop_other_versions "$version"
+echo "30-vagrant: box ${BOX_NAME} $version added from $BOX (key $KEY)"

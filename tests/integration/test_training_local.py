@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -57,8 +58,11 @@ def env_lines(backend: LocalBackend, name: str, replica: str) -> dict:
 
 
 @pytest.fixture
-def backend(state: Path) -> LocalBackend:
-    return LocalBackend(str(state))
+def backend(state: Path) -> Iterator[LocalBackend]:
+    """A backend whose background jobs are stopped even when a test fails half-way."""
+    b = LocalBackend(str(state))
+    yield b
+    b.down()
 
 
 def test_env_contract_master_and_workers(backend: LocalBackend, tmp_path: Path) -> None:

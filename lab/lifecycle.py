@@ -55,6 +55,22 @@ def preflight(profile: Profile) -> None:
             hint=f"{bad[0].advice or 'see `kflab doctor`'} (or `kflab up --force`)")
 
 
+def require_pinned(roles: list[str]) -> None:
+    """Refuse before anything is created when a role would meet an unpinned download: the
+    roles never install an unverified file, and failing after the VM exists helps nobody."""
+    from lab.components.catalog import load
+
+    missing = load().unpinned(roles)
+    if missing:
+        raise LabError(
+            f"manifests/versions.yaml has no sha256 for {', '.join(missing)}, which the "
+            f"{'/'.join(r for r in roles if r in ('k3s', 'gpu', 'kubeflow'))} role(s) "
+            "download: kflab never installs an unverified file",
+            hint="pin each one (download it on a trusted network, `sha256sum FILE`, compare "
+                 "with the upstream checksum file, write the value in manifests/versions.yaml), "
+                 "or run only roles that download nothing, e.g. `kflab up --only node`")
+
+
 def up(profile: Profile, state: Path, say: Say, *, only: list[str] | None = None,
        playbook: Path | None = None, ask_become_pass: bool = False,
        force: bool = False) -> dict[str, Any]:
@@ -65,6 +81,9 @@ def up(profile: Profile, state: Path, say: Say, *, only: list[str] | None = None
         preflight(profile)
 
     provider = get_provider(profile, state)
+    if playbook is None:  # our own roles: their downloads must be pinned
+        require_pinned(runner.tags_for(provider.capabilities.provisions_node,
+                                       profile.gpu_wanted, profile.components, only))
     workdir = lab_dir(state, profile)
     t0 = time.monotonic()
     record(state, profile, phase="create", ok=False)

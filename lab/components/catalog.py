@@ -15,6 +15,12 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 VERSIONS_FILE = REPO_ROOT / "manifests" / "versions.yaml"
 OVERLAYS_DIR = REPO_ROOT / "manifests" / "overlays"
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
+# What each playbook role downloads (optional artifacts are used only when found offline).
+ROLE_ARTIFACTS: dict[str, tuple[str, ...]] = {
+    "k3s": ("k3s",),
+    "gpu": ("nvidia-container-toolkit-key",),
+    "kubeflow": ("kubeflow-manifests", "argo-workflows"),
+}
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,12 @@ class Catalog:
 
     def names(self) -> list[str]:
         return [c.name for c in self.components]
+
+    def unpinned(self, roles: list[str] | tuple[str, ...]) -> list[str]:
+        """Artifacts these roles need that have no sha256 yet (the roles would refuse them)."""
+        needed = [a for r in roles for a in ROLE_ARTIFACTS.get(r, ())]
+        return [a for a in dict.fromkeys(needed)
+                if a in self.artifacts and not self.artifacts[a].pinned]
 
     def get(self, name: str) -> Component:
         for c in self.components:

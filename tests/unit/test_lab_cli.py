@@ -82,3 +82,52 @@ def test_status_reports_an_unreachable_api(tmp_path: Path) -> None:
     assert report["vm"] == "running" and report["ready"] is False
     assert "cannot reach the Kubernetes API" in report["error"]
     assert report["api"] == f"https://127.0.0.1:{port}"
+
+
+def _catalog(pinned: bool):
+    """The real catalog with every artifact's sha256 set (or cleared) — a stand-in for a
+    versions.yaml in either state, so the test holds whatever the file says today."""
+    import dataclasses
+
+    from lab.components import catalog
+
+    real = catalog.load()
+    arts = {n: dataclasses.replace(a, sha256=("0" * 64) if pinned else None)
+            for n, a in real.artifacts.items()}
+    return dataclasses.replace(real, artifacts=arts)
+
+
+def test_up_refuses_unpinned_downloads_before_creating_anything(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lab.components import catalog
+
+    unpinned = _catalog(pinned=False)
+    monkeypatch.setattr(catalog, "load", lambda *a, **k: unpinned)
+    kube = tmp_path / "kubeconfig"
+    kube.write_text("apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+                    "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
+                    "clusters: [{name: k, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+                    "users: [{name: u, user: {token: t}}]\n")
+    prof = tmp_path / "lab.yaml"
+    prof.write_text(f"provider: existing\nname: ex\nkubeconfig: {kube}\ncomponents: [katib]\n")
+    res = CliRunner().invoke(cli, ["--state", str(tmp_path / "s"), "up", "-p", str(prof)])
+    assert res.exit_code != 0
+    msg = str(res.exception)
+    assert "no sha256 for kubeflow-manifests, argo-workflows" in msg
+    assert "never installs an unverified file" in msg and "--only node" in msg
+    # nothing created or recorded: no lab.json, no kubeconfig copy (only an empty folder)
+    assert not [p for p in (tmp_path / "s").rglob("*") if p.is_file()]
+
+
+def test_pinned_check_follows_the_roles(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lab import lifecycle
+    from lab.components import catalog
+    from lab.errors import LabError
+
+    unpinned, pinned = _catalog(pinned=False), _catalog(pinned=True)
+    monkeypatch.setattr(catalog, "load", lambda *a, **k: unpinned)
+    lifecycle.require_pinned(["node"])  # the node role downloads nothing
+    with pytest.raises(LabError, match=r"no sha256 for k3s, nvidia-container-toolkit-key"):
+        lifecycle.require_pinned(["node", "k3s", "gpu"])
+    monkeypatch.setattr(catalog, "load", lambda *a, **k: pinned)
+    lifecycle.require_pinned(["node", "k3s", "gpu", "kubeflow", "verify"])

@@ -13,6 +13,7 @@ from typing import Any
 
 from lab.config import Profile, profile_to_data
 from lab.errors import LabError
+from lab.kube.conditions import now
 from lab.providers import get_provider, lab_dir
 from lab.providers.base import Provider, Say
 from lab.state import read_json, write_json
@@ -26,7 +27,7 @@ def record(state: Path, profile: Profile, **fields: Any) -> None:
     path = record_path(state, profile.name)
     data = read_json(path) or {}
     data.update({"profile": profile_to_data(profile), **fields,
-                 "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+                 "updated": now()})
     write_json(path, data)
 
 

@@ -50,6 +50,3 @@ class Backend(Protocol):
         """Stop every long-lived process the backend started; return what was stopped."""
         ...
 
-    def reset(self) -> None:
-        """Forget every resource (used to start a scenario from a clean slate)."""
-        ...

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import time
 import uuid
@@ -14,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from lab.backends.local.procs import free_port
 from tests.integration.ansible_helpers import REPO
 
 IMAGE = "localhost/kflab-systemd-target:bookworm"
@@ -24,12 +24,6 @@ def podman(*args: str, check: bool = True, timeout: float = 120) -> subprocess.C
     env = {**os.environ, "CONTAINERS_CONF": str(CONF)}
     return subprocess.run(["podman", *args], env=env, capture_output=True, text=True,
                           timeout=timeout, check=check)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -25,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.backends.local.procs import kill_group, popen
+from lab.backends.local.procs import free_port, kill_group, popen
 
 BOX = "local/kflab-deb12"
 SOCK = Path("/var/run/libvirt/libvirt-sock")
@@ -44,12 +43,6 @@ def _why_not() -> str | None:
     if not any(line.startswith(BOX + " ") for line in boxes.splitlines()):
         return f"box {BOX} not built (run scripts/standins/30-vagrant.sh)"
     return None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _results(lab_dir: Path) -> dict[str, tuple[str, bool]]:
@@ -89,7 +82,7 @@ def test_up_node_role_testinfra_down(libvirtd: None, tmp_path: Path, kflab) -> N
 
     run_kflab = kflab
 
-    ssh_port, api_port = _free_port(), _free_port()
+    ssh_port, api_port = free_port(), free_port()
     pool = Path("/var/lib/kflab-test/libvirt/images")
     pool.mkdir(parents=True, exist_ok=True)
     name = f"kflab-it-{os.getpid() % 10000}"

@@ -111,6 +111,3 @@ class LocalBackend:
     def down(self) -> list[str]:
         return self.procs.stop_all()
 
-    def reset(self) -> None:
-        self.down()
-        self.store.reset()

@@ -24,7 +24,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-LOOPBACK = "127.0.0.1"
+from lab.backends.local.procs import LOOPBACK
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:

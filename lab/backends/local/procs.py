@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -18,6 +19,15 @@ from pathlib import Path
 from typing import IO, Any
 
 from lab.state import read_json, write_json
+
+LOOPBACK = "127.0.0.1"  # every local server and rendezvous binds here, never elsewhere
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback interface right now (the kernel picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((LOOPBACK, 0))
+        return int(s.getsockname()[1])
 
 
 def start_ticks(pid: int) -> int | None:

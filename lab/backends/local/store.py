@@ -50,6 +50,3 @@ class Store:
                       ignore_errors=True)
         return existed
 
-    def reset(self) -> None:
-        for sub in ("resources", "runs"):
-            shutil.rmtree(self.root / sub, ignore_errors=True)

@@ -16,26 +16,19 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
+from lab.backends.local.procs import LOOPBACK
 from lab.backends.local.training_spec import MASTER, WORKER, JobSpec, Replica
 from lab.errors import LabError
 
-LOOPBACK = "127.0.0.1"
 # Inherited variables that would contradict the contract (a shell inside torchrun, etc.).
 _SCRUB = re.compile(r"^(MASTER_ADDR|MASTER_PORT|WORLD_SIZE|RANK|LOCAL_RANK|LOCAL_WORLD_SIZE|"
                     r"GROUP_RANK|ROLE_RANK|ROLE_WORLD_SIZE|CUDA_VISIBLE_DEVICES|PET_.*|"
                     r"TORCHELASTIC_.*)$")
 
-
-def free_port() -> int:
-    """A TCP port free on the loopback interface right now (the kernel picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((LOOPBACK, 0))
-        return int(s.getsockname()[1])
 
 
 def visible_gpus(environ: dict[str, str] | None = None) -> list[str]:

@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from lab.backends.local import training_status as st
-from lab.backends.local.procs import ChildGroup, start_ticks
+from lab.backends.local.procs import ChildGroup, free_port, start_ticks
 from lab.backends.local.training_env import (
-    free_port,
     localize,
     replica_env,
     service_names,

@@ -221,3 +221,16 @@ def check_lines(results: list[Any]) -> None:
             console().print(f"  [green]✔[/] {res.label}")
         else:
             console().print(f"  [red]✘[/] {res.label}: {res.message}\n    [dim]{res.observed}[/]")
+
+
+def show_step(session: Any) -> None:
+    """The current step of a guided scenario in a panel, then what the learner can do next."""
+    from rich.markdown import Markdown
+    from rich.panel import Panel
+
+    s, i = session.scenario, session.index
+    console().print(Panel(Markdown(session.step.text),
+                          title=f"{s.id} — step {i + 1}/{len(s.steps)}: {session.step.title}",
+                          subtitle=f"work folder: {session.workdir}"))
+    console().print("When done: [bold]kflab check[/]   stuck: [bold]kflab hint[/]   "
+                    "show me: [bold]kflab solve[/]")

@@ -49,3 +49,24 @@ def set_condition(
     cond["reason"] = reason
     cond["message"] = message
     return cond
+
+
+def summary_state(obj: dict[str, Any]) -> str:
+    """One word for a resource's state, as the CLI prints it: the status `state`, else a
+    Ready condition (KServe style), else the latest condition type."""
+    status = obj.get("status") or {}
+    if "state" in status:
+        return str(status["state"])
+    conds = status.get("conditions") or []
+    ready = next((c for c in conds if c.get("type") == "Ready"), None)
+    if ready is not None:  # KServe-style readiness: apply has waited, so False means failed
+        return {"True": "Ready", "False": "Failed"}.get(ready.get("status"), "Pending")
+    return str(conds[-1]["type"]) if conds else "created"
+
+
+def ready_message(obj: dict[str, Any]) -> str:
+    """`reason: message` of the Ready condition (empty when there is none)."""
+    conds = (obj.get("status") or {}).get("conditions") or []
+    ready = next((c for c in conds if c.get("type") == "Ready"), {})
+    return f"{ready.get('reason', '')}: {ready.get('message', '')}".strip(": ")
+

@@ -1,0 +1,72 @@
+"""`kflab components ...`: the pinned lab profile, its footprint and its image list."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from lab.cli.root import cli
+
+
+@cli.group()
+def components() -> None:
+    """The lab profile: pinned components, their order and their footprint."""
+
+
+_upstream_opt = click.option(
+    "--upstream", envvar="KFLAB_UPSTREAM", required=True,
+    type=click.Path(exists=True, file_okay=False),
+    help="An extracted kubeflow/manifests release tree (env KFLAB_UPSTREAM).")
+
+
+@components.command("list")
+def components_list() -> None:
+    """Components in install order, with their pinned versions."""
+    from lab.components.catalog import load
+
+    for c in load().components:
+        needs = f"  (needs {', '.join(c.requires)})" if c.requires else ""
+        gpu = "  [GPU nodes only]" if c.gpu_only else ""
+        click.echo(f"{c.name:<18} {c.version}{needs}{gpu}")
+
+
+@components.command("footprint")
+@_upstream_opt
+@click.option("-c", "--component", "names", multiple=True,
+              help="Only these (default: the whole lab profile, GPU parts excluded).")
+@click.option("--json", "as_json", is_flag=True)
+def components_footprint(upstream: str, names: tuple[str, ...], as_json: bool) -> None:
+    """Summed CPU/memory requests and limits of the rendered set, per component."""
+    from lab.components.footprint import gib, lab_footprint
+
+    rows = lab_footprint(Path(upstream), names)
+    total = rows[-1][1]
+    if as_json:
+        click.echo(json.dumps({n: {"cpu_requests": float(f.cpu_requests),
+                                   "memory_requests_bytes": int(f.memory_requests),
+                                   "cpu_limits": float(f.cpu_limits),
+                                   "memory_limits_bytes": int(f.memory_limits),
+                                   "pods": f.pods, "containers_without_memory_request":
+                                   f.unbounded} for n, f in rows},
+                              indent=2))
+        return
+    click.echo(f"{'COMPONENT':<18} {'PODS':>4} {'CPU REQ':>8} {'MEM REQ':>10} "
+               f"{'CPU LIM':>8} {'MEM LIM':>10}")
+    for name, f in rows:
+        click.echo(f"{name:<18} {f.pods:>4} {f.cpu_requests:>8.2f} {gib(f.memory_requests):>10} "
+                   f"{f.cpu_limits:>8.2f} {gib(f.memory_limits):>10}")
+    if total.unbounded:
+        click.echo(f"warning: {total.unbounded} container(s) have no memory request", err=True)
+
+
+@components.command("images")
+@_upstream_opt
+@click.option("--gpu", is_flag=True, help="Include the GPU parts.")
+def components_images(upstream: str, gpu: bool) -> None:
+    """Every image the lab runs: the list an offline image bundle must hold."""
+    from lab.components.render import lab_images
+
+    for image in lab_images(Path(upstream), gpu):
+        click.echo(image)

@@ -1,0 +1,75 @@
+"""Commands about this machine and kflab itself: version, doctor, init."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from lab import __version__
+from lab.cli.root import PROVIDER_CHOICE, cli, profile_option
+from lab.errors import LabError
+
+
+@cli.command()
+def version() -> None:
+    """Print kflab's version."""
+    click.echo(f"kflab {__version__}")
+
+
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--provider", type=click.Choice(["local", *PROVIDER_CHOICE.choices]),
+              help="Judge the host for this kind of lab (default: the profile's, else local).")
+@profile_option
+def doctor(as_json: bool, provider: str | None, profile_path: str | None) -> None:
+    """Check this host against the lab profile: CPUs, memory, disk, virtualization, Vagrant,
+    WSL, GPUs, IOMMU/VFIO, sudo, kubeconfig."""
+    from pathlib import Path as _P
+
+    from lab import config
+    from lab.doctor import Needs, as_dicts, diagnose
+
+    if provider == "local" or (provider is None and not profile_path
+                               and not _P(config.PROFILE_FILE).exists()):
+        needs, title = Needs(provider="local"), "local"
+    else:
+        prof = config.resolve(profile_path, provider)
+        needs, title = Needs.from_profile(prof), f"{prof.provider}, {prof.source or 'defaults'}"
+    rows = diagnose(needs)
+    if as_json:
+        click.echo(json.dumps(as_dicts(rows), indent=2))
+    else:
+        from rich.table import Table
+
+        from lab.ui import console
+
+        table = Table(title=f"kflab doctor ({title})", header_style="bold")
+        for col in ("check", "result", "observed", "advice"):
+            table.add_column(col)
+        colors = {"pass": "green", "warn": "yellow", "fail": "red"}
+        for r in rows:
+            table.add_row(r.name, f"[{colors[r.status]}]{r.status}[/]", r.observed, r.advice)
+        console().print(table)
+    if any(r.status == "fail" for r in rows):
+        sys.exit(1)
+
+
+@cli.command()
+@click.option("--provider", type=PROVIDER_CHOICE, required=True, help="Where the lab lives.")
+@click.option("-o", "--output", default="lab.yaml", show_default=True,
+              type=click.Path(dir_okay=False), help="Where to write the profile.")
+@click.option("--force", is_flag=True, help="Overwrite an existing file.")
+def init(provider: str, output: str, force: bool) -> None:
+    """Write a commented lab profile (lab.yaml) for a provider."""
+    from lab.config import init_text
+
+    path = Path(output)
+    if path.exists() and not force:
+        raise LabError(f"{path} exists", hint="edit it, or pass --force to overwrite")
+    path.write_text(init_text(provider))
+    click.echo(f"wrote {path}; next: kflab doctor, then kflab up")

@@ -1,0 +1,145 @@
+"""The lab itself (providers + Ansible): up, status, down, ssh, kubeconfig, open."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from lab.cli.root import PROVIDER_CHOICE, Obj, cli, pass_obj, profile_option, say
+from lab.errors import LabError
+
+
+@cli.command()
+@profile_option
+@click.option("--provider", type=PROVIDER_CHOICE, help="Override the profile's provider.")
+@click.option("--only", help="Run only these roles (comma-separated: node,k3s,gpu,kubeflow,"
+              "verify).")
+@click.option("--playbook", type=click.Path(exists=True, dir_okay=False),
+              help="Another site playbook (for developers of the roles).")
+@click.option("--ask-become-pass", is_flag=True, help="Ask for the sudo password (host, wsl2).")
+@click.option("--force", is_flag=True, help="Start even when `kflab doctor` reports a failure.")
+@pass_obj
+def up(obj: Obj, profile_path: str | None, provider: str | None, only: str | None,
+       playbook: str | None, ask_become_pass: bool, force: bool) -> None:
+    """Create the lab: the node (VM, WSL, this host), then k3s and Kubeflow with Ansible.
+
+    Re-running converges: after a failure, fix the cause and run `kflab up` again.
+    """
+    from lab import config, lifecycle
+
+    profile = config.resolve(profile_path, provider)
+    res = lifecycle.up(profile, obj.state, say,
+                       only=[r.strip() for r in only.split(",") if r.strip()] if only else None,
+                       playbook=Path(playbook).resolve() if playbook else None,
+                       ask_become_pass=ask_become_pass, force=force)
+    click.echo(f"lab {profile.name} is up ({res['seconds']:.0f}s); next: kflab status")
+
+
+@cli.command()
+@click.option("--name", help="Which lab (default: the latest).")
+@click.option("--json", "as_json", is_flag=True)
+@pass_obj
+def status(obj: Obj, name: str | None, as_json: bool) -> None:
+    """The lab: VM, node, each component's readiness, allocatable GPUs, endpoints."""
+    from dataclasses import asdict
+
+    from lab import lifecycle
+    from lab.status import gather
+
+    profile, prov = lifecycle.provider_for(obj.state, name)
+    rep = gather(profile, prov, prov.kubeconfig())
+    if as_json:
+        click.echo(json.dumps({**asdict(rep), "ready": rep.ready}, indent=2))
+    else:
+        click.echo(f"lab {rep.lab} ({rep.provider}): {rep.vm} — {rep.vm_detail}")
+        if rep.api:
+            click.echo(f"  api: {rep.api}")
+        for n in rep.nodes:
+            click.echo(f"  node {n['name']}: {'Ready' if n['ready'] else 'NotReady'} "
+                       f"{n['version']}, nvidia.com/gpu allocatable: {n['gpus']}")
+        for comp, c in rep.components.items():
+            click.echo(f"  {comp:<18} {'Ready' if c['ready'] else 'NotReady':<9} {c['detail']}")
+        for comp, how in rep.endpoints.items():
+            click.echo(f"  {comp} UI: {how}")
+        if rep.error:
+            click.echo(f"  error: {rep.error}", err=True)
+    if not rep.ready:
+        sys.exit(1)
+
+
+@cli.command()
+@click.option("--destroy", is_flag=True, help="Delete the VM / k3s and its disk too.")
+@click.option("--name", help="Which lab (default: the latest).")
+@pass_obj
+def down(obj: Obj, destroy: bool, name: str | None) -> None:
+    """Stop local background processes (model servers) and the lab (VM halt; --destroy
+    removes it)."""
+    from lab import lifecycle
+
+    stopped = obj.backend().down()
+    click.echo(f"stopped {len(stopped)} process(es)" + (f": {', '.join(stopped)}"
+                                                       if stopped else ""))
+    if lifecycle.down(obj.state, say, destroy=destroy, name=name):
+        click.echo("lab destroyed" if destroy else "lab stopped (kflab up starts it again)")
+
+
+@cli.command()
+@click.option("--name", help="Which lab (default: the latest).")
+@pass_obj
+def ssh(obj: Obj, name: str | None) -> None:
+    """Open a shell on the lab's node."""
+    import os
+
+    from lab import lifecycle
+
+    _, prov = lifecycle.provider_for(obj.state, name)
+    argv = prov.ssh_argv()
+    os.execvp(argv[0], argv)  # noqa: S606 - argv from the provider, no shell
+
+
+@cli.command()
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="Write it here (0600) instead of printing its path.")
+@click.option("--name", help="Which lab (default: the latest).")
+@pass_obj
+def kubeconfig(obj: Obj, output: str | None, name: str | None) -> None:
+    """The lab's kubeconfig: print its path, or copy it (mode 0600) with -o."""
+    from lab import lifecycle
+    from lab.providers.existing import write_private
+
+    _, prov = lifecycle.provider_for(obj.state, name)
+    src = prov.kubeconfig()
+    if not src.exists():
+        raise LabError("the lab has no kubeconfig yet", hint="run `kflab up`")
+    if output:
+        write_private(Path(output), src.read_text())
+        click.echo(f"wrote {output} (0600); use: export KUBECONFIG={Path(output).resolve()}")
+    else:
+        click.echo(str(src))
+
+
+@cli.command("open")
+@click.argument("what", type=click.Choice(["pipelines", "katib"]))
+@click.option("--port", default=0, type=int, help="Local port (default: a free one).")
+@click.option("--name", help="Which lab (default: the latest).")
+@pass_obj
+def open_(obj: Obj, what: str, port: int, name: str | None) -> None:
+    """Forward a UI to 127.0.0.1 and print its URL (Ctrl-C stops it)."""
+    import time
+
+    from lab import lifecycle
+    from lab.kube.client import api_client, port_forward, service_target
+    from lab.status import ENDPOINTS
+
+    _, prov = lifecycle.provider_for(obj.state, name)
+    namespace, service, path = ENDPOINTS[what]
+    api = api_client(prov.kubeconfig())
+    pod, target = service_target(api, namespace, service)
+    with port_forward(api, namespace, pod, target, port) as local:
+        click.echo(f"{what}: http://127.0.0.1:{local}{path}  (forwarding to {namespace}/{pod}"
+                   f":{target}; Ctrl-C to stop)")
+        while True:
+            time.sleep(3600)

@@ -1,0 +1,40 @@
+"""`kflab pipeline run`: run a KFP pipeline file and record the run."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from lab.cli.root import Obj, cli, pass_obj
+
+
+@cli.group()
+def pipeline() -> None:
+    """Run KFP pipelines."""
+
+
+@pipeline.command("run")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--name", help="Run name (default: the file's name).")
+@click.option("--function", help="Which @dsl.pipeline, when the file has several.")
+@click.option("-p", "--param", "params", multiple=True, help="Pipeline argument name=value.")
+@pass_obj
+def pipeline_run(obj: Obj, file: str, name: str | None, function: str | None,
+                 params: tuple[str, ...]) -> None:
+    """Run a pipeline file (a .py with a @dsl.pipeline) and record the run."""
+    from lab.backends.local.pipelines import parse_arguments
+    from lab.scenarios.actions import pipeline_run_manifest
+
+    path = Path(file).resolve()
+    manifest = pipeline_run_manifest(path.name, name or path.stem.replace("_", "-"),
+                                     parse_arguments(list(params)), function)
+    res = obj.backend(progress=True).apply(manifest, base_dir=path.parent)
+    status = res["status"]
+    click.echo(f"pipelinerun/{res['metadata']['name']} {status['state']}")
+    if status.get("error"):
+        click.echo(status["error"]["message"], err=True)
+        click.echo(f"log: {status['log']}", err=True)
+    if status["state"] != "SUCCEEDED":
+        sys.exit(1)

@@ -1,0 +1,140 @@
+"""Workload commands, kubectl-style: apply, get, describe, delete, logs, predict."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from lab.cli.root import Obj, cli, namespace_option, pass_obj
+from lab.errors import LabError
+
+
+@cli.command()
+@click.option("-f", "--filename", "files", multiple=True, required=True,
+              type=click.Path(exists=True, dir_okay=False), help="Manifest file (repeatable).")
+@pass_obj
+def apply(obj: Obj, files: tuple[str, ...]) -> None:
+    """Create or replace resources from manifests and run them."""
+    from lab.kube.conditions import ready_message, summary_state
+    from lab.kube.manifests import apply_document, load_manifests
+
+    backend = obj.backend(progress=True)
+    docs = [(Path(f), doc) for f in files for doc in load_manifests(Path(f))]
+    failed = False
+    for path, doc in docs:
+        res = apply_document(backend, doc, path.parent.resolve())
+        state = summary_state(res)
+        failed |= state in ("FAILED", "Failed")
+        click.echo(f"{res['kind'].lower()}/{res['metadata']['name']} {state}")
+        if state == "Failed" and (why := ready_message(res)):
+            click.echo(f"  {why}", err=True)
+    if failed:
+        sys.exit(1)
+
+
+@cli.command()
+@click.argument("name")
+@click.option("-f", "--filename", "file", required=True,
+              type=click.Path(exists=True, dir_okay=False),
+              help='Request body (JSON): V1 {"instances": ...} or V2 {"inputs": ...}.')
+@click.option("--protocol", type=click.Choice(["v1", "v2"]),
+              help="Send with this protocol (the body is converted); default: the body's own.")
+@namespace_option
+@click.option("-o", "--output", "out", type=click.Path(dir_okay=False),
+              help="Also save the response to this file.")
+@pass_obj
+def predict(obj: Obj, name: str, file: str, protocol: str | None, namespace: str,
+            out: str | None) -> None:
+    """Send a prediction request to an InferenceService and print the response."""
+    from lab.kube.inference import load_request
+
+    payload = load_request(Path(file))
+    response = obj.backend().predict(name, payload, namespace, protocol)
+    text = json.dumps(response, indent=2)
+    if out:
+        Path(out).write_text(text + "\n")
+    click.echo(text)
+
+
+
+@cli.command()
+@click.argument("kind")
+@click.argument("name", required=False)
+@namespace_option
+@click.option("-A", "--all-namespaces", is_flag=True)
+@click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table")
+@pass_obj
+def get(obj: Obj, kind: str, name: str | None, namespace: str, all_namespaces: bool,
+        output: str) -> None:
+    """List resources, or show one (e.g. `kflab get runs`, `kflab get isvc NAME -o yaml`)."""
+    from lab.kube.kinds import lookup
+    from lab.ui import resource_table
+
+    k = lookup(kind)
+    backend = obj.backend()
+    if name:
+        found = backend.get(k.kind, name, namespace)
+        if found is None:
+            raise LabError(f"{k.kind} '{name}' not found in namespace '{namespace}'",
+                           hint=f"list them with `kflab get {k.plural}`")
+        items = [found]
+    else:
+        items = backend.list(k.kind, None if all_namespaces else namespace)
+    if output == "table":
+        resource_table(k, items, namespaces=all_namespaces)
+        return
+    data: Any = items[0] if name else {"apiVersion": "v1", "kind": "List", "items": items}
+    _dump(data, output)
+
+
+def _dump(data: Any, output: str) -> None:
+    if output == "json":
+        click.echo(json.dumps(data, indent=2))
+    else:
+        import yaml
+
+        click.echo(yaml.safe_dump(data, sort_keys=False), nl=False)
+
+
+@cli.command()
+@click.argument("kind")
+@click.argument("name")
+@namespace_option
+@pass_obj
+def describe(obj: Obj, kind: str, name: str, namespace: str) -> None:
+    """Show a resource in full, status included."""
+    click.get_current_context().invoke(get, kind=kind, name=name, namespace=namespace,
+                                       all_namespaces=False, output="yaml")
+
+
+@cli.command()
+@click.argument("kind")
+@click.argument("name")
+@namespace_option
+@pass_obj
+def delete(obj: Obj, kind: str, name: str, namespace: str) -> None:
+    """Delete a resource and stop whatever runs for it."""
+    from lab.kube.kinds import lookup
+
+    k = lookup(kind)
+    if not obj.backend().delete(k.kind, name, namespace):
+        raise LabError(f"{k.kind} '{name}' not found in namespace '{namespace}'")
+    click.echo(f"{k.kind.lower()}/{name} deleted")
+
+
+@cli.command()
+@click.argument("kind")
+@click.argument("name")
+@namespace_option
+@click.option("--replica", help="One replica, e.g. worker-1 (training jobs).")
+@pass_obj
+def logs(obj: Obj, kind: str, name: str, namespace: str, replica: str | None) -> None:
+    """Print a resource's logs (pipeline run, trial, job replica, model server)."""
+    from lab.kube.kinds import lookup
+
+    for line in obj.backend().logs(lookup(kind).kind, name, namespace, replica):
+        click.echo(line)

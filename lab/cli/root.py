@@ -1,0 +1,71 @@
+"""The root command group and what every command group shares: the state folder, the backend
+and common options. Command modules register on `cli`; nothing here holds logic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from lab import __version__
+
+
+class Obj:
+    """Per-invocation context: the state folder option and the backend built from it."""
+
+    def __init__(self, state: str | None) -> None:
+        self.state_opt = state
+
+    @property
+    def state(self) -> Path:
+        from lab.state import state_dir
+
+        return state_dir(self.state_opt)
+
+    def backend(self, progress: bool = False) -> Any:
+        from lab.backends import get_backend
+
+        backend = get_backend("local", str(self.state))
+        if progress:
+            from lab.ui import Progress
+
+            backend.sink = Progress()
+        return backend
+
+
+pass_obj = click.make_pass_decorator(Obj)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--state", envvar="KFLAB_STATE", type=click.Path(file_okay=False),
+              help="State folder (default ~/.kflab; env KFLAB_STATE).")
+@click.version_option(__version__, prog_name="kflab")
+@click.pass_context
+def cli(ctx: click.Context, state: str | None) -> None:
+    """kflab: a lightweight local Kubeflow lab with checked, hands-on scenarios.
+
+    \b
+    Start here:   kflab demo                 run every scenario on the local backend
+                  kflab scenario list        see the labs
+                  kflab scenario start NAME  do one, guided (then: kflab check / hint / solve)
+    """
+    ctx.obj = Obj(state)
+
+
+PROVIDER_CHOICE = click.Choice(["vagrant-virtualbox", "vagrant-libvirt", "wsl2", "host",
+                                "existing"])
+
+
+def profile_option(f: Any) -> Any:
+    return click.option("-p", "--profile", "profile_path", envvar="KFLAB_PROFILE",
+                        type=click.Path(dir_okay=False),
+                        help="Lab profile (default ./lab.yaml; env KFLAB_PROFILE).")(f)
+
+
+def namespace_option(f: Any) -> Any:
+    return click.option("-n", "--namespace", default="default", show_default=True)(f)
+
+
+def say(text: str) -> None:
+    click.echo(text)

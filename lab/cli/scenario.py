@@ -1,0 +1,153 @@
+"""`kflab scenario ...` and `kflab demo`: list, show, validate, run, test and start labs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from lab.cli.root import Obj, cli, pass_obj
+
+
+@cli.group()
+def scenario() -> None:
+    """List, read, run and test scenarios."""
+
+
+@scenario.command("list")
+@click.option("--json", "as_json", is_flag=True)
+def scenario_list(as_json: bool) -> None:
+    """List the available scenarios."""
+    from lab.scenarios.loader import load_all
+
+    items = load_all()
+    if as_json:
+        click.echo(json.dumps([{"id": s.id, "title": s.title, "level": s.level,
+                                "duration": s.duration, "requires": list(s.requires),
+                                "steps": len(s.steps)} for s in items], indent=2))
+        return
+    from rich.table import Table
+
+    from lab.ui import console
+
+    table = Table(header_style="bold", box=None)
+    for col in ("ID", "TITLE", "LEVEL", "TIME", "STEPS", "NEEDS"):
+        table.add_column(col)
+    for s in items:
+        table.add_row(s.id, s.title, s.level, s.duration, str(len(s.steps)),
+                      ", ".join(s.requires))
+    console().print(table)
+
+
+@scenario.command("show")
+@click.argument("name")
+def scenario_show(name: str) -> None:
+    """Show a scenario's description and steps."""
+    from rich.markdown import Markdown
+
+    from lab.scenarios.loader import find
+    from lab.ui import console
+
+    s = find(name)
+    out = console()
+    out.print(f"[bold]{s.title}[/] ({s.id}) — {s.level}, about {s.duration}")
+    if s.description:
+        out.print(Markdown(s.description))
+    for i, step in enumerate(s.steps, 1):
+        out.print(f"  {i}. {step.title} [dim]({len(step.checks)} checks, "
+                  f"{len(step.hints)} hints)[/]")
+
+
+@scenario.command("validate")
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, file_okay=False), required=True)
+def scenario_validate(paths: tuple[str, ...]) -> None:
+    """Validate scenario folders (for authors); errors name file, line and field."""
+    from lab.scenarios.loader import load_scenario
+
+    for p in paths:
+        s = load_scenario(Path(p))
+        click.echo(f"ok  {s.id}: {len(s.steps)} steps")
+
+
+def _run_many(obj: Obj, names: tuple[str, ...], all_: bool, mode: str, json_out: str | None,
+              junit_out: str | None) -> None:
+    from lab.scenarios import report
+    from lab.scenarios.loader import find, load_all
+    from lab.scenarios.runner import run_scenario
+    from lab.ui import Progress, console, summary
+
+    if all_:
+        scenarios = [s for s in load_all() if "local" in s.backends]
+    elif names:
+        scenarios = [find(n) for n in names]
+    else:
+        raise click.UsageError("name one or more scenarios, or give --all")
+    results = []
+    for s in scenarios:
+        console().rule(f"[bold]{s.id}[/] ({mode})")
+        results.append(run_scenario(s, obj.state, mode=mode, sink=Progress()))
+    summary(results)
+    if json_out:
+        report.write_json(results, Path(json_out))
+    if junit_out:
+        report.write_junit(results, Path(junit_out))
+    if not all(r.ok for r in results):
+        sys.exit(1)
+
+
+def _report_options(f: Any) -> Any:
+    f = click.option("--junit", "junit_out", type=click.Path(dir_okay=False),
+                     help="Write results as JUnit XML.")(f)
+    f = click.option("--json", "json_out", type=click.Path(dir_okay=False),
+                     help="Write results as JSON.")(f)
+    f = click.option("--all", "all_", is_flag=True, help="Every scenario the backend runs.")(f)
+    return click.argument("names", nargs=-1)(f)
+
+
+def _mode_command(mode: str, doc: str) -> None:
+    @scenario.command(mode if mode == "test" else "run", help=doc)
+    @_report_options
+    @pass_obj
+    def command(obj: Obj, names: tuple[str, ...], all_: bool, json_out: str | None,
+                junit_out: str | None) -> None:
+        _run_many(obj, names, all_, mode, json_out, junit_out)
+
+
+_mode_command("auto", "Run scenarios unattended (auto mode): each step's solution, then "
+                      "its checks.")
+_mode_command("test", "Test scenarios: each step's checks must FAIL before its solution and PASS "
+                      "after.")
+
+
+
+@scenario.command("start")
+@click.argument("name")
+@click.option("--workdir", type=click.Path(file_okay=False),
+              help="Where your files go (default ./NAME).")
+@click.option("--restart", is_flag=True, help="Forget saved progress and begin again.")
+@pass_obj
+def scenario_start(obj: Obj, name: str, workdir: str | None, restart: bool) -> None:
+    """Start (or resume) a scenario in guided mode."""
+    from lab.scenarios import guided
+    from lab.scenarios.loader import find
+
+    s = find(name)
+    session = guided.start(s, obj.state, Path(workdir or s.id), restart=restart)
+    if session.finished:
+        click.echo(f"'{s.id}' is already complete; use --restart to do it again.")
+        return
+    from lab.ui import show_step
+
+    show_step(session)
+
+
+@cli.command()
+@click.option("--json", "json_out", type=click.Path(dir_okay=False))
+@click.option("--junit", "junit_out", type=click.Path(dir_okay=False))
+@pass_obj
+def demo(obj: Obj, json_out: str | None, junit_out: str | None) -> None:
+    """Run every scenario the local backend supports, unattended, with a summary."""
+    _run_many(obj, (), True, "auto", json_out, junit_out)

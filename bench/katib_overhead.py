@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from lab.backends.local import LocalBackend  # noqa: E402
-from lab.backends.local.tuning_spec import DEFAULT_FILTER  # noqa: E402
+from lab.backends.local.tuning.spec import DEFAULT_FILTER  # noqa: E402
 
 # CPU-bound trial: a fixed amount of arithmetic (scaled by WORK seconds on this machine).
 TRIAL = """

@@ -64,7 +64,7 @@ def bare_server(model_dir: str, port: int, loopback_only: bool) -> None:
     sys.argv = sys.argv[:1]
     import kserve
 
-    from lab.backends.local.serving_models import SKLearnModel
+    from lab.backends.local.serving.models import SKLearnModel
 
     model = SKLearnModel("iris", Path(model_dir))
     model.load()

@@ -24,7 +24,7 @@ def pipeline() -> None:
 def pipeline_run(obj: Obj, file: str, name: str | None, function: str | None,
                  params: tuple[str, ...]) -> None:
     """Run a pipeline file (a .py with a @dsl.pipeline) and record the run."""
-    from lab.backends.local.pipelines import parse_arguments
+    from lab.backends.local.pipelines.runner import parse_arguments
     from lab.scenarios.actions import pipeline_run_manifest
 
     path = Path(file).resolve()

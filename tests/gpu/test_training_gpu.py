@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from lab.backends.local import LocalBackend
-from lab.backends.local.training_env import visible_gpus
+from lab.backends.local.training.env import visible_gpus
 from lab.errors import LabError
 
 REPO = Path(__file__).resolve().parents[2]

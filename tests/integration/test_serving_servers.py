@@ -1,6 +1,7 @@
 """Real KServe model servers on the local backend: readiness, predictions, robustness.
 
-Each server is a real `python -m lab.backends.local.model_server` process; nothing is mocked.
+Each server is a real `python -m lab.backends.local.serving.model_server` process; nothing is
+mocked.
 Servers are shared per module where a test only reads, to keep CI time down.
 """
 
@@ -21,7 +22,7 @@ import pytest
 from crds import crd_schema, schema_errors
 
 from lab.backends.local import LocalBackend
-from lab.backends.local.serving import proc_id
+from lab.backends.local.serving.handler import proc_id
 from lab.errors import InputError, LabError
 from lab.kube.conditions import get_condition
 

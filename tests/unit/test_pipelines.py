@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from lab.backends.local import LocalBackend
-from lab.backends.local.pipelines import parse_arguments
+from lab.backends.local.pipelines.runner import parse_arguments
 from lab.errors import InputError, LabError
 from lab.scenarios.actions import pipeline_run_manifest
 

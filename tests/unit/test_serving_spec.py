@@ -14,7 +14,9 @@ from crds import crd_schema, schema_errors
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lab.backends.local import LocalBackend, serving, serving_spec
+from lab.backends.local import LocalBackend
+from lab.backends.local.serving import handler as serving
+from lab.backends.local.serving import spec as serving_spec
 from lab.errors import InputError, LabError
 from lab.kube import inference
 

@@ -9,15 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from lab.backends.local import training_status as st
-from lab.backends.local.training_env import (
+from lab.backends.local.training import status as st
+from lab.backends.local.training.env import (
     localize,
     operator_env,
     plan_gpus,
     replica_env,
     visible_gpus,
 )
-from lab.backends.local.training_spec import apply_defaults, parse
+from lab.backends.local.training.spec import apply_defaults, parse
 from lab.errors import InputError, LabError
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lab.backends.local.tuning_metrics import UNAVAILABLE, MetricLog, Tail, objective_value
-from lab.backends.local.tuning_spec import DEFAULT_FILTER
+from lab.backends.local.tuning.metrics import UNAVAILABLE, MetricLog, Tail, objective_value
+from lab.backends.local.tuning.spec import DEFAULT_FILTER
 
 
 def log(*names: str) -> MetricLog:

@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tuning_helpers import container, experiment
 
-from lab.backends.local import tuning_spec
-from lab.backends.local.tuning_search import grid, grid_values
+from lab.backends.local.tuning import spec as tuning_spec
+from lab.backends.local.tuning.space import grid, grid_values
 from lab.errors import InputError
 
 
@@ -133,7 +133,7 @@ def test_unused_or_doubly_referenced_trial_parameters_are_refused() -> None:
 
 
 def test_log_uniform_maps_to_an_optuna_log_scale() -> None:
-    from lab.backends.local.tuning_search import distribution_notes, distributions
+    from lab.backends.local.tuning.search import distribution_notes, distributions
 
     obj = experiment(parameters=[
         {"name": "x", "parameterType": "double",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from lab.backends.local import tuning_status as ts
+from lab.backends.local.tuning import status as ts
 
 EXP = {"apiVersion": "kubeflow.org/v1beta1", "kind": "Experiment",
        "metadata": {"name": "e", "namespace": "default"},

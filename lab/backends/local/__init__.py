@@ -21,11 +21,11 @@ from lab.state import state_dir
 
 # kind -> module implementing apply(backend, obj, base_dir) / delete(backend, obj) / logs(...)
 HANDLERS: dict[str, str] = {
-    "PipelineRun": "lab.backends.local.pipeline_handler",
-    "Experiment": "lab.backends.local.tuning",
-    "Trial": "lab.backends.local.tuning",
-    "PyTorchJob": "lab.backends.local.training",
-    "InferenceService": "lab.backends.local.serving",
+    "PipelineRun": "lab.backends.local.pipelines.handler",
+    "Experiment": "lab.backends.local.tuning.handler",
+    "Trial": "lab.backends.local.tuning.handler",
+    "PyTorchJob": "lab.backends.local.training.handler",
+    "InferenceService": "lab.backends.local.serving.handler",
 }
 
 # kinds whose handler has refresh(backend, obj): their status follows a running process
@@ -104,7 +104,7 @@ class LocalBackend:
 
     def gpus(self) -> list[str]:
         """GPU ids workloads can use here (CUDA_VISIBLE_DEVICES, else the NVIDIA driver's)."""
-        from lab.backends.local.training_env import visible_gpus
+        from lab.backends.local.training.env import visible_gpus
 
         return visible_gpus()
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from lab.backends.local.procs import ChildGroup
-from lab.backends.local.tuning_spec import PLACEHOLDER, Spec
+from lab.backends.local.tuning.spec import PLACEHOLDER, Spec
 from lab.kube.conditions import now
 
 EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"

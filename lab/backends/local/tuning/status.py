@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lab.backends.local.tuning_metrics import UNAVAILABLE, objective_value
+from lab.backends.local.tuning.metrics import UNAVAILABLE, objective_value
 from lab.kube.conditions import get_condition, is_true, now, set_condition
 
 # Experiment reasons (Katib's experiment status util).

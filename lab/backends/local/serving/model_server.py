@@ -1,6 +1,6 @@
 """The local model server process: KServe's own ModelServer, bound to loopback.
 
-    python -m lab.backends.local.model_server --name NAME --format sklearn \
+    python -m lab.backends.local.serving.model_server --name NAME --format sklearn \
         --model-dir DIR --ready-file FILE [--grpc]
 
 kserve 0.21 hard-codes the all-interfaces address for REST and the IPv6 wildcard for
@@ -34,7 +34,7 @@ def _write(path: Path, data: dict[str, Any]) -> None:
 
 
 def _args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m lab.backends.local.model_server")
+    p = argparse.ArgumentParser(prog="python -m lab.backends.local.serving.model_server")
     p.add_argument("--name", required=True, help="model name (the InferenceService name)")
     p.add_argument("--format", required=True, choices=("sklearn", "xgboost"))
     p.add_argument("--model-dir", required=True, type=Path)
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     # kserve parses sys.argv when imported (parse_known_args, with prefix matching): give it
     # nothing of ours to misread.
     sys.argv = sys.argv[:1]
-    from lab.backends.local.serving_models import MODEL_CLASSES
+    from lab.backends.local.serving.models import MODEL_CLASSES
 
     model = MODEL_CLASSES[opts.format](opts.name, opts.model_dir)
     try:

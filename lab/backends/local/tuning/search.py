@@ -9,15 +9,14 @@ enumeration (Optuna's GridSampler only works inside study.optimize).
 
 from __future__ import annotations
 
-import itertools
 import math
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from lab.backends.local.tuning.space import Param, grid_size
+
 if TYPE_CHECKING:
     import optuna
-
-    from lab.backends.local.tuning_spec import Param
 
 # algorithm -> accepted algorithmSettings names (Katib's, plus the hyperopt/skopt spellings).
 SETTINGS: dict[str, tuple[str, ...]] = {
@@ -37,32 +36,6 @@ FLOAT_SETTINGS = {"gamma", "prior_weight", "sigma"}
 # Settings that configure scikit-optimize internals Optuna's GP sampler has no knob for.
 UNMAPPED = {"acq_func", "acq_optimizer"}
 
-
-def grid_values(p: Param) -> list[str]:
-    """Every value a grid visits for one parameter (Katib needs a step for doubles)."""
-    if p.values:
-        return list(p.values)
-    assert p.min is not None and p.max is not None
-    if p.type == "int":
-        return [str(v) for v in range(int(p.min), int(p.max) + 1, int(p.step or 1))]
-    if p.step is None:
-        return []
-    n = math.floor((p.max - p.min) / p.step + 1e-9)
-    return [fmt(p.min + k * p.step) for k in range(n + 1)]
-
-
-def grid(params: tuple[Param, ...]) -> list[dict[str, str]]:
-    """The full grid in declaration order (first parameter varies slowest)."""
-    names = [p.name for p in params]
-    return [dict(zip(names, combo, strict=True))
-            for combo in itertools.product(*(grid_values(p) for p in params))]
-
-
-def fmt(value: Any) -> str:
-    """A parameter value as Katib writes assignments: text, floats without float noise."""
-    if isinstance(value, float):
-        return f"{value:.12g}"
-    return str(value)
 
 
 def check_settings(algorithm: str, settings: dict[str, str], params: tuple[Param, ...],
@@ -93,7 +66,7 @@ def check_settings(algorithm: str, settings: dict[str, str], params: tuple[Param
             if p.type == "double" and p.step is None:
                 return f"spec.parameters[{i}].feasibleSpace.step: grid needs a step for " \
                        f"double parameter '{p.name}'"
-        size = math.prod(len(grid_values(p)) for p in params)
+        size = grid_size(params)
         if max_trials is not None and max_trials > size:
             return f"spec.maxTrialCount: {max_trials} is more than the {size} points of the grid"
     return None

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from lab.backends.local.tuning.space import Param
 from lab.errors import InputError
 
 ALGORITHMS = ("random", "grid", "tpe", "multivariate-tpe", "cmaes", "sobol",
@@ -42,17 +43,6 @@ META_REF = re.compile(r"^\$\{trialSpec\.(Name|Namespace|Kind|APIVersion|"
 # Container fields a local process honours; every other one is cluster-only.
 CONTAINER_LOCAL = {"name", "command", "args", "env", "workingDir"}
 TEMPLATE_CLUSTER_ONLY = ("retain", "primaryPodLabels", "successCondition", "failureCondition")
-
-
-@dataclass(frozen=True)
-class Param:
-    name: str
-    type: str
-    min: float | None = None
-    max: float | None = None
-    step: float | None = None
-    values: tuple[str, ...] = ()
-    distribution: str = "uniform"  # uniform | logUniform | normal | logNormal
 
 
 @dataclass(frozen=True)
@@ -487,15 +477,6 @@ def _strings(node: Any) -> list[str]:
     return []
 
 
-def grid_size(params: tuple[Param, ...]) -> int:
-    from lab.backends.local.tuning_search import grid_values
-
-    n = 1
-    for q in params:
-        n *= len(grid_values(q))
-    return n
-
-
 def parse(obj: dict[str, Any]) -> Spec:
     """Validate an Experiment object; raise InputError naming the first bad field."""
     meta = obj.get("metadata") or {}
@@ -534,7 +515,7 @@ def parse(obj: dict[str, Any]) -> Spec:
     collector = _collector(r, spec)
     early = _early(r, spec)
     tparams, trial_spec, cpath, primary = _template(r, spec, params, warnings)
-    from lab.backends.local.tuning_search import check_settings
+    from lab.backends.local.tuning.search import check_settings
 
     problem = check_settings(algorithm, settings, params, max_trials)
     if problem:

@@ -2,7 +2,7 @@
 
 `apply` validates and defaults the job (training_spec), plans GPUs (training_env) and runs
 the supervisor (training_run) in the foreground, or with wait=False as a tracked background
-process (`python -m lab.backends.local.training`). `delete` stops whichever supervisor runs
+process (`python -m lab.backends.local.training.handler`). `delete` stops whichever supervisor runs
 the job and every replica's process group, also from another terminal: no orphan process,
 no port left bound. `logs` reads the per-replica logs.
 """
@@ -19,11 +19,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lab.backends.local import training_status as st
 from lab.backends.local.procs import is_running, iter_log, kill_group, start_ticks
-from lab.backends.local.training_env import plan_gpus, visible_gpus
-from lab.backends.local.training_run import KIND, Stopped, Supervisor
-from lab.backends.local.training_spec import MASTER, WORKER, apply_defaults, parse
+from lab.backends.local.training import status as st
+from lab.backends.local.training.env import plan_gpus, visible_gpus
+from lab.backends.local.training.run import KIND, Stopped, Supervisor
+from lab.backends.local.training.spec import MASTER, WORKER, apply_defaults, parse
 from lab.errors import LabError
 from lab.state import read_json, write_json
 
@@ -97,7 +97,7 @@ def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = Tru
     meta = obj["metadata"]
     backend.procs.spawn(
         _proc_id(obj),
-        [sys.executable, "-m", "lab.backends.local.training", "--state", str(backend.root),
+        [sys.executable, "-m", "lab.backends.local.training.handler", "--state", str(backend.root),
          "--namespace", meta["namespace"], "--base-dir", str(base_dir), meta["name"]],
         owner=f"{KIND}/{meta['namespace']}/{meta['name']}", log=sup.run_dir / "supervisor.log")
     return obj
@@ -161,7 +161,8 @@ def logs(backend: Any, obj: dict[str, Any], replica: str | None) -> Iterator[str
 
 
 def _main(argv: list[str] | None = None) -> int:
-    """Background supervisor (apply with wait=False): `python -m lab.backends.local.training`."""
+    """Background supervisor (apply with wait=False):
+    `python -m lab.backends.local.training.handler`."""
     from lab.backends.local import LocalBackend
 
     ap = argparse.ArgumentParser()

@@ -1,6 +1,6 @@
 """InferenceService handler of the local backend: one KServe model server per service.
 
-`apply` starts `python -m lab.backends.local.model_server` as a tracked background process
+`apply` starts `python -m lab.backends.local.serving.model_server` as a tracked background process
 (procs.Registry), so the server outlives the CLI command and `kflab delete` / `kflab down`
 stop it. The status is KServe's own shape (url, address, components.predictor, conditions
 PredictorReady and Ready, modelStatus) and is re-derived from the process on every read: a
@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lab.backends.local import serving_spec
 from lab.backends.local.procs import iter_log
+from lab.backends.local.serving import spec as serving_spec
 from lab.errors import LabError
 from lab.kube import inference
 from lab.kube.conditions import get_condition, now, set_condition
@@ -58,7 +58,7 @@ def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = Tru
         backend.emit({"event": "message", "text": (
             "note: cluster-only fields ignored on the local backend (one server, no "
             f"autoscaling): {', '.join(spec.ignored)}")})
-    argv = [sys.executable, "-m", "lab.backends.local.model_server", "--name", spec.name,
+    argv = [sys.executable, "-m", "lab.backends.local.serving.model_server", "--name", spec.name,
             "--format", spec.model_format, "--model-dir", str(spec.model_dir),
             "--ready-file", str(ready_file)]
     if spec.grpc:

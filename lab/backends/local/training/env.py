@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from lab.backends.local.procs import LOOPBACK
-from lab.backends.local.training_spec import MASTER, WORKER, JobSpec, Replica
+from lab.backends.local.training.spec import MASTER, WORKER, JobSpec, Replica
 from lab.errors import LabError
 
 # Inherited variables that would contradict the contract (a shell inside torchrun, etc.).

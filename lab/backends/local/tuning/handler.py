@@ -26,18 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab.backends.local import tuning_spec, tuning_status, tuning_trials
 from lab.backends.local.procs import ChildGroup, iter_log, kill_group
-from lab.backends.local.tuning_metrics import UNAVAILABLE, MetricLog, Tail
-from lab.backends.local.tuning_search import (
-    distribution_notes,
-    distributions,
-    fmt,
-    grid,
-    sampler,
-)
-from lab.backends.local.tuning_spec import Spec
-from lab.backends.local.tuning_trials import EXPERIMENT_LABEL
+from lab.backends.local.tuning import spec as tuning_spec
+from lab.backends.local.tuning import status as tuning_status
+from lab.backends.local.tuning import trials as tuning_trials
+from lab.backends.local.tuning.metrics import UNAVAILABLE, MetricLog, Tail
+from lab.backends.local.tuning.search import distribution_notes, distributions, sampler
+from lab.backends.local.tuning.space import fmt, grid, grid_values
+from lab.backends.local.tuning.spec import Spec
+from lab.backends.local.tuning.trials import EXPERIMENT_LABEL
 from lab.errors import LabError
 
 # Seconds between reads of running trials' output (median stopping needs them live);
@@ -83,8 +80,6 @@ class _Run:
         self.study = optuna.create_study(direction=direction, sampler=self.sampler)
         if self.spec.algorithm == "grid":
             from optuna.distributions import CategoricalDistribution
-
-            from lab.backends.local.tuning_search import grid_values
 
             self.points = grid(self.spec.params)
             self.dists = {p.name: CategoricalDistribution(grid_values(p))
@@ -321,7 +316,7 @@ class _Run:
         return self.exp
 
     def plots(self) -> None:
-        from lab.backends.local import tuning_plots
+        from lab.backends.local.tuning import plots as tuning_plots
 
         out = self.store.run_dir("Experiment", self.spec.name, self.ns)
         rows = []

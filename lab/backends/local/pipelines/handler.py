@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lab.backends.local import pipelines
+from lab.backends.local.pipelines import runner as pipelines
 from lab.backends.local.procs import iter_log
 
 

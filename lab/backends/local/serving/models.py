@@ -16,7 +16,7 @@ import kserve
 from kserve.errors import InferenceError
 from kserve.utils.utils import get_predict_input, get_predict_response
 
-from lab.backends.local.serving_spec import find_model_file
+from lab.backends.local.serving.spec import find_model_file
 
 # Same switch as KServe's sklearn server: answer class probabilities instead of labels.
 PREDICT_PROBA_ENV = "PREDICT_PROBA"

@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab.backends.local import training_status as st
 from lab.backends.local.procs import ChildGroup, free_port, start_ticks
-from lab.backends.local.training_env import (
+from lab.backends.local.training import status as st
+from lab.backends.local.training.env import (
     localize,
     replica_env,
     service_names,
 )
-from lab.backends.local.training_spec import MASTER, WORKER, JobSpec, Replica
+from lab.backends.local.training.spec import MASTER, WORKER, JobSpec, Replica
 from lab.errors import LabError
 from lab.state import write_json
 

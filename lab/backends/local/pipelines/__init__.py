@@ -1,0 +1,1 @@
+"""KFP pipeline runs on the local backend: Kubeflow's own local runner (kfp.local)."""

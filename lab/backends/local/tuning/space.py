@@ -1,0 +1,55 @@
+"""The search space of a Katib Experiment: its parameters and the grid they span.
+
+Pure data and enumeration, no Optuna: both the Experiment reader (spec) and the samplers
+(search) build on it, so neither needs the other's internals.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    type: str
+    min: float | None = None
+    max: float | None = None
+    step: float | None = None
+    values: tuple[str, ...] = ()
+    distribution: str = "uniform"  # uniform | logUniform | normal | logNormal
+
+
+def grid_values(p: Param) -> list[str]:
+    """Every value a grid visits for one parameter (Katib needs a step for doubles)."""
+    if p.values:
+        return list(p.values)
+    assert p.min is not None and p.max is not None
+    if p.type == "int":
+        return [str(v) for v in range(int(p.min), int(p.max) + 1, int(p.step or 1))]
+    if p.step is None:
+        return []
+    n = math.floor((p.max - p.min) / p.step + 1e-9)
+    return [fmt(p.min + k * p.step) for k in range(n + 1)]
+
+
+def grid(params: tuple[Param, ...]) -> list[dict[str, str]]:
+    """The full grid in declaration order (first parameter varies slowest)."""
+    names = [p.name for p in params]
+    return [dict(zip(names, combo, strict=True))
+            for combo in itertools.product(*(grid_values(p) for p in params))]
+
+
+def fmt(value: Any) -> str:
+    """A parameter value as Katib writes assignments: text, floats without float noise."""
+    if isinstance(value, float):
+        return f"{value:.12g}"
+    return str(value)
+
+
+def grid_size(params: tuple[Param, ...]) -> int:
+    """How many points the grid over `params` has (without building it)."""
+    return math.prod(len(grid_values(p)) for p in params)

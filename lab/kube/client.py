@@ -1,49 +1,137 @@
-"""A thin client over the kubernetes package: one API per kubeconfig, plain dicts out.
+"""Connecting to a Kubernetes API server: one `Kube` handle per kubeconfig context.
 
-Only what `kflab status` and `kflab open` need: nodes, workloads' readiness, services and
-a port-forward bound to 127.0.0.1.
+A `Kube` holds the kubernetes package's ApiClient and, built on first use, its dynamic client
+(discovery kept in memory: no shared cache file in /tmp). Every other lab.kube module takes a
+`Kube` first. Also here: the few typed reads `kflab status` needs (nodes, Deployments).
 """
 
 from __future__ import annotations
 
-import contextlib
-import select
-import socket
-import threading
-from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lab.errors import LabError
+from lab.kube.apierrors import translated
+
+DEFAULT_TIMEOUT = 10.0  # seconds for one request (connect + read); watches set their own
+
+
+@dataclass
+class Kube:
+    """A connection to one API server: `api` is a kubernetes.client.ApiClient."""
+
+    api: Any
+    timeout: float = DEFAULT_TIMEOUT
+    context: str | None = None
+    namespace: str | None = None  # the context's namespace: the default for namespaced kinds
+    _dynamic: Any = field(default=None, repr=False)
+
+    @property
+    def server(self) -> str:
+        """The API server URL, for messages."""
+        return str(self.api.configuration.host)
+
+    @property
+    def dynamic(self) -> Any:
+        """The kubernetes dynamic client (discovery runs on first use, then stays cached)."""
+        if self._dynamic is None:
+            with translated("discover the APIs of", self.server):
+                self._dynamic = _dynamic_client(self.api, self.timeout)
+        return self._dynamic
+
+    def resource(self, api_version: str, kind: str) -> Any:
+        """The dynamic client's Resource for apiVersion + kind (NotServed when absent)."""
+        with translated("find", f"{kind} ({api_version})"):
+            return self.dynamic.resources.get(api_version=api_version, kind=kind)
+
+
+def _dynamic_client(api: Any, timeout: float) -> Any:
+    import tempfile
+
+    from kubernetes.dynamic import DynamicClient
+    from kubernetes.dynamic.discovery import LazyDiscoverer
+
+    class MemoryDiscoverer(LazyDiscoverer):
+        """Discovery without the shared /tmp cache file another user could plant."""
+
+        def _write_cache(self) -> None:
+            return None
+
+    class TimedDynamicClient(DynamicClient):
+        """Every request (discovery included) gets a timeout unless it sets its own."""
+
+        def request(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
+            params.setdefault("_request_timeout", timeout)
+            return super().request(method, path, body=body, **params)
+
+    # A path that never exists: the discoverer neither reads nor (overridden) writes it.
+    nowhere = str(Path(tempfile.gettempdir()) / "kflab-no-discovery-cache" / "none.json")
+    return TimedDynamicClient(api, cache_file=nowhere, discoverer=MemoryDiscoverer)
+
+
+def contexts(kubeconfig: Path) -> tuple[list[str], str | None]:
+    """(context names, current context) of a kubeconfig file."""
+    from kubernetes import config
+
+    try:
+        found, current = config.list_kube_config_contexts(config_file=str(kubeconfig))
+    except (config.ConfigException, OSError, ValueError) as exc:
+        raise LabError(f"{kubeconfig}: not a usable kubeconfig: {exc}",
+                       hint="point --kubeconfig at a kubeconfig file") from None
+    return [c["name"] for c in found], (current or {}).get("name")
+
+
+def connect(kubeconfig: Path, context: str | None = None,
+            timeout: float = DEFAULT_TIMEOUT) -> Kube:
+    """A Kube for `context` of `kubeconfig` (its current context when None).
+
+    Nothing is sent yet: the first call reports an unreachable server or bad credentials."""
+    from kubernetes import config
+
+    api = api_client(kubeconfig, context, timeout)
+    found, current = config.list_kube_config_contexts(config_file=str(kubeconfig))
+    chosen = next((c for c in found if c["name"] == context), None) if context else current
+    namespace = ((chosen or {}).get("context") or {}).get("namespace")
+    return Kube(api, timeout=timeout, context=context or (chosen or {}).get("name"),
+                namespace=namespace)
 
 
 def api_client(kubeconfig: Path, context: str | None = None, timeout: float = 5.0) -> Any:
+    """A kubernetes ApiClient for `context` of `kubeconfig`; LabError when it cannot load."""
     from kubernetes import client, config
 
+    kubeconfig = Path(kubeconfig)
     if not kubeconfig.exists():
         raise LabError(f"no kubeconfig at {kubeconfig}", hint="run `kflab up` first")
+    if context is not None:
+        names, _ = contexts(kubeconfig)
+        if context not in names:
+            raise LabError(f"{kubeconfig}: no context named {context!r}",
+                           hint="use one of: " + (", ".join(names) or "(none)"))
     cfg = client.Configuration()
-    config.load_kube_config(config_file=str(kubeconfig), context=context,
-                            client_configuration=cfg)
+    try:
+        config.load_kube_config(config_file=str(kubeconfig), context=context,
+                                client_configuration=cfg)
+    except (config.ConfigException, OSError, ValueError) as exc:
+        raise LabError(f"{kubeconfig}: cannot use this kubeconfig: {exc}",
+                       hint="check its clusters, users and contexts "
+                            "(`kubectl config view`)") from None
     cfg.retries = 1
     api = client.ApiClient(cfg)
     api.kflab_timeout = timeout  # type: ignore[attr-defined]
     return api
 
 
-def _call(api: Any, fn: Any, *args: Any, **kw: Any) -> Any:
-    from kubernetes.client.exceptions import ApiException
-    from urllib3.exceptions import HTTPError
+def _call(api: Any, fn: Any, *args: Any, what: str = "", **kw: Any) -> Any:
+    """A typed-API call; None on 404, KubeError on anything else."""
+    from lab.kube.apierrors import NotFound
 
     try:
-        return fn(*args, _request_timeout=getattr(api, "kflab_timeout", 5.0), **kw)
-    except ApiException as exc:
-        if exc.status == 404:
-            return None
-        raise LabError(f"Kubernetes API: {exc.status} {exc.reason}") from None
-    except (HTTPError, OSError) as exc:
-        raise LabError(f"cannot reach the Kubernetes API: {exc}",
-                       hint="is the lab running? `kflab up`") from None
+        with translated("read", what or getattr(fn, "__name__", "the API")):
+            return fn(*args, _request_timeout=getattr(api, "kflab_timeout", 5.0), **kw)
+    except NotFound:
+        return None
 
 
 def nodes(api: Any) -> list[dict[str, Any]]:
@@ -73,76 +161,8 @@ def deployment_ready(api: Any, namespace: str, name: str) -> tuple[bool | None, 
     return have >= want, f"{have}/{want} available"
 
 
-def service_target(api: Any, namespace: str, service: str) -> tuple[str, int]:
-    """A running pod behind `service` and the container port its first port maps to."""
-    from kubernetes import client
+# Moved to lab.kube.portforward; kept importable from here for existing callers.
+from lab.kube.portforward import port_forward, service_target  # noqa: E402
 
-    core = client.CoreV1Api(api)
-    svc = _call(api, core.read_namespaced_service, service, namespace)
-    if svc is None:
-        raise LabError(f"service {namespace}/{service} not found",
-                       hint="is that component installed? `kflab status`")
-    selector = ",".join(f"{k}={v}" for k, v in (svc.spec.selector or {}).items())
-    pods = _call(api, core.list_namespaced_pod, namespace, label_selector=selector)
-    running = [p for p in (pods.items if pods else []) if p.status.phase == "Running"]
-    if not running:
-        raise LabError(f"no running pod behind {namespace}/{service}",
-                       hint="wait for it to be Ready (`kflab status`)")
-    pod = running[0]
-    target = svc.spec.ports[0].target_port
-    if isinstance(target, str) and not target.isdigit():  # a named container port
-        for c in pod.spec.containers:
-            for p in c.ports or []:
-                if p.name == target:
-                    return pod.metadata.name, int(p.container_port)
-        raise LabError(f"pod {pod.metadata.name} has no port named {target}")
-    return pod.metadata.name, int(target or svc.spec.ports[0].port)
-
-
-@contextlib.contextmanager
-def port_forward(api: Any, namespace: str, pod: str, port: int,
-                 local_port: int = 0) -> Iterator[int]:
-    """Listen on 127.0.0.1 (never another address) and tunnel each connection to pod:port."""
-    from kubernetes import client
-    from kubernetes.stream import portforward
-
-    core = client.CoreV1Api(api)
-    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server.bind(("127.0.0.1", local_port))
-    server.listen(16)
-    stop = threading.Event()
-
-    def pump(conn: socket.socket) -> None:
-        try:
-            pf = portforward(core.connect_get_namespaced_pod_portforward, pod, namespace,
-                             ports=str(port))
-            remote = pf.socket(port)
-            remote.setblocking(True)
-            pair = {conn: remote, remote: conn}
-            while not stop.is_set():
-                readable, _, _ = select.select(list(pair), [], [], 0.5)
-                for src in readable:
-                    data = src.recv(65536)
-                    if not data:
-                        return
-                    pair[src].sendall(data)
-        except Exception:  # noqa: S110 - one broken browser connection must not stop the rest
-            pass
-        finally:
-            conn.close()
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                return
-            threading.Thread(target=pump, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
-    try:
-        yield server.getsockname()[1]
-    finally:
-        stop.set()
-        server.close()
+__all__ = ["DEFAULT_TIMEOUT", "Kube", "api_client", "connect", "contexts", "deployment_ready",
+           "nodes", "port_forward", "service_target"]

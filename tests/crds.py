@@ -21,6 +21,16 @@ CRD_FILES = {
 }
 VERSIONS = {"PyTorchJob": "v1", "Experiment": "v1beta1", "Trial": "v1beta1",
             "InferenceService": "v1beta1"}
+# Every CRD file the API-server tests load, unchanged: Katib, the Training Operator's
+# PyTorchJob and TFJob, and all the CRDs of KServe's release manifest.
+CRD_SOURCES = (
+    APPS / "katib/upstream/components/crd/experiment.yaml",
+    APPS / "katib/upstream/components/crd/trial.yaml",
+    APPS / "katib/upstream/components/crd/suggestion.yaml",
+    APPS / "training-operator/upstream/base/crds/kubeflow.org_pytorchjobs.yaml",
+    APPS / "training-operator/upstream/base/crds/kubeflow.org_tfjobs.yaml",
+    APPS / "kserve/kserve/kserve.yaml",
+)
 
 
 @functools.cache
@@ -37,6 +47,20 @@ def crd_schema(shared: Path, kind: str) -> dict[str, Any]:
             version = next(v for v in doc["spec"]["versions"] if v["name"] == VERSIONS[kind])
             return version["schema"]["openAPIV3Schema"]
     raise LookupError(f"no {kind} CRD in {CRD_FILES[kind]}")
+
+
+def crd_documents(shared: Path) -> list[dict[str, Any]]:
+    """Every CustomResourceDefinition in CRD_SOURCES, exactly as upstream wrote it."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    out = []
+    for rel in CRD_SOURCES:
+        for chunk in (shared / rel).read_text().split("\n---\n"):
+            if "kind: CustomResourceDefinition" not in chunk:
+                continue
+            doc = yaml.load(chunk, Loader=loader)
+            if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                out.append(doc)
+    return out
 
 
 def schema_errors(schema: dict[str, Any], obj: Any) -> list[str]:

@@ -61,6 +61,9 @@ class NotServed(KubeError):
     """The server does not serve this apiVersion/kind (a CRD not installed)."""
 
 
+WRITE_VERBS = ("apply", "create", "update", "patch", "replace")
+
+
 def _status_body(exc: Any) -> dict[str, Any]:
     """The Status object an ApiException carries (empty when the body is not one)."""
     body = getattr(exc, "body", None)
@@ -133,11 +136,17 @@ def from_http(exc: Any, verb: str, what: str) -> KubeError:
         return Conflict(f"conflict while trying to {verb} {what}: {message}",
                         hint="the object changed meanwhile: read it again and retry",
                         status=status, reason=reason)
-    if status in (400, 422):
+    if status == 422 or (status == 400 and verb in WRITE_VERBS):
         causes = [f"{c.get('field', '')}: {c.get('message', '')}".strip(": ")
                   for c in details.get("causes") or []]
         detail = "; ".join(causes) if causes else message
         return Invalid(f"the API server rejected {what}: {detail}",
+                       hint="fix the manifest: the field names and values must match the "
+                            "resource's schema (`kubectl explain` shows it)",
+                       status=status, reason=reason)
+    if status == 500 and "failed to create typed patch object" in message:
+        # Server-side apply reports a manifest that does not fit the schema this way.
+        return Invalid(f"the API server rejected {what}: {message.split('): ', 1)[-1]}",
                        hint="fix the manifest: the field names and values must match the "
                             "resource's schema (`kubectl explain` shows it)",
                        status=status, reason=reason)
@@ -158,8 +167,9 @@ def from_transport(exc: BaseException, verb: str, what: str) -> Unreachable:
         inner = exc.reason
     server = _server(exc)
     text = str(inner)
-    if isinstance(inner, SSLError) or "CERTIFICATE_VERIFY_FAILED" in text \
-            or "SSL" in type(inner).__name__:
+    certificate = any(k in text for k in ("CERTIFICATE", "certificate", "hostname",
+                                          "WRONG_VERSION_NUMBER", "self-signed"))
+    if (isinstance(inner, SSLError) or "SSL" in type(inner).__name__) and certificate:
         short = text.split("(", 1)[-1].rstrip(")") if "CERTIFICATE" in text else text
         return Unreachable(
             f"TLS error talking to {server} while trying to {verb} {what}: {short[:200]}",
@@ -167,6 +177,8 @@ def from_transport(exc: BaseException, verb: str, what: str) -> Unreachable:
                  "(a recreated cluster?): get a fresh kubeconfig (`kflab kubeconfig`)")
     if "refused" in text.lower():
         cause = "connection refused"
+    elif "EOF" in text or "reset" in text.lower() or "aborted" in text.lower():
+        cause = "the connection was closed (is the API server restarting?)"
     elif "timed out" in text.lower() or "timeout" in type(inner).__name__.lower():
         cause = "timed out"
     else:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lab.errors import LabError
-from lab.kube.apierrors import translated
+from lab.kube.apierrors import NotFound, translated
 from lab.kube.names import check_name, check_namespace
 
 LOOPBACK = "127.0.0.1"
@@ -68,7 +68,11 @@ def service_target(handle: Any, namespace: str, service: str,
     check_name(service, "service name")
     core = client.CoreV1Api(_api(handle))
     what = f"service {namespace}/{service}"
-    svc = _read(handle, "get", what, core.read_namespaced_service, service, namespace)
+    try:
+        svc = _read(handle, "get", what, core.read_namespaced_service, service, namespace)
+    except NotFound:
+        raise LabError(f"{what} not found",
+                       hint="is that component installed? `kflab status`") from None
     ports = svc.spec.ports or []
     chosen = ports[0] if port is None and ports else next(
         (p for p in ports if port in (p.port, p.name, str(p.port))), None)

@@ -17,7 +17,16 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from lab.errors import LabError
-from lab.kube.apierrors import KubeError, Unreachable, from_http, from_transport, translated
+from lab.kube.apierrors import (
+    Forbidden,
+    KubeError,
+    NotFound,
+    Unauthorized,
+    Unreachable,
+    from_http,
+    from_transport,
+    translated,
+)
 from lab.kube.objects import Ref, _resolve
 
 log = logging.getLogger(__name__)
@@ -138,6 +147,17 @@ def wait_for(kube: Any, ref: Ref, predicate: Predicate, *, timeout: float,
                                  hint=f"last status: {status_summary(obj)}", last=obj)
         return bool(predicate(obj))
 
+    def pause() -> None:
+        nonlocal backoff
+        time.sleep(min(backoff, max(deadline - time.monotonic(), 0)))
+        backoff = min(backoff * 2, 5.0)
+
+    def recovered(how: str) -> None:
+        nonlocal problem, backoff
+        if problem:
+            log.info("watch on %s %s after: %s", ref, how, problem)
+            problem, backoff = "", 0.2
+
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
@@ -158,38 +178,43 @@ def wait_for(kube: Any, ref: Ref, predicate: Predicate, *, timeout: float,
                 last, seen = (items[0] if items else None), True
                 rv = data["metadata"]["resourceVersion"]
                 next_list = time.monotonic() + resync
-                if problem:
-                    log.info("watch on %s resumed after: %s", ref, problem)
-                    problem = ""
+                recovered("listed again")
                 if check(last):
                     return last
             seconds = max(1, int(min(next_list - time.monotonic(), left)))
             for event in _events(kube, path, ref.name, rv, seconds):
+                recovered("resumed")
                 obj = event.get("object") or {}
                 rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
                 if event.get("type") == "BOOKMARK":
                     continue
                 last = None if event.get("type") == "DELETED" else obj
-                backoff = 0.2
                 if check(last):
                     return last
-            # The server ended the watch (timeoutSeconds): resume, or relist when due.
+            # The server ended the watch (its timeoutSeconds): resume, or relist when due.
+            recovered("resumed")
         except _Gone as exc:
-            log.info("watch on %s: %s; listing again", ref, exc)
+            log.info("watch on %s: %s (410 Gone); listing again", ref, exc)
             rv = None
-        except Unreachable as exc:
-            problem = str(exc).splitlines()[0]
+        except (Unauthorized, Forbidden):
+            raise  # waiting will not grant rights
+        except KubeError as exc:
+            # From the list: no connection, or a restarted server that does not serve the
+            # kind yet (404) or is still starting (5xx). Retry until the deadline.
+            problem = (f"the server does not serve {ref.kind} right now (404)"
+                       if isinstance(exc, NotFound) else str(exc).splitlines()[0])
             log.info("watch on %s: %s; retrying", ref, problem)
-            time.sleep(min(backoff, max(deadline - time.monotonic(), 0)))
-            backoff = min(backoff * 2, 5.0)
-        except ApiException as exc:
+            if not isinstance(exc, Unreachable):
+                rv = None
+            pause()
+        except ApiException as exc:  # the watch request itself got an HTTP error
             err = from_http(exc, "watch", str(ref))
-            if err.status in (401, 403, 404):  # will not heal by waiting
+            if err.status in (401, 403):
                 raise err from None
             problem = str(err).splitlines()[0]
+            log.info("watch on %s: %s; listing again", ref, problem)
             rv = None
-            time.sleep(min(backoff, max(deadline - time.monotonic(), 0)))
-            backoff = min(backoff * 2, 5.0)
+            pause()
         except (HTTPError, OSError, _Dropped) as exc:
             # No connection (server down), or the stream broke mid-way (reset, cut line).
             if isinstance(exc, MaxRetryError):
@@ -197,8 +222,7 @@ def wait_for(kube: Any, ref: Ref, predicate: Predicate, *, timeout: float,
             else:
                 problem = f"watch connection dropped ({type(exc).__name__}: {exc})"[:200]
             log.info("watch on %s: %s; resuming from resourceVersion %s", ref, problem, rv)
-            time.sleep(min(backoff, max(deadline - time.monotonic(), 0)))
-            backoff = min(backoff * 2, 5.0)
+            pause()
 
 
 def wait_deleted(kube: Any, ref: Ref, *, timeout: float, resync: float = 30.0) -> None:

@@ -59,3 +59,7 @@ def target(tmp_path_factory) -> Iterator[dict]:
         yield {"name": name, "inventory": str(inventory), "tmp": tmp}
     finally:
         podman("rm", "-f", name, check=False)
+
+
+# Real API servers (v1.36 CRDs, v1.20 core), session-scoped: see apiservers.py.
+from tests.integration.apiservers import core_apiserver, crd_apiserver  # noqa: E402, F401

@@ -1,0 +1,265 @@
+"""lab.kube against the real v1.20 kube-apiserver (RBAC on): core objects and every error path.
+
+There is no kubelet, controller-manager or scheduler here: pods stay Pending, so their logs
+and port-forwards cannot work; those tests check what can be checked (the one-line error,
+the loopback listener on a free port). Namespaces never finish terminating (no namespace
+controller), which is itself a realistic "never done" case.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from lab.errors import LabError
+from lab.kube import logs, namespaces, objects, portforward, watch
+from lab.kube.apierrors import Conflict, Forbidden, Unauthorized, Unreachable
+from lab.kube.client import connect, contexts
+from lab.kube.objects import MANAGER_APPLY, MANAGER_SCENARIO, Ref
+from tests.integration.apiservers import write_kubeconfig
+from tests.integration.controllers import collect_garbage
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def ns(core_apiserver) -> str:
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    namespaces.ensure_namespace(core_apiserver.kube(), name)
+    return name
+
+
+def configmap(name: str, **data: str) -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
+            "data": dict(data)}
+
+
+def pod(name: str, labels: dict[str, str]) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
+            "spec": {"containers": [{"name": "main", "image": "registry.invalid/x:1",
+                                     "ports": [{"name": "http", "containerPort": 8080}]}]}}
+
+
+def test_kubeconfig_is_private_and_has_contexts(core_apiserver):
+    assert core_apiserver.kubeconfig.stat().st_mode & 0o777 == 0o600
+    names, current = contexts(core_apiserver.kubeconfig)
+    assert sorted(names) == ["admin", "bad-token", "nobody"] and current == "admin"
+    with pytest.raises(LabError) as err:
+        connect(core_apiserver.kubeconfig, "prod")
+    assert "no context named 'prod'" in str(err.value)
+    assert "admin, bad-token, nobody" in str(err.value)
+
+
+def test_lab_namespace_is_labelled_and_idempotent(core_apiserver):
+    kube = core_apiserver.kube()
+    name = f"lab-{uuid.uuid4().hex[:6]}"
+    first = namespaces.ensure_lab_namespace(kube, name)
+    labels = first["metadata"]["labels"]
+    assert labels["katib.kubeflow.org/metrics-collector-injection"] == "enabled"
+    again = namespaces.ensure_lab_namespace(kube, name)
+    assert again["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+    # A label another tool adds stays when kflab ensures the namespace again.
+    namespaces.ensure_namespace(kube, name, {"team": "ml"}, manager="someone-else")
+    third = namespaces.ensure_lab_namespace(kube, name)
+    assert third["metadata"]["labels"]["team"] == "ml"
+    assert third["metadata"]["labels"]["katib.kubeflow.org/metrics-collector-injection"] == \
+        "enabled"
+    with pytest.raises(LabError):
+        namespaces.ensure_namespace(kube, "Not_A_Namespace")
+
+
+def test_configmap_apply_idempotent_and_conflict(core_apiserver, ns):
+    kube = core_apiserver.kube()
+    one = objects.apply(kube, configmap("cfg", a="1"), manager=MANAGER_APPLY, namespace=ns)
+    two = objects.apply(kube, configmap("cfg", a="1"), manager=MANAGER_APPLY, namespace=ns)
+    assert one["metadata"]["resourceVersion"] == two["metadata"]["resourceVersion"]
+    with pytest.raises(Conflict) as err:
+        objects.apply(kube, configmap("cfg", a="2"), manager=MANAGER_SCENARIO, namespace=ns)
+    assert err.value.fields == [(MANAGER_APPLY, ".data.a")]
+    # Removing a field from the manifest removes it from the object (apply owns the set).
+    objects.apply(kube, configmap("cfg", a="1", b="2"), manager=MANAGER_APPLY, namespace=ns)
+    out = objects.apply(kube, configmap("cfg", b="2"), manager=MANAGER_APPLY, namespace=ns)
+    assert out["data"] == {"b": "2"}
+
+
+def test_wait_on_a_core_object(core_apiserver, ns):
+    kube = core_apiserver.kube()
+    ref = Ref("v1", "ConfigMap", "later", ns)
+    import threading
+
+    box: dict = {}
+    t = threading.Thread(target=lambda: box.update(r=watch.wait_for(
+        kube, ref, lambda o: bool(o and o.get("data", {}).get("ready") == "yes"),
+        timeout=20, describe="say ready")), daemon=True)
+    t.start()
+    objects.apply(kube, configmap("later", ready="no"), manager=MANAGER_APPLY, namespace=ns)
+    time.sleep(0.3)
+    assert t.is_alive()
+    objects.apply(kube, configmap("later", ready="yes"), manager=MANAGER_APPLY, namespace=ns)
+    t.join(10)
+    assert box["r"]["data"]["ready"] == "yes"
+
+
+def test_foreground_delete_waits_for_the_garbage_collector(core_apiserver, ns):
+    kube = core_apiserver.kube()
+    ref = Ref.of(objects.apply(kube, configmap("fg"), manager=MANAGER_APPLY, namespace=ns))
+    objects.delete(kube, ref, propagation="Foreground")
+    with pytest.raises(watch.WaitTimeout):
+        watch.wait_deleted(kube, ref, timeout=1)
+    collect_garbage(kube, ref)
+    watch.wait_deleted(kube, ref, timeout=10)
+    with pytest.raises(LabError) as err:
+        objects.delete(kube, ref, propagation="Sideways")
+    assert "Background, Foreground, Orphan" in str(err.value)
+
+
+def test_a_namespace_never_finishes_terminating_here(core_apiserver):
+    """No namespace controller: the namespace keeps its kubernetes finalizer forever."""
+    kube = core_apiserver.kube()
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    ref = Ref.of(namespaces.ensure_namespace(kube, name))
+    objects.delete(kube, ref)
+    with pytest.raises(watch.WaitTimeout) as err:
+        watch.wait_deleted(kube, ref, timeout=1.5)
+    assert "phase=Terminating" in str(err.value)
+
+
+def test_forbidden_names_verb_and_resource(core_apiserver, ns):
+    nobody = core_apiserver.kube("nobody")
+    with pytest.raises(Forbidden) as err:
+        objects.apply(nobody, configmap("x"), manager=MANAGER_APPLY, namespace=ns)
+    msg = str(err.value)
+    assert msg.startswith("forbidden: cannot apply configmaps (ConfigMap ")
+    assert 'User "nobody" cannot patch resource "configmaps"' in msg
+    assert "fix: ask a cluster admin for RBAC permission to apply configmaps" in msg
+    with pytest.raises(Forbidden) as err2:
+        objects.list_objects(nobody, "v1", "Pod", ns)
+    assert 'cannot list resource "pods"' in str(err2.value)
+    with pytest.raises(Forbidden):
+        logs.pods(nobody, ns, "app=x")
+
+
+def test_unauthorized_token(core_apiserver):
+    with pytest.raises(Unauthorized) as err:
+        objects.list_objects(core_apiserver.kube("bad-token"), "v1", "ConfigMap", "default")
+    assert "rejected the credentials (401 Unauthorized)" in str(err.value)
+    assert "invalid or expired" in str(err.value)
+
+
+def test_unreachable_server(core_apiserver, tmp_path):
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = write_kubeconfig(tmp_path / "kc", f"https://127.0.0.1:{port}", core_apiserver.ca,
+                           {"admin": core_apiserver.tokens["admin"]})
+    started = time.monotonic()
+    with pytest.raises(Unreachable) as err:
+        objects.get(connect(cfg, timeout=3), Ref("v1", "ConfigMap", "x", "default"))
+    assert time.monotonic() - started < 15
+    msg = str(err.value)
+    assert f"cannot reach https://127.0.0.1:{port}" in msg and "connection refused" in msg
+    assert "Traceback" not in msg
+
+
+def test_tls_error_with_the_wrong_ca(core_apiserver, tmp_path):
+    other = tmp_path / "other-ca.crt"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=someone-else", "-keyout", str(tmp_path / "k"),
+                    "-out", str(other)], check=True, capture_output=True)
+    cfg = write_kubeconfig(tmp_path / "kc", core_apiserver.url, other,
+                           {"admin": core_apiserver.tokens["admin"]})
+    with pytest.raises(Unreachable) as err:
+        objects.list_objects(connect(cfg), "v1", "ConfigMap", "default")
+    msg = str(err.value)
+    assert msg.startswith(f"TLS error talking to {core_apiserver.url}")
+    assert "certificate verify failed" in msg and "certificate-authority" in msg
+
+
+def test_logs_error_paths_without_a_kubelet(core_apiserver, ns):
+    kube = core_apiserver.kube()
+    with pytest.raises(LabError) as none:
+        list(logs.pod_logs(kube, ns, logs.selector_for("Trial", "t1")))
+    assert "no pods match katib.kubeflow.org/trial=t1" in str(none.value)
+    objects.apply(kube, pod("t1-abc", {"katib.kubeflow.org/trial": "t1"}),
+                  manager=MANAGER_APPLY, namespace=ns)
+    assert [p["metadata"]["name"] for p in logs.pods(kube, ns, "katib.kubeflow.org/trial=t1")] \
+        == ["t1-abc"]
+    with pytest.raises(LabError) as err:
+        list(logs.pod_logs(kube, ns, "katib.kubeflow.org/trial=t1", tail=5))
+    msg = str(err.value)
+    assert msg.startswith(f"cannot read logs of pod {ns}/t1-abc (main): 400")
+    assert "Traceback" not in msg
+    with pytest.raises(LabError):
+        list(logs.pod_logs(kube, ns, "katib.kubeflow.org/trial=t1", container="nope"))
+    with pytest.raises(LabError):
+        logs.selector_for("Widget", "x")
+
+
+def test_port_forward_listens_on_loopback_free_port():
+    a, b = portforward.listen(), portforward.listen()
+    try:
+        assert a.getsockname()[0] == b.getsockname()[0] == "127.0.0.1"
+        assert a.getsockname()[1] != b.getsockname()[1] and a.getsockname()[1] > 0
+        with pytest.raises(LabError) as err:
+            portforward.listen(a.getsockname()[1])
+        assert "already in use" in str(err.value)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_port_forward_error_paths_without_a_kubelet(core_apiserver, ns):
+    kube = core_apiserver.kube()
+    objects.apply(kube, pod("web-1", {"app": "web"}), manager=MANAGER_APPLY, namespace=ns)
+    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+           "spec": {"selector": {"app": "web"},
+                    "ports": [{"name": "http", "port": 80, "targetPort": "http"}]}}
+    objects.apply(kube, svc, manager=MANAGER_APPLY, namespace=ns)
+    with pytest.raises(LabError) as err, portforward.forward(kube, ns, "svc/web"):
+        pass
+    assert f"no running pod behind service {ns}/web (Pending)" in str(err.value)
+    with pytest.raises(LabError) as err2, portforward.forward(kube, ns, "svc/web", port=443):
+        pass
+    assert "has no port 443" in str(err2.value) and "http:80" in str(err2.value)
+    with pytest.raises(LabError):
+        portforward.parse_target("deploy/web")
+    with pytest.raises(LabError):
+        portforward.parse_target("svc/../secrets")
+    # The tunnel itself: the API server refuses it (no node), the one connection closes,
+    # and the reason is kept in one line.
+    errors: list[str] = []
+    with portforward.port_forward(kube, ns, "web-1", 8080, errors=errors) as port, \
+            socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.settimeout(10)
+        assert conn.recv(1) == b""  # closed by the forwarder
+    deadline = time.monotonic() + 5
+    while not errors and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert errors and all("\n" not in e for e in errors), errors
+
+
+def test_names_are_checked_before_any_request(core_apiserver):
+    kube = core_apiserver.kube()
+    for bad in ("../secrets", "UPPER", "a/b", ""):
+        with pytest.raises(LabError):
+            objects.get(kube, Ref("v1", "ConfigMap", bad, "default"))
+    with pytest.raises(LabError):
+        objects.list_objects(kube, "v1", "ConfigMap", "../kube-system")
+
+
+def test_context_namespace_is_the_default(core_apiserver, ns, tmp_path):
+    import yaml
+
+    cfg = yaml.safe_load(Path(core_apiserver.kubeconfig).read_text())
+    cfg["contexts"][0]["context"]["namespace"] = ns
+    path = tmp_path / "kc"
+    path.write_text(yaml.safe_dump(cfg))
+    path.chmod(0o600)
+    kube = connect(path, cfg["contexts"][0]["name"])
+    out = objects.apply(kube, configmap("here"), manager=MANAGER_APPLY)
+    assert out["metadata"]["namespace"] == ns

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -95,7 +96,7 @@ def _server(exc: Any) -> str:
     pool = getattr(exc, "pool", None)
     if pool is not None and getattr(pool, "host", None):
         return f"{getattr(pool, 'scheme', 'https')}://{pool.host}:{pool.port}"
-    return "the Kubernetes API server"
+    return "(the kubeconfig's server)"
 
 
 def from_http(exc: Any, verb: str, what: str) -> KubeError:
@@ -146,7 +147,8 @@ def from_http(exc: Any, verb: str, what: str) -> KubeError:
                        status=status, reason=reason)
     if status == 500 and "failed to create typed patch object" in message:
         # Server-side apply reports a manifest that does not fit the schema this way.
-        return Invalid(f"the API server rejected {what}: {message.split('): ', 1)[-1]}",
+        detail = re.sub(r"^.*failed to create typed patch object( \(.*?\))?: ", "", message)
+        return Invalid(f"the API server rejected {what}: {detail}",
                        hint="fix the manifest: the field names and values must match the "
                             "resource's schema (`kubectl explain` shows it)",
                        status=status, reason=reason)
@@ -170,7 +172,8 @@ def from_transport(exc: BaseException, verb: str, what: str) -> Unreachable:
     certificate = any(k in text for k in ("CERTIFICATE", "certificate", "hostname",
                                           "WRONG_VERSION_NUMBER", "self-signed"))
     if (isinstance(inner, SSLError) or "SSL" in type(inner).__name__) and certificate:
-        short = text.split("(", 1)[-1].rstrip(")") if "CERTIFICATE" in text else text
+        short = re.sub(r"^.*?\[SSL: [A-Z_]+\] ", "", text)
+        short = re.sub(r"\s*\(_ssl\.c:\d+\)", "", short).strip(" ')\"")
         return Unreachable(
             f"TLS error talking to {server} while trying to {verb} {what}: {short[:200]}",
             hint="the kubeconfig's certificate-authority does not match the server "
@@ -183,7 +186,7 @@ def from_transport(exc: BaseException, verb: str, what: str) -> Unreachable:
         cause = "timed out"
     else:
         cause = text.split(":")[-1].strip()[:200] or type(inner).__name__
-    return Unreachable(f"cannot reach {server} to {verb} {what}: {cause}",
+    return Unreachable(f"cannot reach the Kubernetes API at {server} to {verb} {what}: {cause}",
                        hint="is the cluster running? (`kflab status`); check the kubeconfig's "
                             "server address and context")
 

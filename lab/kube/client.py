@@ -36,7 +36,7 @@ class Kube:
     def dynamic(self) -> Any:
         """The kubernetes dynamic client (discovery runs on first use, then stays cached)."""
         if self._dynamic is None:
-            with translated("discover the APIs of", self.server):
+            with translated("discover", "the server's APIs"):
                 self._dynamic = _dynamic_client(self.api, self.timeout)
         return self._dynamic
 
@@ -139,7 +139,7 @@ def nodes(api: Any) -> list[dict[str, Any]]:
     from kubernetes import client
 
     out = []
-    res = _call(api, client.CoreV1Api(api).list_node)
+    res = _call(api, client.CoreV1Api(api).list_node, what="nodes")
     for n in res.items if res else []:
         ready = next((c.status for c in n.status.conditions or [] if c.type == "Ready"), "Unknown")
         alloc = n.status.allocatable or {}
@@ -153,7 +153,8 @@ def deployment_ready(api: Any, namespace: str, name: str) -> tuple[bool | None, 
     """(ready, detail); ready is None when the Deployment does not exist."""
     from kubernetes import client
 
-    d = _call(api, client.AppsV1Api(api).read_namespaced_deployment, name, namespace)
+    d = _call(api, client.AppsV1Api(api).read_namespaced_deployment, name, namespace,
+              what=f"Deployment {namespace}/{name}")
     if d is None:
         return None, "not installed"
     want = d.spec.replicas if d.spec.replicas is not None else 1

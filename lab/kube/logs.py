@@ -50,6 +50,15 @@ def pods(kube: Any, namespace: str, selector: str) -> list[dict[str, Any]]:
                                         p["metadata"]["name"]))
 
 
+def started(pod: dict[str, Any]) -> bool:
+    """Whether the pod has run anything yet (so the kubelet has logs to give)."""
+    status = pod.get("status") or {}
+    if status.get("phase") in ("Running", "Succeeded", "Failed"):
+        return True
+    return any(set(cs.get("state") or {}) & {"running", "terminated"}
+               for cs in status.get("containerStatuses") or [])
+
+
 def _containers(pod: dict[str, Any], container: str | None) -> list[str]:
     names = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
     if container is None:
@@ -87,17 +96,25 @@ def _stream(kube: Any, namespace: str, pod: str, container: str, *, follow: bool
 
 def pod_logs(kube: Any, namespace: str, selector: str, *, container: str | None = None,
              tail: int | None = None, follow: bool = False) -> Iterator[tuple[str, str]]:
-    """(source, line) for every container of every pod matching `selector`; source is the
-    pod (with `/container` when it has several). `tail`: the last N lines of each.
-    `follow` streams until every pod's log ends (Ctrl-C stops it)."""
+    """(source, line) for every container of every started pod matching `selector`; source
+    is the pod (with `/container` when it has several). `tail`: the last N lines of each.
+    `follow` streams until every pod's log ends (Ctrl-C stops it). Pods that have not
+    started yet are skipped; when none has, a LabError says which are waiting."""
     if tail is not None and tail < 0:
         raise LabError("tail must be 0 or more lines")
     found = pods(kube, namespace, selector)
     if not found:
         raise LabError(f"no pods match {selector} in namespace {namespace}",
                        hint="the controller may not have created them yet: `kflab get`")
+    ready = [p for p in found if started(p)]
+    if not ready:
+        waiting = ", ".join(f"{p['metadata']['name']} "
+                            f"({(p.get('status') or {}).get('phase') or 'Unknown'})"
+                            for p in found)
+        raise LabError(f"no logs yet: no pod matching {selector} has started: {waiting}",
+                       hint="wait until it runs (`kflab get`), or look at its events")
     sources = []
-    for pod in found:
+    for pod in ready:
         names = _containers(pod, container)
         for c in names:
             label = pod["metadata"]["name"] + (f"/{c}" if len(names) > 1 else "")

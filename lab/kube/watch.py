@@ -67,22 +67,27 @@ def status_summary(obj: dict[str, Any] | None, limit: int = 300) -> str:
     if not status:
         deleting = (obj.get("metadata") or {}).get("deletionTimestamp")
         return "being deleted" if deleting else "no status yet"
+    if not isinstance(status, dict):
+        line = json.dumps(status, default=str)
+        return line if len(line) <= limit else line[: limit - 3] + "..."
     parts = []
-    for c in status.get("conditions") or [] if isinstance(status, dict) else []:
+    for c in status.get("conditions") or []:
         text = f"{c.get('type')}={c.get('status')}"
         if c.get("reason"):
             text += f" {c['reason']}"
         if c.get("message"):
             text += f": {c['message']}"
         parts.append(text)
+    scalars = ", ".join(f"{k}={v}" for k, v in status.items()
+                        if k != "conditions" and not isinstance(v, dict | list))
     if parts:
-        line = "; ".join(parts)
-        rest = {k: v for k, v in status.items()
-                if k != "conditions" and not isinstance(v, dict | list)}
-        if rest:
-            line += " (" + ", ".join(f"{k}={v}" for k, v in rest.items()) + ")"
+        line = "; ".join(parts) + (f" ({scalars})" if scalars else "")
+    elif scalars:
+        line = scalars
     else:
         line = json.dumps(status, sort_keys=True, default=str)
+    if (obj.get("metadata") or {}).get("deletionTimestamp"):
+        line += "; being deleted"
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 

@@ -99,6 +99,8 @@ def apply(kube: Any, obj: dict[str, Any], *, manager: str, force: bool = False,
                          "generation")}
     if ns is not None:
         meta["namespace"] = ns
+    else:  # cluster-scoped: a namespace in the manifest means nothing (kubectl drops it too)
+        meta.pop("namespace", None)
     body["metadata"] = meta
     params: dict[str, Any] = {"field_manager": manager,
                               "query_params": [("fieldValidation", validation)]}

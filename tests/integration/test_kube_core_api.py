@@ -71,6 +71,11 @@ def test_lab_namespace_is_labelled_and_idempotent(core_apiserver):
         "enabled"
     with pytest.raises(LabError):
         namespaces.ensure_namespace(kube, "Not_A_Namespace")
+    # A cluster-scoped object ignores the namespace it is applied "into".
+    again = objects.apply(kube, {"apiVersion": "v1", "kind": "Namespace",
+                                 "metadata": {"name": name}}, manager=MANAGER_SCENARIO,
+                          namespace="elsewhere")
+    assert "namespace" not in again["metadata"]
 
 
 def test_configmap_apply_idempotent_and_conflict(core_apiserver, ns):

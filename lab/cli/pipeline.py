@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from lab.cli.root import Obj, cli, pass_obj
+from lab.cli.root import Obj, checked_name, cli, pass_obj
 
 
 @cli.group()
@@ -17,7 +17,8 @@ def pipeline() -> None:
 
 @pipeline.command("run")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
-@click.option("--name", help="Run name (default: the file's name).")
+@click.option("--name", help="Run name: at most 63 lower-case letters, digits and '-' "
+              "(default: derived from the file's name).")
 @click.option("--function", help="Which @dsl.pipeline, when the file has several.")
 @click.option("-p", "--param", "params", multiple=True, help="Pipeline argument name=value.")
 @pass_obj
@@ -25,11 +26,14 @@ def pipeline_run(obj: Obj, file: str, name: str | None, function: str | None,
                  params: tuple[str, ...]) -> None:
     """Run a pipeline file (a .py with a @dsl.pipeline) and record the run."""
     from lab.backends.local.pipelines.runner import parse_arguments
+    from lab.kube.names import slug
     from lab.scenarios.actions import pipeline_run_manifest
 
     path = Path(file).resolve()
-    manifest = pipeline_run_manifest(path.name, name or path.stem.replace("_", "-"),
-                                     parse_arguments(list(params)), function)
+    run_name = checked_name("PipelineRun", name, "--name") if name is not None \
+        else slug(path.stem, "PipelineRun", fallback="pipeline")
+    manifest = pipeline_run_manifest(path.name, run_name, parse_arguments(list(params)),
+                                     function)
     res = obj.backend(progress=True).apply(manifest, base_dir=path.parent)
     status = res["status"]
     click.echo(f"pipelinerun/{res['metadata']['name']} {status['state']}")

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from lab.cli.root import Obj, cli, namespace_option, pass_obj
+from lab.cli.root import Obj, checked_name, cli, namespace_option, pass_obj
 from lab.errors import LabError
 
 
@@ -52,6 +52,7 @@ def predict(obj: Obj, name: str, file: str, protocol: str | None, namespace: str
     """Send a prediction request to an InferenceService and print the response."""
     from lab.kube.inference import load_request
 
+    checked_name("InferenceService", name)
     payload = load_request(Path(file))
     response = obj.backend().predict(name, payload, namespace, protocol)
     text = json.dumps(response, indent=2)
@@ -75,6 +76,8 @@ def get(obj: Obj, kind: str, name: str | None, namespace: str, all_namespaces: b
     from lab.ui import resource_table
 
     k = lookup(kind)
+    if name:
+        checked_name(k.kind, name)
     backend = obj.backend()
     if name:
         found = backend.get(k.kind, name, namespace)
@@ -121,6 +124,7 @@ def delete(obj: Obj, kind: str, name: str, namespace: str) -> None:
     from lab.kube.kinds import lookup
 
     k = lookup(kind)
+    checked_name(k.kind, name)
     if not obj.backend().delete(k.kind, name, namespace):
         raise LabError(f"{k.kind} '{name}' not found in namespace '{namespace}'")
     click.echo(f"{k.kind.lower()}/{name} deleted")
@@ -136,5 +140,6 @@ def logs(obj: Obj, kind: str, name: str, namespace: str, replica: str | None) ->
     """Print a resource's logs (pipeline run, trial, job replica, model server)."""
     from lab.kube.kinds import lookup
 
-    for line in obj.backend().logs(lookup(kind).kind, name, namespace, replica):
+    k = lookup(kind)
+    for line in obj.backend().logs(k.kind, checked_name(k.kind, name), namespace, replica):
         click.echo(line)

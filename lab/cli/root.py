@@ -63,8 +63,31 @@ def profile_option(f: Any) -> Any:
                         help="Lab profile (default ./lab.yaml; env KFLAB_PROFILE).")(f)
 
 
+def _valid_namespace(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    from lab.kube.names import namespace_problem
+
+    problem = namespace_problem(value)
+    if problem is not None:
+        raise click.BadParameter(f"{problem} (a namespace is at most 63 lower-case letters, "
+                                 "digits and '-', starting and ending with a letter or digit)")
+    return value
+
+
 def namespace_option(f: Any) -> Any:
-    return click.option("-n", "--namespace", default="default", show_default=True)(f)
+    return click.option("-n", "--namespace", default="default", show_default=True,
+                        callback=_valid_namespace, help="Namespace of the resource.")(f)
+
+
+def checked_name(kind: str, name: str, param: str = "NAME") -> str:
+    """A resource name from the command line, checked as the API server checks `kind`."""
+    from lab.kube.names import name_problem, rule_for
+
+    problem = name_problem(kind, name)
+    if problem is not None:
+        rule = rule_for(kind)
+        raise click.BadParameter(f"{problem} (a {kind} name is a {rule.format} of at most "
+                                 f"{rule.max_len} characters)", param_hint=param)
+    return name
 
 
 def say(text: str) -> None:

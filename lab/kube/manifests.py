@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.errors import InputError
+from lab.kube import names
 from lab.yamlio import Located, load_documents
 
 
@@ -31,7 +32,22 @@ def load_manifests(path: Path) -> list[Located]:
         if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
             raise doc.error(("metadata", "name"), "missing",
                             hint="set metadata: {name: my-object}")
+        _check_names(doc, obj["kind"], meta)
     return docs
+
+
+def _check_names(doc: Located, kind: str, meta: dict[str, Any]) -> None:
+    """Name and namespace as the API server checks them (lab.kube.names), at their line."""
+    from lab.kube.kinds import KINDS
+
+    canonical = next((k.kind for k in KINDS if kind.lower() in
+                      (k.kind.lower(), k.plural, *k.short)), kind)
+    if (problem := names.name_problem(canonical, meta["name"])) is not None:
+        raise doc.error(("metadata", "name"), f"invalid {canonical} name: {problem}",
+                        hint=names.name_hint(canonical))
+    if "namespace" in meta and (problem := names.namespace_problem(meta["namespace"])):
+        raise doc.error(("metadata", "namespace"), f"invalid namespace: {problem}",
+                        hint=names.NAMESPACE_HINT)
 
 
 def apply_document(backend: Any, doc: Located, base_dir: Path) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lab import state
 from lab.backends import get_backend
 from lab.errors import LabError
 from lab.kube.conditions import now
@@ -20,6 +21,7 @@ from lab.scenarios.model import Scenario, Step
 from lab.scenarios.runner import CheckResult, copy_assets, run_checks, solve_step
 from lab.state import read_json, write_json
 
+RESTART = "start the scenario again with `kflab scenario start NAME --restart`"
 GUIDED_WAIT = 5.0  # seconds a guided `kflab check` waits for a resource still settling
 
 
@@ -61,20 +63,20 @@ class Session:
 
 
 def _progress_file(state_root: Path, sid: str) -> Path:
-    return state_root / "progress" / f"{sid}.json"
+    return state.path(state_root, "progress", f"{sid}.json")
 
 
 def _active_file(state_root: Path) -> Path:
-    return state_root / "progress" / "active"
+    return state.path(state_root, "progress", "active")
 
 
 def start(scenario: Scenario, state_root: Path, workdir: Path, *, restart: bool) -> Session:
     """Begin (or resume) a scenario; copies the starting files without overwriting any."""
-    progress = read_json(_progress_file(state_root, scenario.id))
+    progress = read_json(_progress_file(state_root, scenario.id), fix=RESTART)
     if progress is None or restart:
         progress = {"scenario": scenario.id, "workdir": str(workdir.resolve()), "current": 0,
                     "started_at": now(), "steps": {}}
-    copy_assets(scenario, Path(progress["workdir"]), fresh=False)
+    copy_assets(scenario, Path(progress["workdir"]))
     session = Session(scenario, progress, state_root)
     session.save()
     _active_file(state_root).write_text(scenario.id)
@@ -87,7 +89,7 @@ def active(state_root: Path) -> Session:
     if not path.exists():
         raise LabError("no scenario in progress", hint="start one with `kflab scenario start NAME`")
     sid = path.read_text().strip()
-    progress = read_json(_progress_file(state_root, sid))
+    progress = read_json(_progress_file(state_root, sid), fix=RESTART)
     if progress is None:
         raise LabError(f"progress of '{sid}' is missing", hint=f"run `kflab scenario start {sid}`")
     return Session(loader.find(sid), progress, state_root)

@@ -3,14 +3,18 @@ each step's checks fail before its solution and pass after)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
+import secrets
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lab import state
 from lab.backends import get_backend
 from lab.errors import LabError
 from lab.kube.conditions import now
@@ -65,10 +69,8 @@ class ScenarioResult:
         return asdict(self)
 
 
-def copy_assets(scenario: Scenario, workdir: Path, *, fresh: bool) -> None:
-    """Put the scenario's starting files in the work folder (never overwriting, unless fresh)."""
-    if fresh and workdir.exists():
-        shutil.rmtree(workdir)
+def copy_assets(scenario: Scenario, workdir: Path) -> None:
+    """Put the scenario's starting files in the work folder (never overwriting a file)."""
     workdir.mkdir(parents=True, exist_ok=True)
     if not scenario.assets.is_dir():
         return
@@ -120,11 +122,32 @@ def solve_step(step: Step, ctx: Context, sink: Sink | None = None) -> list[str]:
     return done
 
 
-def sandbox(state_root: Path, scenario: Scenario) -> tuple[Path, Path]:
-    """Fresh state and work folders for an unattended run of one scenario."""
-    base = state_root / "sandboxes" / scenario.id
-    shutil.rmtree(base, ignore_errors=True)
-    return base / "state", base / "work"
+@contextlib.contextmanager
+def sandbox(state_root: Path, scenario: Scenario) -> Iterator[tuple[Path, Path]]:
+    """Fresh state and work folders for one unattended run of a scenario:
+    `<state>/sandboxes/<id>/<time>-<pid>-<random>/{state,work}`, locked while the run lasts.
+
+    Each run has its own sandbox, so two runs of one scenario at once (two terminals, a CI
+    matrix) never share or delete each other's files. A finished run's sandbox stays for
+    inspection until the next run of that scenario removes it; one still in use (its lock
+    held by a live process) is never removed.
+    """
+    base = state.path(state_root, "sandboxes", scenario.id)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    run = state.path(state_root, "sandboxes", scenario.id,
+                     f"{stamp}-{os.getpid()}-{secrets.token_hex(3)}")
+    lock = state.path(state_root, "sandboxes", f"{scenario.id}.lock")
+    base.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        with state.held(lock):  # no run starts while another prunes
+            for old in sorted(base.iterdir()):
+                if old.is_dir() and not old.is_symlink() and \
+                        not state.in_use(old / "run.lock"):
+                    state.remove(state_root, state.confine(state_root, old))
+            run.mkdir()
+            stack.enter_context(state.held(
+                state.path(state_root, "sandboxes", scenario.id, run.name, "run.lock")))
+        yield run / "state", run / "work"
 
 
 def run_scenario(scenario: Scenario, state_root: Path, *, mode: str = "auto",
@@ -132,11 +155,16 @@ def run_scenario(scenario: Scenario, state_root: Path, *, mode: str = "auto",
     """Run every step unattended in a sandbox; `mode='test'` also checks the invariant."""
     if mode not in ("auto", "test"):
         raise ValueError(mode)
-    state, workdir = sandbox(state_root, scenario)
-    backend = get_backend("local", str(state))
+    with sandbox(state_root, scenario) as (sandbox_state, workdir):
+        return _run_in(scenario, sandbox_state, workdir, mode, sink)
+
+
+def _run_in(scenario: Scenario, sandbox_state: Path, workdir: Path, mode: str,
+            sink: Sink | None) -> ScenarioResult:
+    backend = get_backend("local", str(sandbox_state))
     backend.sink = sink
-    ctx = Context(backend, workdir, tool_env(state), scenario.root)
-    copy_assets(scenario, workdir, fresh=True)
+    ctx = Context(backend, workdir, tool_env(sandbox_state), scenario.root)
+    copy_assets(scenario, workdir)
     result = ScenarioResult(scenario.id, scenario.title, mode, backend.name, now(),
                             workdir=str(workdir))
     t_start = time.monotonic()

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from netaudit import listeners
 
 from lab.backends.local import LocalBackend
 from lab.backends.local.procs import is_running
@@ -195,18 +196,17 @@ def test_clean_pod_policy_running_stops_stragglers(backend: LocalBackend,
 def test_killed_replica_is_recreated_like_a_pod(backend: LocalBackend, tmp_path: Path) -> None:
     """A background job (apply wait=False): SIGKILL a worker (exit 137, retryable under
     ExitCode): the job shows Restarting, the replica comes back, the job succeeds."""
-    run_dir = backend.store.run_dir("PyTorchJob", "victim")
     marker = tmp_path / "go"
     body = py(f"import pathlib, time\nwhile not pathlib.Path({str(marker)!r}).exists(): "
               "time.sleep(0.1)\nprint('finished')")
     backend.apply(job("victim", {"Master": replica(1, body, "ExitCode"),
                                  "Worker": replica(1, body, "ExitCode")}),
                   base_dir=tmp_path, wait=False)
-    pids = wait_for(lambda: (read_json(run_dir / "replicas.json") or {}).get("worker-0"))
+    pids = wait_for(lambda: replicas(backend.root, "victim").get("worker-0"))
     os.kill(pids["pid"], signal.SIGKILL)
     wait_for(lambda: "Restarting=True" in conds(backend.get("PyTorchJob", "victim")),
              interval=0.02)
-    wait_for(lambda: (read_json(run_dir / "replicas.json") or {}).get("worker-0", pids) != pids)
+    wait_for(lambda: replicas(backend.root, "victim").get("worker-0", pids) != pids)
     marker.touch()
     obj = wait_for(lambda: (o := backend.get("PyTorchJob", "victim"))["status"].get(
         "completionTime") and o, timeout=30)
@@ -214,6 +214,12 @@ def test_killed_replica_is_recreated_like_a_pod(backend: LocalBackend, tmp_path:
     assert "Running=False" in conds(obj)
     assert "--- kflab: restart 1 of worker-0 ---" in backend.logs("PyTorchJob", "victim",
                                                                   replica="worker-0")
+
+
+def replicas(state: Path, name: str) -> dict:
+    """The replica processes recorded in the job's owner record ({label: {pid, started}})."""
+    rec = read_json(state / "owners" / "pytorchjobs" / "default" / f"{name}.json") or {}
+    return {k: v for k, v in (rec.get("procs") or {}).items() if k != "netns"}
 
 
 def wait_for(fn, timeout: float = 20.0, interval: float = 0.1):
@@ -249,8 +255,8 @@ def start_cli_job(tmp_path: Path, state: Path, name: str) -> tuple[subprocess.Po
     cli = subprocess.Popen([sys.executable, "-m", "lab.cli", "apply", "-f", str(manifest)],
                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     run_dir = state / "runs" / "pytorchjobs" / "default" / name
-    pids = wait_for(lambda: len(read_json(run_dir / "replicas.json") or {}) == 3
-                    and read_json(run_dir / "replicas.json"), timeout=30)
+    pids = wait_for(lambda: len(replicas(state, name)) == 3 and replicas(state, name),
+                    timeout=30)
     wait_for(lambda: all("up" in (run_dir / f"{r}.log").read_text() for r in pids))
     return cli, pids
 
@@ -258,18 +264,19 @@ def start_cli_job(tmp_path: Path, state: Path, name: str) -> tuple[subprocess.Po
 def test_ctrl_c_leaves_no_orphan_process_or_port(state: Path, tmp_path: Path) -> None:
     cli, pids = start_cli_job(tmp_path, state, "sigint")
     backend = LocalBackend(str(state))
-    environ = Path(f"/proc/{pids['master-0']['pid']}/environ").read_bytes().split(b"\0")
+    master = pids["master-0"]["pid"]
+    environ = Path(f"/proc/{master}/environ").read_bytes().split(b"\0")
     port = int(next(e for e in environ if e.startswith(b"MASTER_PORT=")).split(b"=")[1])
-    assert not port_free(port), "rank 0 listens on MASTER_PORT"
+    assert port in {found.port for found in listeners(master)}, "rank 0 listens on MASTER_PORT"
     cli.send_signal(signal.SIGINT)
     out, _ = cli.communicate(timeout=30)
     assert cli.returncode == 130, out
     for rec in pids.values():
-        assert not is_running(rec["pid"], rec["ticks"]), "orphan replica after Ctrl-C"
+        assert not is_running(rec["pid"], rec["started"]), "orphan replica after Ctrl-C"
     obj = backend.get("PyTorchJob", "sigint")
     assert obj["status"]["conditions"][-1]["type"] == "Failed"
     assert "interrupted" in obj["status"]["conditions"][-1]["message"]
-    assert port_free(port), "MASTER_PORT still bound after Ctrl-C"
+    assert listeners(master) == [] and port_free(port), "MASTER_PORT still bound after Ctrl-C"
 
 
 def test_delete_stops_a_running_job(state: Path, tmp_path: Path, kflab) -> None:
@@ -278,7 +285,7 @@ def test_delete_stops_a_running_job(state: Path, tmp_path: Path, kflab) -> None:
     assert res.returncode == 0, res.stdout + res.stderr
     cli.communicate(timeout=30)
     for rec in pids.values():
-        assert not is_running(rec["pid"], rec["ticks"]), "orphan replica after delete"
+        assert not is_running(rec["pid"], rec["started"]), "orphan replica after delete"
     assert LocalBackend(str(state)).get("PyTorchJob", "deleteme") is None
 
 
@@ -337,11 +344,10 @@ def test_down_stops_a_background_job_and_says_so(backend: LocalBackend, tmp_path
     backend.apply(job("bg", {"Master": replica(1, py("import time; time.sleep(120)")),
                              "Worker": replica(1, py("import time; time.sleep(120)"))}),
                   base_dir=tmp_path, wait=False)
-    run_dir = backend.store.run_dir("PyTorchJob", "bg")
-    pids = wait_for(lambda: len(read_json(run_dir / "replicas.json") or {}) == 2
-                    and read_json(run_dir / "replicas.json"))
-    assert backend.down() == ["pytorchjob-default-bg"]
+    pids = wait_for(lambda: len(replicas(backend.root, "bg")) == 2
+                    and replicas(backend.root, "bg"))
+    assert backend.down() == ["pytorchjob/default/bg"]
     for rec in pids.values():
-        assert not is_running(rec["pid"], rec["ticks"]), "orphan replica after kflab down"
+        assert not is_running(rec["pid"], rec["started"]), "orphan replica after kflab down"
     last = backend.get("PyTorchJob", "bg")["status"]["conditions"][-1]
     assert last["type"] == "Failed" and "stopped" in last["message"]

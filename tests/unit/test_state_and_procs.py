@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.backends.local.procs import ChildGroup, Registry, is_running, start_ticks
+from lab.backends.local.procs import ChildGroup, Registry, is_running, start_time
 from lab.backends.local.store import Store
 from lab.errors import LabError
 from lab.kube.kinds import for_object, lookup
@@ -58,7 +58,7 @@ def test_background_process_is_tracked_and_stopped(tmp_path: Path) -> None:
     deadline = time.monotonic() + 10
     while "up" not in (tmp_path / "srv.log").read_text() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert rec.running and reg.get("srv").ticks == start_ticks(rec.pid)
+    assert rec.running and reg.get("srv").started == start_time(rec.pid)
     members = [int(p) for p in os.listdir("/proc") if p.isdigit() and _pgid(int(p)) == rec.pid]
     assert len(members) == 2
     assert reg.stop_all() == ["srv"]
@@ -75,8 +75,8 @@ def _pgid(pid: int) -> int | None:
 
 
 def test_recycled_pid_is_not_ours(tmp_path: Path) -> None:
-    assert not is_running(os.getpid(), ticks=(start_ticks(os.getpid()) or 0) + 1)
-    assert is_running(os.getpid(), ticks=start_ticks(os.getpid()))
+    assert not is_running(os.getpid(), started=(start_time(os.getpid()) or 0) + 1)
+    assert is_running(os.getpid(), started=start_time(os.getpid()))
 
 
 def test_child_group_kills_children_even_when_they_ignore_sigterm(tmp_path: Path) -> None:

@@ -260,10 +260,11 @@ def test_reapply_replaces_trials_and_delete_removes_them(backend: LocalBackend,
     assert trials_of(backend) == []
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_ctrl_c_kills_every_trial_and_marks_the_experiment(tmp_path: Path, sig: int) -> None:
-    """A real `kflab apply` gets SIGINT (Ctrl-C) or SIGTERM while two trials run, each
-    with a grandchild of its own."""
+    """A real `kflab apply` gets SIGINT (Ctrl-C), SIGTERM or SIGHUP (closed terminal) while
+    two trials run, each with a grandchild of its own: all are stopped, the status names
+    the signal, the exit code is 128 + the signal."""
     trial = """
 import os, subprocess, sys, time
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
@@ -286,14 +287,14 @@ time.sleep(60)
     assert len(pids) == 4, proc.stdout
     proc.send_signal(sig)
     out, _ = proc.communicate(timeout=30)
-    assert proc.returncode == 130, out
+    assert proc.returncode == 128 + sig, out
     time.sleep(0.2)
     assert [p for p in pids if is_running(p)] == []  # no orphan, grandchildren included
     backend = LocalBackend(str(state))
     exp = backend.get("Experiment", "exp")
     assert exp is not None
     assert last(exp) == ("Failed", "ExperimentFailed")
-    assert "interrupted" in exp["status"]["conditions"][-1]["message"]
+    assert signal.Signals(sig).name in exp["status"]["conditions"][-1]["message"]
     assert exp["status"]["trialsKilled"] == 2
     assert all(t["status"]["conditions"][-1]["type"] == "Killed"
                for t in backend.list("Trial"))

@@ -1,23 +1,32 @@
 """The local backend: upstream semantics, no cluster.
 
 Each supported kind has a handler module (pipelines, tuning, training, serving) with the
-same three functions -- `apply`, `delete`, `logs` -- and reads/writes resources through the
-shared `Store`, so another kflab process (`kflab check`) sees the same objects.
+same functions -- `apply`, `delete`, `logs`, and for kinds driven by a kflab process
+`in_progress`/`abandon` -- and reads/writes resources through the shared `Store`, so another
+kflab process (`kflab check`) sees the same objects.
+
+Ownership (owners.py): `apply` holds the resource's lease while it runs, so a second apply
+of the same name fails fast; `delete`/`down` stop the owner from any terminal; every read
+notices a resource left "running" by an owner that died (SIGKILL, closed terminal), stops
+what it left behind and marks it failed, saying so.
 """
 
 from __future__ import annotations
 
+import copy
 import importlib
 import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from lab.backends.local import owners
 from lab.backends.local.procs import Registry
 from lab.backends.local.store import Store
 from lab.errors import InputError, LabError
+from lab.kube import names
 from lab.kube.kinds import for_object, lookup
-from lab.state import state_dir
+from lab.state import StateError, state_dir
 
 # kind -> module implementing apply(backend, obj, base_dir) / delete(backend, obj) / logs(...)
 HANDLERS: dict[str, str] = {
@@ -60,14 +69,17 @@ class LocalBackend:
             raise InputError(None, "metadata.name", f"{kind.kind} has no name",
                              hint="set metadata.name")
         meta.setdefault("namespace", "default")
+        names.check_object(obj)
         handler = self._handler(kind.kind)
         if hasattr(handler, "validate"):  # reject bad input before replacing what runs
             handler.validate(self, obj, base_dir=base_dir)
-        old = self.store.get(kind.kind, meta["name"], meta["namespace"])
-        if old is not None:
-            handler.delete(self, old)
-            self.store.delete(kind.kind, meta["name"], meta["namespace"])
-        return handler.apply(self, obj, base_dir=base_dir, wait=wait)
+        with owners.acquire(self.root, kind.kind, meta["namespace"], meta["name"]) as lease:
+            lease.stop_previous()
+            old = self.store.get(kind.kind, meta["name"], meta["namespace"])
+            if old is not None:
+                handler.delete(self, old)
+                self.store.delete(kind.kind, meta["name"], meta["namespace"])
+            return handler.apply(self, obj, base_dir=base_dir, wait=wait, lease=lease)
 
     def get(self, kind: str, name: str, namespace: str = "default") -> dict[str, Any] | None:
         return self._refreshed(kind, self.store.get(kind, name, namespace))
@@ -77,17 +89,62 @@ class LocalBackend:
 
     def _refreshed(self, kind: str, obj: Any) -> Any:
         """Resources backed by a live process (model servers) re-read its state on each look,
-        so a server that died shows as not ready."""
-        if obj is None or lookup(kind).kind not in LIVE_KINDS:
+        so a server that died shows as not ready; resources driven by a kflab process whose
+        owner died are stopped and marked failed."""
+        if obj is None:
             return obj
-        return self._handler(kind).refresh(self, obj)
+        k = lookup(kind).kind
+        handler = self._handler(k)
+        if k in LIVE_KINDS:
+            return handler.refresh(self, obj)
+        if hasattr(handler, "in_progress") and handler.in_progress(obj):
+            return self._reconcile(k, obj)
+        return obj
+
+    def _reconcile(self, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+        meta = obj["metadata"]
+        ns, name = meta.get("namespace", "default"), meta["name"]
+        handler = self._handler(kind)
+        okind, oname = handler.owner_of(obj) if hasattr(handler, "owner_of") \
+            else (kind, name)
+        found = owners.probe(self.root, okind, ns, oname)
+        if found.alive:
+            return obj
+        try:
+            lease = owners.acquire(self.root, okind, ns, oname, wait=0)
+        except owners.Busy:
+            return obj  # a new owner has just started it
+        except StateError as exc:  # a read-only state folder: stop, report, save nothing
+            why = owners.dead_owner_reason(found.record, owners.stop_leftovers(found.record))
+            return handler.abandon(self, copy.deepcopy(obj), f"{why} (not saved: {exc})",
+                                   save=False)
+        with lease:
+            why = owners.dead_owner_reason(found.record, lease.stop_previous())
+            try:
+                if okind != kind and (parent := self.store.get(okind, oname, ns)) is not None:
+                    parent_handler = self._handler(okind)
+                    if parent_handler.in_progress(parent):
+                        parent_handler.abandon(self, parent, why)
+                current = self.store.get(kind, name, ns)
+                if current is not None and handler.in_progress(current):
+                    handler.abandon(self, current, why)
+                return self.store.get(kind, name, ns) or obj
+            except StateError as exc:
+                return handler.abandon(self, copy.deepcopy(obj), f"{why} (not saved: {exc})",
+                                       save=False)
 
     def delete(self, kind: str, name: str, namespace: str = "default") -> bool:
-        obj = self.store.get(kind, name, namespace)
-        if obj is None:
-            return False
-        self._handler(kind).delete(self, obj)
-        return self.store.delete(kind, name, namespace)
+        k = lookup(kind).kind
+        names.check_kind_name(k, name, field="name")
+        names.check_namespace(namespace, field="namespace")
+        owners.stop(self.root, k, namespace, name, by="kflab delete")
+        with owners.acquire(self.root, k, namespace, name) as lease:
+            lease.stop_previous()
+            obj = self.store.get(k, name, namespace)
+            if obj is None:
+                return False
+            self._handler(k).delete(self, obj)
+            return self.store.delete(k, name, namespace)
 
     def logs(self, kind: str, name: str, namespace: str = "default",
              replica: str | None = None) -> Iterator[str]:
@@ -109,5 +166,9 @@ class LocalBackend:
         return visible_gpus()
 
     def down(self) -> list[str]:
-        return self.procs.stop_all()
-
+        """Stop every run in progress (from any terminal) and every background server."""
+        stopped = []
+        for kind, ns, name in list(owners.owned(self.root)):
+            if owners.stop(self.root, kind, ns, name, by="kflab down"):
+                stopped.append(f"{lookup(kind).kind.lower()}/{ns}/{name}")
+        return stopped + self.procs.stop_all()

@@ -1,8 +1,12 @@
 """Local processes kflab starts: foreground children and tracked background servers.
 
-Each child gets its own process group so that stopping it stops everything it spawned
-(torch workers, uvicorn workers). Background processes are recorded in `<state>/procs/`
-with their kernel start time, so a recycled PID is never mistaken for ours.
+Each child leads its own process group (and session), so stopping it stops everything it
+spawned (torch workers, uvicorn workers), and a Ctrl-C or a closed terminal reaches kflab,
+never the child directly. Every record names a process by PID *and* creation time (from
+psutil), so a recycled PID is never mistaken for ours. Every child also carries
+`KFLAB_RUN=<token>` in its environment: descendants that left the group (torchrun starts its
+workers in new sessions) are still found, and a child started just before its owner was
+killed -- before its record was written -- is found too.
 """
 
 from __future__ import annotations
@@ -13,14 +17,17 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from lab.state import read_json, write_json
+import psutil
+
+from lab import state
 
 LOOPBACK = "127.0.0.1"  # every local server and rendezvous binds here, never elsewhere
+TAG = "KFLAB_RUN"  # environment variable marking every process of one run
 
 
 def free_port() -> int:
@@ -30,39 +37,135 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_ticks(pid: int) -> int | None:
-    """The process start time in clock ticks since boot (field 22 of /proc/PID/stat)."""
+def start_time(pid: int) -> float | None:
+    """When the process started (seconds since the epoch, as psutil reports it)."""
     try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        return psutil.Process(pid).create_time()
+    except (psutil.Error, ValueError):
         return None
-    # The command name may contain spaces and parentheses: split after the last ')'.
-    fields = raw.rsplit(")", 1)[1].split()
-    return int(fields[19])
 
 
-def is_running(pid: int, ticks: int | None = None) -> bool:
-    """True if PID is alive (not a zombie) and, when given, started at `ticks`."""
+def is_running(pid: int, started: float | None = None) -> bool:
+    """True if PID is alive (not a zombie) and, when given, started at `started`."""
     try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        proc = psutil.Process(pid)
+        if proc.status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+            return False
+        return started is None or abs(proc.create_time() - started) < 0.01
+    except (psutil.Error, ValueError):
         return False
-    fields = raw.rsplit(")", 1)[1].split()
-    if fields[0] in ("Z", "X"):
+
+
+def group_members(pgid: int) -> list[psutil.Process]:
+    """Live processes whose process group is `pgid`."""
+    out = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
+                out.append(proc)
+    return out
+
+
+def tagged(token: str) -> list[psutil.Process]:
+    """Live processes of this user whose environment carries KFLAB_RUN=token."""
+    if not token:
+        return []
+    me, out = os.getuid(), []
+    for proc in psutil.process_iter(["uids"]):
+        with contextlib.suppress(psutil.Error, OSError):
+            uids = proc.info["uids"]
+            if proc.pid == os.getpid() or (me != 0 and uids is not None and uids.real != me):
+                continue
+            if proc.environ().get(TAG) == token and proc.status() != psutil.STATUS_ZOMBIE:
+                out.append(proc)
+    return out
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
         return False
-    return ticks is None or int(fields[19]) == ticks
 
 
 def kill_group(pgid: int, grace: float = 5.0) -> None:
     """SIGTERM the group led by `pgid`; once the leader is gone (or after `grace` seconds)
-    SIGKILL the group so that no straggler it spawned survives."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGTERM)
+    SIGKILL the group so that no straggler it spawned survives. (A PID is not reused while
+    a process group of that number still has members, so signalling the group is safe
+    after its leader exited.)"""
+    _signal_group(pgid, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and is_running(pgid):
         time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
+    _signal_group(pgid, signal.SIGKILL)
+
+
+@dataclass
+class ProcRecord:
+    """One process kflab started, as written in the state folder."""
+
+    label: str
+    pid: int
+    started: float | None
+    argv: list[str] = field(default_factory=list)
+
+    @property
+    def running(self) -> bool:
+        return is_running(self.pid, self.started)
+
+    @classmethod
+    def of(cls, label: str, proc: subprocess.Popen[bytes] | int,
+           argv: Sequence[str] = ()) -> ProcRecord:
+        pid = proc if isinstance(proc, int) else proc.pid
+        return cls(label, pid, start_time(pid), [str(a) for a in argv])
+
+
+def stop_all(records: Iterable[ProcRecord], token: str | None = None,
+             grace: float = 5.0) -> int:
+    """Stop recorded process groups (only those still ours: same PID and start time) and
+    every process tagged with `token`: SIGTERM, up to `grace` seconds, then SIGKILL.
+    Returns how many processes were found alive."""
+    groups = [r.pid for r in records if _group_is_ours(r)]
+    strays = tagged(token) if token else []
+    found = {p.pid for p in strays} | set(groups)
+    if not found:
+        return 0
+    for pgid in groups:
+        _signal_group(pgid, signal.SIGTERM)
+    for proc in strays:
+        with contextlib.suppress(psutil.Error):
+            proc.terminate()
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and (
+            any(is_running(g) for g in groups) or any(_alive(p) for p in strays)):
+        time.sleep(0.05)
+    for pgid in groups:
+        _signal_group(pgid, signal.SIGKILL)
+    for proc in [*strays, *(tagged(token) if token else [])]:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    return len(found)
+
+
+def _group_is_ours(rec: ProcRecord) -> bool:
+    """Whether the process group led by the recorded process may still hold our processes:
+    its leader is the recorded one (alive or a zombie), or the leader is gone but members
+    remain. A PID now used by another process (another start time) is never ours."""
+    try:
+        leader = psutil.Process(rec.pid)
+        return rec.started is None or abs(leader.create_time() - rec.started) < 0.01
+    except psutil.NoSuchProcess:
+        return bool(group_members(rec.pid))
+    except psutil.Error:
+        return False
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def popen(
@@ -72,42 +175,67 @@ def popen(
     env: Mapping[str, str] | None = None,
     stdout: IO[Any] | int | None = None,
     stderr: IO[Any] | int | None = subprocess.STDOUT,
+    tag: str | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> subprocess.Popen[bytes]:
-    """Start argv (never through a shell) as the leader of a new process group."""
+    """Start argv (never through a shell) as the leader of a new session and process group,
+    tagged with KFLAB_RUN=tag."""
+    full_env = dict(os.environ if env is None else env)
+    if tag:
+        full_env[TAG] = tag
     return subprocess.Popen(
-        list(argv), cwd=cwd, env=dict(env) if env is not None else None,
-        stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, start_new_session=True,
+        list(argv), cwd=cwd, env=full_env, stdout=stdout, stderr=stderr,
+        stdin=subprocess.DEVNULL, start_new_session=True, pass_fds=tuple(pass_fds),
     )
+
+
+Hook = Callable[[str, subprocess.Popen[bytes], Sequence[str]], None]
 
 
 class ChildGroup:
     """Foreground children that must not outlive the command (Ctrl-C, errors, exit).
 
     Use as a context manager: every process started through it is killed with its whole
-    process group on the way out, whatever the reason.
+    process group on the way out, whatever the reason. `on_start(label, proc, argv)` and
+    `on_exit(label)` let an owner record each child in the state folder as it starts.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, tag: str | None = None, on_start: Hook | None = None,
+                 on_exit: Callable[[str], None] | None = None) -> None:
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.labels: dict[int, str] = {}
+        self.tag, self.on_start, self.on_exit = tag, on_start, on_exit
 
-    def start(self, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]:
-        proc = popen(argv, **kwargs)
+    def start(self, argv: Sequence[str], label: str | None = None,
+              **kwargs: Any) -> subprocess.Popen[bytes]:
+        proc = popen(argv, tag=self.tag, **kwargs)
         self.procs.append(proc)
+        self.labels[proc.pid] = label or f"pid-{proc.pid}"
+        if self.on_start is not None:
+            self.on_start(self.labels[proc.pid], proc, argv)
         return proc
+
+    def forget(self, proc: subprocess.Popen[bytes]) -> None:
+        """A child that has exited and been reaped: drop it (and its record)."""
+        if proc in self.procs:
+            self.procs.remove(proc)
+        label = self.labels.pop(proc.pid, None)
+        if label is not None and self.on_exit is not None:
+            self.on_exit(label)
 
     def stop_all(self, grace: float = 3.0) -> None:
         """TERM every group, wait up to `grace`, then KILL what is left and reap."""
         for proc in self.procs:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGTERM)
+            _signal_group(proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + grace
         for proc in self.procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         for proc in self.procs:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            _signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
+        if self.tag:  # descendants that left their group (new sessions)
+            stop_all((), self.tag, grace=0.5)
 
     def __enter__(self) -> ChildGroup:
         return self
@@ -118,28 +246,29 @@ class ChildGroup:
 
 @dataclass
 class Tracked:
-    """A background process recorded in the state folder."""
+    """A background process recorded in the state folder (`<state>/procs/<id>.json`)."""
 
     id: str
     pid: int
-    ticks: int | None
+    started: float | None
     argv: list[str]
     log: str
-    owner: str
+    owner: str  # the resource it runs for, e.g. InferenceService/default/iris
+    tag: str = ""
 
     @property
     def running(self) -> bool:
-        return is_running(self.pid, self.ticks)
+        return is_running(self.pid, self.started)
 
 
 class Registry:
     """Background processes that outlive the CLI command (model servers)."""
 
     def __init__(self, root: Path) -> None:
-        self.dir = root / "procs"
+        self.root = root
 
     def _path(self, pid_id: str) -> Path:
-        return self.dir / f"{pid_id}.json"
+        return state.path(self.root, "procs", f"{pid_id}.json")
 
     def spawn(
         self, pid_id: str, argv: Sequence[str], *, owner: str, log: Path,
@@ -147,23 +276,36 @@ class Registry:
     ) -> Tracked:
         """Start argv detached, logging to `log`, and record it under `pid_id`."""
         self.stop(pid_id)
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with open(log, "ab") as fh:
-            proc = popen(argv, cwd=cwd, env=env, stdout=fh)
-        rec = Tracked(pid_id, proc.pid, start_ticks(proc.pid), list(argv), str(log), owner)
-        write_json(self._path(pid_id), rec.__dict__)
+        token = f"{pid_id}-{os.urandom(6).hex()}"
+        try:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            fh = open(log, "ab")  # noqa: SIM115 - handed to the child, closed below
+        except OSError as exc:
+            raise state.io_error(exc, log) from None
+        with fh:
+            proc = popen(argv, cwd=cwd, env=env, stdout=fh, tag=token)
+        rec = Tracked(pid_id, proc.pid, start_time(proc.pid), list(argv), str(log), owner,
+                      token)
+        try:
+            state.write_json(self._path(pid_id), asdict(rec))
+        except BaseException:
+            stop_all([ProcRecord("server", proc.pid, rec.started)], token, grace=1.0)
+            raise
         return rec
 
     def get(self, pid_id: str) -> Tracked | None:
-        data = read_json(self._path(pid_id))
-        return Tracked(**data) if data else None
+        return _tracked(state.read_json(self._path(pid_id), fix="apply the resource again"))
 
     def all(self) -> list[Tracked]:
         out = []
-        for path in sorted(self.dir.glob("*.json")):
-            data = read_json(path)
-            if data:
-                out.append(Tracked(**data))
+        base = state.path(self.root, "procs")
+        for file in sorted(base.glob("*.json")):
+            if file.name.startswith("."):
+                continue
+            rec = _tracked(state.read_json(state.confine(self.root, file),
+                                           fix="apply the resource again"))
+            if rec is not None:
+                out.append(rec)
         return out
 
     def stop(self, pid_id: str, grace: float = 5.0) -> bool:
@@ -171,13 +313,19 @@ class Registry:
         rec = self.get(pid_id)
         if rec is None:
             return False
-        if rec.running:
-            kill_group(rec.pid, grace)
-        self._path(pid_id).unlink(missing_ok=True)
+        stop_all([ProcRecord(rec.id, rec.pid, rec.started)], rec.tag, grace)
+        state.remove(self.root, self._path(pid_id))
         return True
 
     def stop_all(self) -> list[str]:
         return [rec.id for rec in self.all() if self.stop(rec.id)]
+
+
+def _tracked(data: dict[str, Any] | None) -> Tracked | None:
+    if not data:
+        return None
+    keys = {"id", "pid", "started", "argv", "log", "owner", "tag"}
+    return Tracked(**{k: v for k, v in data.items() if k in keys})
 
 
 def iter_log(path: Path, follow: bool = False, alive: Any = None) -> Iterator[str]:

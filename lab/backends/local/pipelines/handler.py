@@ -1,4 +1,4 @@
-"""PipelineRun handler of the local backend (see pipelines.py for the runner)."""
+"""PipelineRun handler of the local backend (see runner.py for the runner)."""
 
 from __future__ import annotations
 
@@ -6,20 +6,47 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from lab.backends.local.owners import Lease
 from lab.backends.local.pipelines import runner as pipelines
 from lab.backends.local.procs import iter_log
+from lab.kube.conditions import now
+
+ACTIVE = ("RUNNING", "PENDING")
 
 
-def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = True) -> dict:
+def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = True,
+          lease: Lease) -> dict:
     meta = obj["metadata"]
     run_dir = backend.store.run_dir("PipelineRun", meta["name"], meta["namespace"])
-    return pipelines.run(obj, run_dir, base_dir, backend.store.put, backend.emit)
+    return pipelines.run(obj, run_dir, base_dir, backend.store.put, backend.emit, lease=lease)
 
 
 def delete(backend: Any, obj: dict[str, Any]) -> None:
-    """Nothing keeps running after a local pipeline run: the store drops its folder."""
+    """The backend has already stopped the run's owner and its tasks; the store drops its
+    folder."""
+
+
+def in_progress(obj: dict[str, Any]) -> bool:
+    return (obj.get("status") or {}).get("state") in ACTIVE
+
+
+def abandon(backend: Any, obj: dict[str, Any], why: str, save: bool = True) -> dict:
+    """A run whose kflab process died: FAILED, as KFP reports a run whose driver is gone."""
+    status = obj.setdefault("status", {})
+    status["state"] = "FAILED"
+    status["error"] = {"message": f"the run has failed because {why}"}
+    status["finished_at"] = now()
+    for task in (status.get("run_details") or {}).get("task_details") or []:
+        if task.get("state") == "RUNNING":
+            task["state"] = "FAILED"
+        elif task.get("state") == "PENDING":
+            task["state"] = "SKIPPED"
+    if save:
+        backend.store.put(obj)
+    return obj
 
 
 def logs(backend: Any, obj: dict[str, Any], replica: str | None) -> Iterator[str]:
-    log = (obj.get("status") or {}).get("log")
-    return iter_log(Path(log)) if log else iter(())
+    meta = obj["metadata"]  # the run folder, never a path read back from the stored object
+    return iter_log(backend.store.run_path("PipelineRun", meta["name"],
+                                           meta.get("namespace", "default")) / "run.log")

@@ -3,6 +3,10 @@
 A run is recorded as a `PipelineRun` whose status mirrors the KFP v2 API's Run (`state`,
 `created_at`, `finished_at`, `error`, `run_details.task_details[]`), with each task's output
 parameters, metrics and artifact paths added, so checks read the same shape on a cluster.
+
+Each task's process is started by kflab (not by kfp.local's own Popen): in a process group
+of its own, tagged and recorded in the run's lease, so an interrupted run -- Ctrl-C,
+SIGTERM, SIGHUP, `kflab delete` -- or a kflab killed outright never leaves a task running.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import importlib.util
 import json
 import os
 import re
+import subprocess
 import sys
 import threading
 import time
@@ -21,8 +26,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from lab import signals
+from lab.backends.local import procs
+from lab.backends.local.owners import Lease
 from lab.errors import InputError, LabError
 from lab.kube.conditions import now
+from lab.state import StateError
 
 Event = dict[str, Any]
 EventSink = Callable[[Event], None]
@@ -188,6 +197,38 @@ def _redirected(log: Path, env: dict[str, str]) -> Iterator[None]:
                     os.environ[key] = value
 
 
+@contextlib.contextmanager
+def _tasks_owned_by(lease: Lease) -> Iterator[None]:
+    """Run kfp.local's task subprocesses the way kflab runs every child (pinned kfp==2.17.3:
+    `subprocess_task_handler.run_local_subprocess` starts each task)."""
+    from kfp.local import subprocess_task_handler as tasks
+
+    def run_task(full_command: list[str], env_vars: dict[str, str] | None = None) -> int:
+        env = {**os.environ, **(env_vars or {})}
+        proc = procs.popen(full_command, env=env, stdout=subprocess.PIPE, tag=lease.token)
+        label = f"task-{proc.pid}"
+        try:
+            lease.add(label, proc, full_command)
+            assert proc.stdout is not None
+            for raw in iter(proc.stdout.readline, b""):
+                print(raw.decode(errors="replace"), end="")
+            print("\n")
+            return proc.wait()
+        finally:
+            if proc.poll() is None:
+                procs.stop_all([procs.ProcRecord.of(label, proc)], grace=2.0)
+            proc.wait()
+            with contextlib.suppress(StateError):
+                lease.drop(label)
+
+    original = tasks.run_local_subprocess
+    tasks.run_local_subprocess = run_task
+    try:
+        yield
+    finally:
+        tasks.run_local_subprocess = original
+
+
 def parse_arguments(pairs: list[str]) -> dict[str, Any]:
     """`key=value` pairs from the command line; values are parsed as JSON when they can be."""
     out: dict[str, Any] = {}
@@ -203,7 +244,7 @@ def parse_arguments(pairs: list[str]) -> dict[str, Any]:
 
 
 def run(obj: dict[str, Any], run_dir: Path, base_dir: Path, save: Callable[[dict], None],
-        sink: EventSink | None = None) -> dict[str, Any]:
+        sink: EventSink | None = None, *, lease: Lease) -> dict[str, Any]:
     """Run the PipelineRun `obj` with kfp.local, saving its status as it goes."""
     import kfp.local
 
@@ -234,17 +275,21 @@ def run(obj: dict[str, Any], run_dir: Path, base_dir: Path, save: Callable[[dict
         sink({"event": "run-started", "run": obj["metadata"]["name"], "tasks": tasks})
     watcher = _LogWatcher(log, sink)
     watcher.start()
+    interrupted = False
     env = {"TMPDIR": str(tmp), "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
            "PYTHONWARNINGS": "ignore::FutureWarning",
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     try:
-        with _redirected(log, env):
+        with _redirected(log, env), _tasks_owned_by(lease):
             kfp.local.init(runner=kfp.local.SubprocessRunner(use_venv=False),
                            pipeline_root=str(root), raise_on_error=True)
             pipeline(**arguments)
         status["state"] = "SUCCEEDED"
-    except KeyboardInterrupt:
-        status["state"], status["error"] = "CANCELED", {"message": "interrupted by the user"}
+    except KeyboardInterrupt as exc:
+        interrupted = True
+        status["state"] = "CANCELED"
+        status["error"] = {"message": f"the run was canceled because "
+                                      f"{signals.reason(exc, lease.stop_request())}"}
         raise
     except Exception as exc:  # the pipeline's own failure: record it, never lose it
         status["state"] = "FAILED"
@@ -254,7 +299,11 @@ def run(obj: dict[str, Any], run_dir: Path, base_dir: Path, save: Callable[[dict
         watcher.join(timeout=5)
         status["finished_at"] = now()
         _fill_tasks(status, root, watcher, _artifact_types(pipeline))
-        save(obj)
+        try:
+            save(obj)
+        except StateError:
+            if not interrupted:
+                raise  # nothing else is on its way up: report the full or read-only folder
         if sink:
             sink({"event": "run-finished", "run": obj["metadata"]["name"],
                   "state": status["state"]})

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from lab import state
 from lab.backends.local.procs import iter_log
 from lab.backends.local.serving import spec as serving_spec
 from lab.errors import LabError
@@ -40,7 +41,8 @@ def proc_id(namespace: str, name: str) -> str:
 
 def _files(backend: Any, obj: dict[str, Any]) -> tuple[Path, Path]:
     meta = obj["metadata"]
-    run = backend.store.run_dir(KIND, meta["name"], meta["namespace"])
+    ns = meta.get("namespace", "default")
+    run = backend.store.run_path(KIND, meta["name"], ns)
     return run / "server.json", run / "server.log"
 
 
@@ -50,10 +52,13 @@ def validate(backend: Any, obj: dict[str, Any], *, base_dir: Path) -> None:
 
 
 def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = True,
-          timeout: float | None = None) -> dict[str, Any]:
+          timeout: float | None = None, lease: Any = None) -> dict[str, Any]:
+    """Start the model server in the background (procs.Registry records it with its start
+    time and its InferenceService) and wait until it is ready. The lease is held only while
+    the server starts: the server then outlives this command."""
     spec = serving_spec.parse(obj, base_dir=base_dir, state=backend.root)
     ready_file, log = _files(backend, obj)
-    ready_file.unlink(missing_ok=True)
+    state.remove(backend.root, ready_file)
     if spec.ignored:
         backend.emit({"event": "message", "text": (
             "note: cluster-only fields ignored on the local backend (one server, no "

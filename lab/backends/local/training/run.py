@@ -5,21 +5,27 @@ by their restartPolicy, enforces backoffLimit / activeDeadlineSeconds / cleanPod
 writes the status in the operator's shape (training_status) to the store after each change,
 so `kflab get` in another terminal sees it live. Replica output goes to one log file per
 replica (kept until the job is deleted) and is streamed as `log` events with the replica's
-name. All replicas live in a ChildGroup: whatever ends the supervisor ends them too.
+name. All replicas live in a ChildGroup recorded in the job's lease (owners.py): whatever
+ends the supervisor ends them too, and if the supervisor is killed outright the next kflab
+command finds them by their record.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import select
+import shutil
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab.backends.local.procs import ChildGroup, free_port, start_ticks
+from lab.backends.local.owners import Lease
+from lab.backends.local.procs import ChildGroup, free_port
 from lab.backends.local.training import status as st
 from lab.backends.local.training.env import (
     localize,
@@ -28,17 +34,19 @@ from lab.backends.local.training.env import (
 )
 from lab.backends.local.training.spec import MASTER, WORKER, JobSpec, Replica
 from lab.errors import LabError
-from lab.state import write_json
 
 KIND = "PyTorchJob"
 POLL = 0.1
 RESTART_DELAY = (1.0, 10.0)  # kubelet's crash back-off is 10 s doubling to 5 min; shorter here
 EXIT_CODE_RECREATE = 1.0  # seconds before a deleted (ExitCode) replica is created again
 CLEAN_NONE_GRACE = 10.0  # cleanPodPolicy None: how long a finished job's stragglers may run on
-
-
-class Stopped(Exception):
-    """SIGTERM from `kflab delete` / `kflab down`: stop replicas, write nothing more."""
+NETWORK_ANNOTATION = "kflab.dev/network"  # "host": the user asks for the host's network
+NETNS = Path(__file__).with_name("netns.py")
+LOOPBACK_IFNAME = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")  # gloo/NCCL listen on lo
+HOST_NETWORK_WARNING = (
+    "warning: this PyTorchJob runs on the host's network ({why}): torch's rendezvous store "
+    "(rank 0's TCPStore) listens on ALL interfaces, so other machines that can reach this "
+    "one can connect to MASTER_PORT while the job runs")
 
 
 @dataclass
@@ -72,10 +80,16 @@ class Supervisor:
     job: JobSpec
     run_dir: Path
     base_dir: Path
-    group: ChildGroup = field(default_factory=ChildGroup)
+    lease: Lease
+    group: ChildGroup = field(init=False)
     instances: list[Instance] = field(default_factory=list)
     started: float = 0.0
     total_restarts: int = 0
+    holder: subprocess.Popen[bytes] | None = None  # the private network namespace, if any
+
+    def __post_init__(self) -> None:
+        self.group = ChildGroup(self.lease.token, on_start=self.lease.add,
+                                on_exit=self.lease.drop)
 
     # --- setup ---------------------------------------------------------------------------
     def prepare(self, gpu_plan: dict[str, list[str]], host_has_gpus: bool) -> None:
@@ -83,8 +97,41 @@ class Supervisor:
         for rep, i in self.job.ordered():
             env = replica_env(self.job, rep, i, master_port=master_port, rdzv_port=rdzv_port,
                               gpus=gpu_plan.get(rep.name(i)), host_has_gpus=host_has_gpus)
+            own = dict(rep.env)
+            for var in LOOPBACK_IFNAME:  # gloo and NCCL pair sockets: loopback only
+                if var not in own:
+                    env[var] = "lo"
             cwd = self.base_dir / rep.working_dir if rep.working_dir else self.base_dir
             self.instances.append(Instance(rep, i, env, self.run_dir / f"{rep.name(i)}.log", cwd))
+
+    # --- network ---------------------------------------------------------------------------
+    def isolate(self) -> None:
+        """Give the replicas a network namespace where only loopback exists (netns.py), or
+        say plainly why they run on the host's network and what that exposes."""
+        annotations = self.obj["metadata"].get("annotations") or {}
+        why = None
+        if annotations.get(NETWORK_ANNOTATION) == "host":
+            why = f"the job asks for it with the annotation {NETWORK_ANNOTATION}: host"
+        else:
+            holder = self.group.start([sys.executable, "-I", "-S", str(NETNS), "hold"],
+                                      label="netns", stdout=subprocess.PIPE)
+            line = _first_line(holder, timeout=10.0)
+            if line == "ready":
+                self.holder = holder
+                self.obj["metadata"].setdefault("annotations", {})[NETWORK_ANNOTATION] = \
+                    "private (replicas see only loopback)"
+                return
+            why = ("a private network namespace is not available here: "
+                   f"{line.removeprefix('unavailable: ') or 'no answer'}")
+            self.group.stop_all(grace=0.5)
+            self.group.forget(holder)
+        text = HOST_NETWORK_WARNING.format(why=why)
+        self.obj["metadata"].setdefault("annotations", {})[NETWORK_ANNOTATION] = \
+            f"host ({why})"
+        self.backend.emit({"event": "message", "text": text})
+        for inst in self.instances:
+            with open(inst.log, "ab") as fh:
+                fh.write(f"--- kflab: {text} ---\n".encode())
 
     def start(self, inst: Instance) -> None:
         argv = [localize(a, service_names(self.job)) for a in inst.rep.command]
@@ -93,17 +140,24 @@ class Supervisor:
                 fh.write(f"--- kflab: restart {inst.restarts} of {inst.name} ---\n".encode())
         try:
             with open(inst.log, "ab") as fh:
-                inst.proc = self.group.start(argv, cwd=inst.cwd, env=inst.env, stdout=fh)
+                inst.proc = self.group.start(self.launcher(argv, inst.env, inst.cwd),
+                                             label=inst.name,
+                                             cwd=inst.cwd, env=inst.env, stdout=fh)
         except OSError as exc:
             raise LabError(f"{inst.name}: cannot run {argv[0]!r}: {exc.strerror}",
                            hint="check the container's command and workingDir") from None
         inst.state, inst.exit_code, inst.restart_at = "running", None, None
-        self.record_pids()
 
-    def record_pids(self) -> None:
-        pids = {i.name: {"pid": i.proc.pid, "ticks": start_ticks(i.proc.pid)}
-                for i in self.instances if i.proc is not None and i.state == "running"}
-        write_json(self.run_dir / "replicas.json", pids)
+    def launcher(self, argv: list[str], env: dict[str, str], cwd: Path) -> list[str]:
+        """argv as started: inside the job's private network namespace when it has one
+        (the command is looked up first, so a missing one is reported as before)."""
+        if self.holder is None:
+            return argv
+        exe = argv[0] if os.sep in argv[0] else shutil.which(argv[0], path=env.get("PATH"))
+        if exe is None or (os.sep in exe and not (cwd / exe).exists()):
+            raise OSError(2, "No such file or directory")
+        return [sys.executable, "-I", "-S", str(NETNS), "join", str(self.holder.pid), "--",
+                exe, *argv[1:]]
 
     def reap(self, inst: Instance) -> int | None:
         """The replica's exit code once it has exited (a signal N counts as 128+N, as a
@@ -121,8 +175,7 @@ class Supervisor:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(inst.proc.pid, signal.SIGKILL)
         code = inst.proc.wait()
-        if inst.proc in self.group.procs:
-            self.group.procs.remove(inst.proc)
+        self.group.forget(inst.proc)
         return 128 - code if code < 0 else code
 
     # --- status --------------------------------------------------------------------------
@@ -227,6 +280,7 @@ class Supervisor:
                    if i.rep.type == lead)
 
     def run(self) -> None:
+        self.isolate()
         self.started = time.monotonic()
         self.status["startTime"] = st.now()
         for inst in self.instances:
@@ -295,4 +349,12 @@ class Supervisor:
             inst.state = "succeeded" if succeeded else "stopped"
         self.pump(final=True)
         self.save()
-        (self.run_dir / "replicas.json").unlink(missing_ok=True)
+
+
+def _first_line(proc: subprocess.Popen[bytes], timeout: float) -> str:
+    """The first line a child prints, within `timeout` seconds ('' if none)."""
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    if not ready:
+        return ""
+    return proc.stdout.readline().decode(errors="replace").strip()

@@ -5,7 +5,10 @@ One `apply` drives the whole experiment in the foreground, like a controller loo
 sampler for at most parallelTrialCount assignments, start each trial from the primary
 container's command and args (argv, never a shell), read its metrics as it runs, tell
 the sampler, and recompute the Experiment status after every change. Every trial process
-belongs to a ChildGroup, so Ctrl-C (or SIGTERM) kills them all and marks the experiment.
+belongs to a ChildGroup and is recorded in the experiment's lease (owners.py), so Ctrl-C,
+SIGTERM or SIGHUP -- or `kflab delete`/`down` from another terminal -- kills them all and
+marks the experiment with the reason, and a kflab killed outright leaves a record that the
+next command uses to stop them.
 
 Parts: tuning_spec (validation), tuning_search (algorithms), tuning_trials (one trial),
 tuning_metrics (collectors), tuning_status (Katib's status rules), tuning_plots (PNGs).
@@ -17,7 +20,6 @@ import contextlib
 import copy
 import queue
 import secrets
-import signal
 import statistics
 import threading
 import time
@@ -26,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lab import signals
+from lab.backends.local.owners import Lease
 from lab.backends.local.procs import ChildGroup, iter_log, kill_group
 from lab.backends.local.tuning import spec as tuning_spec
 from lab.backends.local.tuning import status as tuning_status
@@ -36,6 +40,7 @@ from lab.backends.local.tuning.space import fmt, grid, grid_values
 from lab.backends.local.tuning.spec import Spec
 from lab.backends.local.tuning.trials import EXPERIMENT_LABEL
 from lab.errors import LabError
+from lab.state import StateError
 
 # Seconds between reads of running trials' output (median stopping needs them live);
 # a finished trial wakes the loop at once through the exit queue.
@@ -62,10 +67,12 @@ class _Run:
     exp: dict[str, Any]
     spec: Spec
     base_dir: Path
+    lease: Lease
     trials: list[dict[str, Any]] = field(default_factory=list)
     active: dict[str, Running] = field(default_factory=dict)
     exhausted: bool = False
     exits: queue.SimpleQueue[str] = field(default_factory=queue.SimpleQueue)
+    group: ChildGroup | None = None
 
     def __post_init__(self) -> None:
         import optuna
@@ -149,7 +156,7 @@ class _Run:
                                            self._rules())
         tuning_status.trial_created(trial)
         self.trials.append(trial)
-        log = self.store.run_dir("Trial", name, self.ns) / "trial.log"
+        log = self.store.run_file("Trial", name, self.ns, "trial.log")
         started = tuning_trials.launch(group, self.spec, runspec, name, log, self.base_dir)
         proc = started.proc
         coll = self.spec.collector
@@ -157,7 +164,7 @@ class _Run:
         self.backend.emit({"event": "trial-started", "experiment": self.spec.name,
                            "trial": name, "params": {a["name"]: a["value"]
                                                      for a in assignments}})
-        run = Running(trial, proc, Tail(started.metrics_source), metrics, otrial.number,
+        run = Running(trial, proc, started.tail, metrics, otrial.number,
                       time.monotonic(), fmt=coll.format)
         if proc is None:
             self.finish(run, rc=127, detail=str(started.problem))
@@ -229,6 +236,8 @@ class _Run:
                 else optuna.trial.TrialState.FAIL
             self.study.tell(run.number, state=state)
         self.active.pop(trial["metadata"]["name"], None)
+        if self.group is not None and run.proc is not None:
+            self.group.forget(run.proc)
         self.refresh()
         self.save(_public(trial))
         self.backend.emit({"event": "trial-finished", "experiment": self.spec.name,
@@ -285,18 +294,23 @@ class _Run:
             self.backend.emit({"event": "message", "text":
                                f"[yellow]warning:[/] ignored on the local backend (they "
                                f"matter on a cluster only): {text}"})
-        with ChildGroup() as group, _sigterm_as_interrupt():
+        lease = self.lease
+        with ChildGroup(lease.token, on_start=lease.add, on_exit=lease.drop) as group:
+            self.group = group
             try:
                 self.loop(group)
                 self.kill_active("the experiment completed")
             except BaseException as exc:
-                why = "it was interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt) \
-                    else f"kflab hit an error: {exc}"
+                why = signals.reason(exc, lease.stop_request()) \
+                    if isinstance(exc, KeyboardInterrupt) else f"kflab hit an error: {exc}"
                 group.stop_all(grace=1.0)
-                for run in list(self.active.values()):
-                    self.finish(run, rc=-1, detail=why, killed=True)
-                tuning_status.interrupted(self.exp, why)
-                self.save()
+                # The status says why; a full or read-only state folder may refuse even
+                # that, and then the next command marks it (its lease will be free).
+                with contextlib.suppress(StateError):
+                    for run in list(self.active.values()):
+                        self.finish(run, rc=-1, detail=why, killed=True)
+                    tuning_status.interrupted(self.exp, why)
+                    self.save()
                 self.backend.emit({"event": "experiment-finished",
                                    "experiment": self.spec.name, "condition": "Failed",
                                    "reason": tuning_status.FAILED, "best": None,
@@ -351,23 +365,6 @@ def _public(trial: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in trial.items() if not k.startswith("_")}
 
 
-class _sigterm_as_interrupt:
-    """While trials run, SIGTERM is handled like Ctrl-C so no trial is left behind."""
-
-    def __enter__(self) -> None:
-        self.old = None
-        if threading.current_thread() is threading.main_thread():
-            self.old = signal.signal(signal.SIGTERM, _raise_interrupt)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.old is not None:
-            signal.signal(signal.SIGTERM, self.old)
-
-
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
 def _defaults(obj: dict[str, Any], spec: Spec) -> None:
     """Fill the spec the way Katib's mutating webhook does, so the stored object matches."""
     s = obj["spec"]
@@ -378,7 +375,8 @@ def _defaults(obj: dict[str, Any], spec: Spec) -> None:
     mc.setdefault("collector", {}).setdefault("kind", spec.collector.kind)
 
 
-def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = True) -> dict:
+def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = True,
+          lease: Lease) -> dict:
     """Run an Experiment to completion in the foreground (`wait` is always honoured as
     True: trials are children of this process)."""
     if obj.get("kind") == "Trial":
@@ -393,7 +391,7 @@ def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = Tru
     exp.pop("status", None)
     _defaults(exp, spec)
     tuning_status.experiment_created(exp)
-    return _Run(backend, exp, spec, base_dir).run()
+    return _Run(backend, exp, spec, base_dir, lease).run()
 
 
 def _trials_of(backend: Any, obj: dict[str, Any]) -> list[dict[str, Any]]:
@@ -416,13 +414,53 @@ def delete(backend: Any, obj: dict[str, Any]) -> None:
 def logs(backend: Any, obj: dict[str, Any], replica: str | None) -> Iterator[str]:
     ns = obj["metadata"].get("namespace", "default")
     if obj.get("kind") == "Trial":
-        return iter_log(backend.store.run_dir("Trial", obj["metadata"]["name"], ns)
+        return iter_log(backend.store.run_path("Trial", obj["metadata"]["name"], ns)
                         / "trial.log")
 
     def every_trial() -> Iterator[str]:
         for trial in _trials_of(backend, obj):
             name = trial["metadata"]["name"]
-            for line in iter_log(backend.store.run_dir("Trial", name, ns) / "trial.log"):
+            for line in iter_log(backend.store.run_path("Trial", name, ns) / "trial.log"):
                 yield f"[{name}] {line}"
 
     return every_trial()
+
+
+# --- ownership: what the next command does when the owner of a run died ------------------
+
+def in_progress(obj: dict[str, Any]) -> bool:
+    """An Experiment not yet complete, or a Trial not yet finished."""
+    if obj.get("kind") == "Trial":
+        return tuning_status.trial_state(obj) in ("Pending", "Running")
+    return bool(obj.get("status")) and not tuning_status.is_completed(obj)
+
+
+def owner_of(obj: dict[str, Any]) -> tuple[str, str]:
+    """Trials are run by their Experiment's owner."""
+    if obj.get("kind") == "Trial":
+        exp = (obj["metadata"].get("labels") or {}).get(EXPERIMENT_LABEL)
+        if exp:
+            return "Experiment", str(exp)
+    return str(obj.get("kind")), obj["metadata"]["name"]
+
+
+def abandon(backend: Any, obj: dict[str, Any], why: str, save: bool = True) -> dict:
+    """Mark a run whose owner died: unfinished trials Killed, the experiment Failed."""
+    if obj.get("kind") == "Trial":
+        tuning_status.trial_finished(obj, "Killed", why)
+        if save:
+            backend.store.put(obj)
+        return obj
+    trials = _trials_of(backend, obj)
+    for trial in trials:
+        if in_progress(trial):
+            tuning_status.trial_finished(trial, "Killed", why)
+            if save:
+                backend.store.put(trial)
+    with contextlib.suppress(KeyError, TypeError, ValueError):  # a hand-written object
+        tuning_status.summarize(obj, trials)
+    obj.setdefault("status", {})
+    tuning_status.interrupted(obj, why)
+    if save:
+        backend.store.put(obj)
+    return obj

@@ -9,6 +9,7 @@ Katib's literal "unavailable" for a metric that never appeared.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,16 +80,32 @@ class MetricLog:
 
 
 class Tail:
-    """Reads the lines appended to a file since the last call (whole lines only)."""
+    """Reads the lines appended to a file since the last call (whole lines only).
 
-    def __init__(self, path: Path) -> None:
+    With `fresh`, what the file already holds is skipped, as a new pod starts without it
+    (for a metrics file kflab may not delete); a file replaced (another inode) or truncated
+    since is read from its start."""
+
+    def __init__(self, path: Path, fresh: bool = False) -> None:
         self.path = path
         self.offset = 0
         self.partial = b""
+        self.inode: int | None = None
+        if fresh:
+            try:
+                st = path.stat()
+                self.offset, self.inode = st.st_size, st.st_ino
+            except OSError:
+                pass
 
     def read(self, final: bool = False) -> list[str]:
         try:
             with open(self.path, "rb") as fh:
+                st = os.fstat(fh.fileno())
+                if (self.inode is not None and st.st_ino != self.inode) or \
+                        st.st_size < self.offset:
+                    self.offset, self.partial = 0, b""
+                self.inode = st.st_ino
                 fh.seek(self.offset)
                 chunk = fh.read()
         except OSError:  # not there (yet), or not readable: nothing to collect

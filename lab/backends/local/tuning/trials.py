@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from lab.backends.local.procs import ChildGroup
+from lab.backends.local.tuning.metrics import Tail
 from lab.backends.local.tuning.spec import PLACEHOLDER, Spec
 from lab.kube.conditions import now
 
@@ -100,6 +101,7 @@ def trial_env(container: dict[str, Any], name: str) -> dict[str, str]:
 class Launched:
     proc: Any  # subprocess.Popen, or None when the trial could not start
     metrics_source: Path  # what the metrics collector reads
+    tail: Tail  # reads it, from where it stood when the trial started
     problem: str | None = None
 
 
@@ -116,27 +118,45 @@ def launch(group: ChildGroup, spec: Spec, runspec: dict[str, Any], name: str, lo
     coll = spec.collector
     source = log if coll.kind == "StdOut" else cwd / str(coll.path)
     problem = None
+    skip = False
     if coll.kind == "File":
-        try:
-            source.unlink(missing_ok=True)  # a fresh pod starts with no metrics file
-            source.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            problem = f"cannot prepare the metrics file {source}: {exc.strerror}"
+        problem, skip = _prepare_metrics_file(source, base_dir)
+    tail = Tail(source, fresh=skip)  # before the trial can write to it
     exe = shutil.which(argv[0], path=env["PATH"]) if os.sep not in argv[0] else argv[0]
     if exe is None:
         problem = f"command not found: {argv[0]}"
     with open(log, "wb") as fh:
         proc = None
         if problem is None:
-            proc, problem = _start(group, [str(exe), *argv[1:]], cwd, env, fh)
+            proc, problem = _start(group, name, [str(exe), *argv[1:]], cwd, env, fh)
         if problem is not None:
             fh.write(f"kflab: {problem}\n".encode())
-    return Launched(proc, source, problem)
+    return Launched(proc, source, tail, problem)
 
 
-def _start(group: ChildGroup, argv: list[str], cwd: Path, env: dict[str, str],
+def _prepare_metrics_file(source: Path, base_dir: Path) -> tuple[str | None, bool]:
+    """Make the File collector's file fresh, as a new pod starts without it: inside the
+    manifest's folder the old file is removed and a missing folder created (Katib mounts
+    one in the pod). A path elsewhere is never deleted or created -- it came from a
+    manifest and may be anyone's file -- so the collector skips what it already holds.
+    Returns (problem, skip_existing)."""
+    inside = source.resolve().is_relative_to(base_dir.resolve()) and not source.is_symlink()
+    if not inside:
+        if not source.parent.is_dir():
+            return (f"cannot prepare the metrics file {source}: its folder does not exist, "
+                    f"and kflab creates folders only inside {base_dir}"), True
+        return None, True
+    try:
+        source.unlink(missing_ok=True)
+        source.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"cannot prepare the metrics file {source}: {exc.strerror}", False
+    return None, False
+
+
+def _start(group: ChildGroup, label: str, argv: list[str], cwd: Path, env: dict[str, str],
            out: IO[bytes]) -> tuple[Any, str | None]:
     try:
-        return group.start(argv, cwd=cwd, env=env, stdout=out), None
+        return group.start(argv, label=label, cwd=cwd, env=env, stdout=out), None
     except OSError as exc:
         return None, f"cannot start {argv[0]}: {exc.strerror}"

@@ -64,12 +64,11 @@ def profile_option(f: Any) -> Any:
 
 
 def _valid_namespace(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    from lab.kube.names import namespace_problem
+    from lab.kube.names import NAMESPACE_HINT, namespace_problem
 
     problem = namespace_problem(value)
     if problem is not None:
-        raise click.BadParameter(f"{problem} (a namespace is at most 63 lower-case letters, "
-                                 "digits and '-', starting and ending with a letter or digit)")
+        raise click.BadParameter(f"not a valid namespace: {problem}; {NAMESPACE_HINT}")
     return value
 
 
@@ -80,13 +79,12 @@ def namespace_option(f: Any) -> Any:
 
 def checked_name(kind: str, name: str, param: str = "NAME") -> str:
     """A resource name from the command line, checked as the API server checks `kind`."""
-    from lab.kube.names import name_problem, rule_for
+    from lab.kube.names import name_hint, name_problem
 
     problem = name_problem(kind, name)
     if problem is not None:
-        rule = rule_for(kind)
-        raise click.BadParameter(f"{problem} (a {kind} name is a {rule.format} of at most "
-                                 f"{rule.max_len} characters)", param_hint=param)
+        raise click.BadParameter(f"not a valid {kind} name: {problem}; {name_hint(kind)}",
+                                 param_hint=param)
     return name
 
 

@@ -86,7 +86,7 @@ def rule_for(kind: str) -> Rule:
 
 def _shown(value: object) -> str:
     text = repr(value)
-    return text if len(text) <= 80 else text[:60] + f"...' ({len(str(value))} characters)"
+    return text if len(text) <= 80 else text[:60] + "...'"
 
 
 def name_problem(kind: str, name: object) -> str | None:

@@ -35,7 +35,7 @@ def test_length_limits_say_why() -> None:
     assert "the limit is 40" in problem and "suggestion Service" in problem
     assert "<name>-predictor" in names.name_problem("InferenceService", "m" * 54)
     long = names.name_problem("PyTorchJob", "j" * 300)
-    assert "300 characters" in long and len(long) < 400  # the name is shortened when shown
+    assert "300 characters long" in long and len(long) < 400  # the name is shortened
 
 
 @pytest.mark.parametrize("ns", ["/tmp/victim", "..", "a/b", "Team", "-a", "a" * 64, "", "a.b"])
@@ -73,3 +73,21 @@ def test_manifest_names_are_checked_at_their_line(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="invalid Experiment name") as err:
         load_manifests(f)
     assert err.value.line == 4
+
+
+def test_pytorchjob_replica_services_must_fit() -> None:
+    """A valid 60-character job name still cannot run 12 workers: the Service
+    `<name>-worker-11` would exceed 63 characters, as on a cluster."""
+    from lab.backends.local.training.spec import parse
+
+    container = {"name": "pytorch", "command": ["python", "x.py"]}
+    obj = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+           "metadata": {"name": "j" * 60},
+           "spec": {"pytorchReplicaSpecs": {"Worker": {
+               "replicas": 12, "template": {"spec": {"containers": [container]}}}}}}
+    assert names.name_problem("PyTorchJob", "j" * 60) is None
+    with pytest.raises(InputError, match="worker-11' would be 70 characters") as err:
+        parse(obj)
+    assert err.value.field == "metadata.name" and "at most 53" in str(err.value)
+    obj["metadata"]["name"] = "j" * 53
+    assert parse(obj).name == "j" * 53

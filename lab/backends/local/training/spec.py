@@ -211,6 +211,18 @@ def _elastic(raw: Any, replicas: dict[str, Replica]) -> Elastic:
                    bool(raw.get("standalone")))
 
 
+def _check_service_names(name: str, replicas: dict[str, Replica]) -> None:
+    """The operator makes a headless Service `<job>-<type>-<index>` per replica; a Service
+    name is a DNS-1035 label of at most 63 characters, so long job names cannot run."""
+    for rep in replicas.values():
+        longest = f"{name}-{rep.type.lower()}-{max(rep.replicas - 1, 0)}"
+        if len(longest) > 63:
+            keep = 63 - (len(longest) - len(name))
+            raise _err("metadata.name", f"the replica Service '{longest}' would be "
+                       f"{len(longest)} characters long; a Service name is at most 63",
+                       f"shorten the job's name to at most {max(keep, 1)} characters")
+
+
 def parse(obj: dict[str, Any]) -> JobSpec:
     """Validate and default a PyTorchJob; raises InputError naming the field."""
     meta = obj["metadata"]
@@ -245,6 +257,7 @@ def parse(obj: dict[str, Any]) -> JobSpec:
     ignored = tuple(k for k in ("schedulingPolicy", "ttlSecondsAfterFinished", "suspend",
                                 "managedBy") if run.get(k) is not None)
     backoff = _int(run, "backoffLimit", "spec.runPolicy")
+    _check_service_names(str(meta["name"]), replicas)
     return JobSpec(meta["name"], meta.get("namespace", "default"), replicas,
                    None if nproc is None else str(nproc), backoff,
                    _int(run, "activeDeadlineSeconds", "spec.runPolicy", 1), clean, elastic,

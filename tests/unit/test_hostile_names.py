@@ -17,9 +17,15 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def victim(tmp_path: Path) -> Path:
     folder = tmp_path / "victim"
-    folder.mkdir()
+    (folder / "data").mkdir(parents=True)
     (folder / "precious.txt").write_text("keep me")
+    (folder / "data" / "precious.txt").write_text("keep me")  # what main deleted
     return folder
+
+
+def intact(victim: Path) -> bool:
+    return all((victim / p).read_text() == "keep me"
+               for p in ("precious.txt", "data/precious.txt"))
 
 
 def refused(res, *needles: str) -> None:
@@ -43,7 +49,7 @@ def test_pytorchjob_in_a_path_namespace(kflab, state: Path, tmp_path: Path,
     refused(kflab("delete", "pytorchjob", "data", "-n", str(victim)), "-n")
     for verb in ("get", "describe", "logs"):
         refused(kflab(verb, "pytorchjob", "data", "-n", "../../x"), "namespace")
-    assert (victim / "precious.txt").read_text() == "keep me"
+    assert intact(victim)
     assert not (state / "resources").exists()
 
 
@@ -56,7 +62,7 @@ def test_pipeline_run_name_that_is_a_path(kflab, state: Path, tmp_path: Path,
         refused(kflab("pipeline", "run", str(pipe), "--name", rel),
                 "Invalid value for --name", "not a valid PipelineRun name")
     refused(kflab("pipeline", "run", str(pipe), "--name", "x" * 300), "300 characters")
-    assert (victim / "precious.txt").read_text() == "keep me"
+    assert intact(victim)
     assert not (state / "runs").exists()
 
 
@@ -80,4 +86,4 @@ def test_planted_symlink_is_not_followed_by_delete(kflab, state: Path, victim: P
     link.parent.mkdir(parents=True)
     link.symlink_to(victim)
     refused(kflab("delete", "pytorchjob", "data"), "outside the state folder", str(link))
-    assert (victim / "precious.txt").read_text() == "keep me"
+    assert intact(victim)

@@ -144,7 +144,9 @@ class LocalBackend:
             if obj is None:
                 return False
             self._handler(k).delete(self, obj)
-            return self.store.delete(k, name, namespace)
+            gone = self.store.delete(k, name, namespace)
+            lease.forget()
+            return gone
 
     def logs(self, kind: str, name: str, namespace: str = "default",
              replica: str | None = None) -> Iterator[str]:

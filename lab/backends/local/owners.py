@@ -118,6 +118,12 @@ class Lease:
         os.close(self.fd)
         self.fd = -1
 
+    def forget(self) -> None:
+        """The resource is gone: drop its owner record (the lock file stays, so that a
+        process about to lock it never locks a file that another has replaced)."""
+        with contextlib.suppress(LabError):
+            state.remove(self.root, self.record_file)
+
     def release(self) -> None:
         if self.fd < 0:
             return

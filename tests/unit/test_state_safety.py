@@ -112,7 +112,7 @@ def test_unwritable_state_names_the_file_and_the_fix(tmp_path: Path) -> None:
     blocker.parent.mkdir()
     blocker.write_text("a file where a folder belongs")
     store = Store(tmp_path / "s")
-    with pytest.raises(StateError, match="cannot write .*exp.json") as err:
+    with pytest.raises(StateError, match=r"cannot write .*exp\.json") as err:
         store.put({"kind": "Experiment", "metadata": {"name": "exp"}})
     assert "--state" in str(err.value)
 

@@ -296,8 +296,13 @@ def owned(root: Path) -> Iterator[tuple[str, str, str]]:
     base = state.path(root, "owners")
     for lock in sorted(base.glob("*/*/*.lock")):
         plural, namespace = lock.parent.parent.name, lock.parent.name
-        with contextlib.suppress(LabError):
-            yield lookup(plural).kind, namespace, lock.stem
+        try:
+            kind = lookup(plural).kind
+            names.check_name(kind, lock.stem)
+            names.check_namespace(namespace)
+        except LabError:
+            continue  # not a file kflab wrote
+        yield kind, namespace, lock.stem
 
 
 def dead_owner_reason(record: dict[str, Any] | None, leftovers: int) -> str:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from lab import signals
+from lab import signals, state
 from lab.backends.local import procs
 from lab.backends.local.owners import Lease
 from lab.errors import InputError, LabError
@@ -256,9 +256,7 @@ def run(obj: dict[str, Any], run_dir: Path, base_dir: Path, save: Callable[[dict
     pipeline = load_pipeline(path, spec.get("function"))
     arguments = spec.get("arguments") or {}
     tasks = _task_names(pipeline)
-    root = run_dir / "pipeline_root"
-    log = run_dir / "run.log"
-    tmp = run_dir / "tmp"
+    root, log, tmp = (state.path(run_dir, p) for p in ("pipeline_root", "run.log", "tmp"))
     for folder in (root, tmp):
         folder.mkdir(parents=True, exist_ok=True)
     log.write_text("")

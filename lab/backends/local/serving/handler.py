@@ -43,7 +43,7 @@ def _files(backend: Any, obj: dict[str, Any]) -> tuple[Path, Path]:
     meta = obj["metadata"]
     ns = meta.get("namespace", "default")
     run = backend.store.run_path(KIND, meta["name"], ns)
-    return run / "server.json", run / "server.log"
+    return state.path(run, "server.json"), state.path(run, "server.log")
 
 
 def validate(backend: Any, obj: dict[str, Any], *, base_dir: Path) -> None:

@@ -135,8 +135,9 @@ def logs(backend: Any, obj: dict[str, Any], replica: str | None) -> Iterator[str
         if replica not in names:
             raise LabError(f"PyTorchJob '{meta['name']}' has no replica '{replica}'",
                            hint=f"use one of: {', '.join(names)}")
-        return iter_log(run_dir / f"{replica}.log")
-    return (f"[{name}] {line}" for name in names for line in iter_log(run_dir / f"{name}.log"))
+        return iter_log(state.path(run_dir, f"{replica}.log"))
+    return (f"[{name}] {line}" for name in names
+            for line in iter_log(state.path(run_dir, f"{name}.log")))
 
 
 def _main(argv: list[str] | None = None) -> int:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lab import state
 from lab.backends.local.owners import Lease
 from lab.backends.local.procs import ChildGroup, free_port
 from lab.backends.local.training import status as st
@@ -102,7 +103,8 @@ class Supervisor:
                 if var not in own:
                     env[var] = "lo"
             cwd = self.base_dir / rep.working_dir if rep.working_dir else self.base_dir
-            self.instances.append(Instance(rep, i, env, self.run_dir / f"{rep.name(i)}.log", cwd))
+            log = state.path(self.run_dir, f"{rep.name(i)}.log")
+            self.instances.append(Instance(rep, i, env, log, cwd))
 
     # --- network ---------------------------------------------------------------------------
     def isolate(self) -> None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab import signals
+from lab import signals, state
 from lab.backends.local.owners import Lease
 from lab.backends.local.procs import ChildGroup, iter_log, kill_group
 from lab.backends.local.tuning import spec as tuning_spec
@@ -341,9 +341,10 @@ class _Run:
         made = []
         try:
             made.append(tuning_plots.objective_plot(
-                out / "objective.png", rows, self.spec.objective.metric,
+                state.path(out, "objective.png"), rows, self.spec.objective.metric,
                 self.spec.objective.type == "maximize"))
-            made.append(tuning_plots.importance_plot(out / "importance.png", self.study))
+            made.append(tuning_plots.importance_plot(state.path(out, "importance.png"),
+                                                         self.study))
         except Exception as exc:  # plots are a bonus: never fail the experiment for them
             self.backend.emit({"event": "message", "text": f"plots skipped: {exc}"})
         paths = [str(p) for p in made if p is not None]

@@ -30,6 +30,7 @@ from lab.errors import InputError, LabError
 
 _LABEL_1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # Label keys/values and field managers: printable, no path or query characters.
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _MANAGER = re.compile(r"^[A-Za-z0-9][-A-Za-z0-9_.:]{0,127}$")

@@ -16,7 +16,7 @@ from typing import Any
 
 from lab.errors import LabError
 from lab.kube.apierrors import NotFound, translated
-from lab.kube.names import check_manager, check_name, check_namespace
+from lab.kube.names import check_kind_name, check_manager, check_namespace
 
 MANAGER_APPLY = "kflab-apply"  # `kflab apply -f FILE`
 MANAGER_SCENARIO = "kflab-scenario"  # a scenario's solve actions
@@ -41,7 +41,7 @@ class Ref:
     def __post_init__(self) -> None:
         if not self.api_version or not self.kind or "/" in self.kind:
             raise LabError(f"invalid apiVersion/kind {self.api_version!r}/{self.kind!r}")
-        check_name(self.name, f"{self.kind} name")
+        check_kind_name(self.kind, self.name)  # per kind: Katib, KServe, Training limits
         if self.namespace is not None:
             check_namespace(self.namespace)
 

@@ -298,7 +298,7 @@ def owned(root: Path) -> Iterator[tuple[str, str, str]]:
         plural, namespace = lock.parent.parent.name, lock.parent.name
         try:
             kind = lookup(plural).kind
-            names.check_name(kind, lock.stem)
+            names.check_kind_name(kind, lock.stem)
             names.check_namespace(namespace)
         except LabError:
             continue  # not a file kflab wrote

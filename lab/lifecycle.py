@@ -16,11 +16,13 @@ from lab.errors import LabError
 from lab.kube.conditions import now
 from lab.providers import get_provider, lab_dir
 from lab.providers.base import Provider, Say
+from lab.state import path as state_path
 from lab.state import read_json, write_json
+from lab.state import remove as state_remove
 
 
 def record_path(state: Path, name: str) -> Path:
-    return state / "labs" / name / "lab.json"
+    return state_path(state, "labs", name, "lab.json")
 
 
 def record(state: Path, profile: Profile, **fields: Any) -> None:
@@ -130,7 +132,7 @@ def down(state: Path, say: Say, *, destroy: bool, name: str | None = None) -> bo
         return False
     if destroy:
         provider.delete(say)
-        (lab_dir(state, profile) / "lab.json").unlink(missing_ok=True)
+        state_remove(state, record_path(state, profile.name))
     else:
         provider.stop(say)
         record(state, profile, phase="stopped")

@@ -10,9 +10,14 @@ from lab.providers.base import Provider
 
 def lab_dir(state: Path, profile: Profile) -> Path:
     """The lab's own folder in the state directory (Vagrantfile, kubeconfig, logs)."""
-    path = state / "labs" / profile.name
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return path
+    from lab.state import io_error, path
+
+    folder = path(state, "labs", profile.name)
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise io_error(exc, folder, "create") from None
+    return folder
 
 
 def get_provider(profile: Profile, state: Path) -> Provider:

@@ -15,6 +15,7 @@ import yaml
 from lab.config import Profile
 from lab.errors import LabError
 from lab.providers.base import Capabilities, Gpu, Inventory, Say, State
+from lab.state import remove
 
 
 def extract_context(source: Path, context: str) -> dict:
@@ -77,7 +78,7 @@ class ExistingProvider:
 
     def delete(self, say: Say) -> None:
         say("existing cluster: left in place; kflab forgets its copy of the kubeconfig")
-        self.kubeconfig().unlink(missing_ok=True)
+        remove(self.workdir, self.kubeconfig())
 
     def status(self) -> State:
         ok = self.kubeconfig().exists()

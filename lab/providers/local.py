@@ -14,6 +14,7 @@ from lab import doctor
 from lab.config import Profile
 from lab.errors import LabError
 from lab.providers.base import Capabilities, Gpu, Inventory, Say, State
+from lab.state import remove
 
 WSL_LIB = "/usr/lib/wsl/lib"
 
@@ -69,7 +70,7 @@ class _Local:
         if uninstall.exists():
             say(f"removing k3s ({uninstall})")
             subprocess.run(["sudo", str(uninstall)], check=False)
-        self.kubeconfig().unlink(missing_ok=True)
+        remove(self.workdir, self.kubeconfig())
 
     def status(self) -> State:
         k3s = self.host.exists("/usr/local/bin/k3s")

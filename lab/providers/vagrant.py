@@ -21,6 +21,7 @@ from lab import doctor
 from lab.config import VIRTUALBOX_GPU_ADVICE, Profile
 from lab.errors import LabError
 from lab.providers.base import Capabilities, Gpu, Inventory, Say, State, ssh_argv_for
+from lab.state import remove
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "vagrant"
 # The box's key is Vagrant's insecure key, swapped by Vagrant on first boot; the VM's host
@@ -194,7 +195,7 @@ class VagrantProvider:
             except subprocess.CalledProcessError as exc:
                 raise LabError(f"vagrant destroy failed ({exc.returncode})",
                                hint=f"see {self.workdir / 'vagrant.log'}") from None
-            (self.root / "Vagrantfile").unlink()
+            remove(self.workdir, self.root / "Vagrantfile")
 
     def status(self) -> State:
         if not self._created():

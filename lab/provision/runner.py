@@ -22,7 +22,7 @@ from typing import Any
 from lab.backends.local.procs import ChildGroup
 from lab.errors import LabError
 from lab.providers.base import Inventory
-from lab.state import write_json
+from lab.state import remove, write_json
 
 REPO = Path(__file__).resolve().parents[2]
 PLAYBOOK = REPO / "playbooks" / "site.yml"
@@ -190,7 +190,7 @@ def _follow(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
 def run(plan: Plan, sink: Sink) -> Outcome:
     """Run the playbook; feed every event to `sink`; the Outcome names the failed task."""
     inv_file, vars_file = _write_inputs(plan)
-    plan.events.unlink(missing_ok=True)
+    remove(plan.workdir, plan.events)
     argv = argv_for(plan, vars_file, inv_file)
     t0 = time.monotonic()
     failed: dict[str, Any] | None = None

@@ -141,7 +141,7 @@ def test_second_apply_of_the_same_experiment_fails_fast(tmp_path: Path) -> None:
     """One writer per resource: the second apply names the first one's pid, exits 2 at
     once, and the first ends with exactly maxTrialCount trials."""
     write(tmp_path, "trial.py", TRIAL)
-    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(experiment(maxTrialCount=4)))
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(experiment(maxTrialCount=2)))
     state = tmp_path / "state"
     first = start(state, tmp_path, "apply", "-f", "exp.yaml", TRIAL_SLEEP="1.5")
     owner = state / "owners" / "experiments" / "default" / "exp.json"
@@ -155,7 +155,7 @@ def test_second_apply_of_the_same_experiment_fails_fast(tmp_path: Path) -> None:
     out, _ = first.communicate(timeout=60)
     assert first.returncode == 0, out
     exp = LocalBackend(str(state)).get("Experiment", "exp")
-    assert exp["status"]["trials"] == 4 and len(LocalBackend(str(state)).list("Trial")) == 4
+    assert exp["status"]["trials"] == 2 and len(LocalBackend(str(state)).list("Trial")) == 2
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])

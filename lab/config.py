@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.errors import InputError
-from lab.yamlio import Located, load_documents
+from lab.yamlio import Located, load_documents, read_text
 
 PROVIDERS = ("vagrant-virtualbox", "vagrant-libvirt", "wsl2", "host", "existing")
 
@@ -323,12 +323,7 @@ def parse(text: str, file: str = "<input>") -> Profile:
 
 
 def load(path: Path) -> Profile:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InputError(str(path), None, f"cannot read: {exc.strerror}",
-                         hint="create one with `kflab init`") from None
-    return parse(text, str(path))
+    return parse(read_text(path, hint="create one with `kflab init`"), str(path))
 
 
 def resolve(path: str | None, provider: str | None) -> Profile:

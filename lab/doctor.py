@@ -211,13 +211,17 @@ def existing_rows(needs: Needs, host: Host) -> list[Row]:
     if not path.is_file():
         return [Row("kubeconfig", "fail", f"{path} not found",
                     "point `kubeconfig` in lab.yaml at your cluster's kubeconfig")]
-    try:
-        import yaml
+    from lab.errors import InputError
+    from lab.yamlio import load_file
 
-        data = yaml.safe_load(path.read_text()) or {}
-    except (OSError, ValueError) as exc:
-        return [Row("kubeconfig", "fail", f"{path}: {exc}", "fix or regenerate the file")]
-    contexts = [c.get("name") for c in data.get("contexts") or [] if isinstance(c, dict)]
+    try:
+        data = load_file(path, duplicates="keep").data
+    except InputError as exc:
+        return [Row("kubeconfig", "fail", str(exc).splitlines()[0], "fix or regenerate the file")]
+    data = data if isinstance(data, dict) else {}
+    raw = data.get("contexts")
+    contexts = [c.get("name") for c in raw if isinstance(c, dict)] if isinstance(raw, list) \
+        else []
     want = needs.context or data.get("current-context") or ""
     ok = want in contexts
     return [Row("kubeconfig", "pass" if ok else "fail", f"{path}: context {want or '(none)'}",

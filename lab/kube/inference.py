@@ -7,7 +7,6 @@ protocol answered, so the conversions live here, next to the other upstream shap
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -137,17 +136,13 @@ def close(got: Any, want: Any, tolerance: float = 0.0) -> bool:
 
 
 def load_request(path: Path) -> dict[str, Any]:
-    """A request body from a JSON file; errors name the file, the line and the fix."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InputError(str(path), None, f"cannot read: {exc.strerror}",
-                         hint="check the path given to -f") from None
-    try:
-        body = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(str(path), None, f"invalid JSON: {exc.msg}", line=exc.lineno,
-                         hint="check brackets, quotes and commas around that line") from None
+    """A request body from a JSON (or YAML) file; errors name the file, the line and the fix.
+    Read through the one safe loader, bounded by limits.MAX_BODY_BYTES."""
+    from lab import limits
+    from lab.yamlio import load_data, read_text
+
+    text = read_text(path, limit=limits.MAX_BODY_BYTES, hint="check the path given to -f")
+    body = load_data(text, str(path))
     if detect(body) is None:
         field = "inputs" if isinstance(body, dict) and "inputs" in body else "instances"
         raise InputError(str(path), field, "not a V1 or V2 request body",

@@ -16,24 +16,27 @@ from lab.config import Profile
 from lab.errors import LabError
 from lab.providers.base import Capabilities, Gpu, Inventory, Say, State
 from lab.state import remove
+from lab.yamlio import load_file
 
 
 def extract_context(source: Path, context: str) -> dict:
     """A self-contained kubeconfig holding only `context` ("" = the current one)."""
-    try:
-        data = yaml.safe_load(source.read_text()) or {}
-    except OSError as exc:
-        raise LabError(f"cannot read kubeconfig {source}: {exc.strerror}",
-                       hint="set `kubeconfig` in lab.yaml") from None
+    doc = load_file(source, duplicates="keep", hint="set `kubeconfig` in lab.yaml")
+    data = doc.data if isinstance(doc.data, dict) else {}
+
+    def entries(key: str) -> list[dict]:
+        items = data.get(key)
+        return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+
     name = context or data.get("current-context") or ""
-    ctx = next((c for c in data.get("contexts") or [] if c.get("name") == name), None)
-    if ctx is None:
-        names = [c.get("name") for c in data.get("contexts") or []]
+    ctx = next((c for c in entries("contexts") if c.get("name") == name), None)
+    if ctx is None or not isinstance(ctx.get("context"), dict):
+        names = [str(c.get("name")) for c in entries("contexts")]
         raise LabError(f"context {name!r} is not in {source}",
                        hint=f"set `context` in lab.yaml to one of: {', '.join(names) or 'none'}")
-    cluster = next((c for c in data.get("clusters") or []
+    cluster = next((c for c in entries("clusters")
                     if c.get("name") == ctx["context"].get("cluster")), None)
-    user = next((u for u in data.get("users") or []
+    user = next((u for u in entries("users")
                  if u.get("name") == ctx["context"].get("user")), None)
     if cluster is None:
         raise LabError(f"context {name!r} names a cluster that {source} does not define")

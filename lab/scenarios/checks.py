@@ -7,7 +7,6 @@ what it observed. Checks read only the upstream status shape, never backend inte
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import time
@@ -19,12 +18,14 @@ from typing import Any
 import jmespath
 import jmespath.exceptions
 
+from lab.errors import InputError
 from lab.kube.conditions import get_condition
 from lab.kube.kinds import lookup
 from lab.scenarios import prediction
 from lab.scenarios.compare import OPS, compare
 from lab.scenarios.context import Context
 from lab.scenarios.model import Check
+from lab.yamlio import load_json, read_text
 
 
 @dataclass(frozen=True)
@@ -195,12 +196,12 @@ CHECK_TYPES: dict[str, CheckType] = {
 def _json_file(ctx: Context, p: dict[str, Any]) -> Outcome:
     """A JMESPath query over a JSON file the learner's code wrote (e.g. metrics)."""
     path = ctx.workdir / p["path"]
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
+    if not path.exists():
         return Outcome(False, f"{p['path']} does not exist")
-    except (OSError, ValueError) as exc:
-        return Outcome(False, f"{p['path']} is not readable JSON: {exc}")
+    try:
+        data = load_json(read_text(path), p["path"])
+    except InputError as exc:
+        return Outcome(False, f"{p['path']} is not readable JSON: {exc.problem}")
     value = jmespath.search(p["query"], data)
     return Outcome(compare(value, p.get("op", "=="), p.get("value")),
                    f"{p['query']} = {value!r}")

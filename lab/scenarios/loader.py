@@ -12,7 +12,7 @@ from lab.errors import InputError, LabError
 from lab.scenarios.actions import ACTION_TYPES
 from lab.scenarios.checks import CHECK_TYPES, COMMON_FIELDS
 from lab.scenarios.model import BACKENDS, COMPONENTS, LEVELS, Action, Check, Scenario, Step
-from lab.yamlio import Located, PathKey, load_file
+from lab.yamlio import Located, PathKey, dotted, load_file, user_path
 
 SCENARIO_FILE = "scenario.yaml"
 TOP_KEYS = {"id", "title", "level", "duration", "description", "requires", "backends", "steps"}
@@ -108,7 +108,7 @@ class _Validator:
             raise self.fail((*path, "id"), f"'{sid}' is not a valid id",
                             "use lower-case letters, digits and '-'")
         text = self.get(raw, "text", str, path)
-        text_file = (self.root / text).resolve()
+        text_file = user_path(self.root, text, file=self.doc.file, field=dotted((*path, "text")))
         if not text_file.is_file():
             raise self.fail((*path, "text"), f"file '{text}' not found",
                             f"create {text} in {self.root}")

@@ -67,7 +67,9 @@ class Step:
 
     @property
     def text(self) -> str:
-        return self.text_file.read_text()
+        from lab.yamlio import read_text
+
+        return read_text(self.text_file, hint="restore the step's text file")
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from typing import Any
 from lab.errors import LabError
 from lab.kube import inference
 from lab.scenarios.context import Context
+from lab.yamlio import load_json, read_text
 
 BODY_KEYS = ("request", "instances", "file")
 
@@ -59,8 +60,8 @@ def check(ctx: Context, p: dict[str, Any]) -> tuple[bool, str]:
     if "differ_from" in p:
         saved = ctx.workdir / p["differ_from"]
         try:
-            before = inference.predictions(json.loads(saved.read_text()))
-        except (OSError, ValueError, LabError):
+            before = inference.predictions(load_json(read_text(saved), p["differ_from"]))
+        except LabError:
             return False, f"no saved response to compare with in {p['differ_from']}"
         if inference.close(got, before, float(p.get("tolerance", 0))):
             return False, f"predictions {got} are unchanged from {p['differ_from']}"

@@ -50,7 +50,7 @@ class MetricLog:
     def feed_json(self, line: str) -> None:
         try:
             data = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested beyond the parser
             return
         if not isinstance(data, dict):
             return

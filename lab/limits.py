@@ -1,0 +1,44 @@
+"""Every limit kflab puts on user input, in one place, each with the reason for its value.
+
+A limit refuses an absurd value before it costs memory, disk or processes: an alias bomb, a
+`replicas: 1000000000000`, a grid with more points than atoms. Errors name the limit
+(`limit(...)` below writes the sentence), and docs/limits.md lists them for users.
+"""
+
+from __future__ import annotations
+
+# --- files a user gives (manifests, scenario.yaml, lab.yaml, kubeconfigs, request bodies) ---
+
+# The Kubernetes API server refuses request bodies over 3 MiB; no manifest kflab reads is
+# legitimately bigger, so a bigger file is a mistake (or an attack) caught before parsing.
+MAX_FILE_BYTES = 3 * 1024 * 1024
+# Prediction request bodies carry tensors (an image is a few MB as JSON numbers).
+MAX_BODY_BYTES = 32 * 1024 * 1024
+# Nesting of mappings and lists. A PodSpec inside a PyTorchJob inside a Katib trial template
+# is about 15 levels deep; 100 leaves room for any real manifest and keeps recursion shallow.
+MAX_DEPTH = 100
+# Values in one file after YAML aliases and merge keys are expanded. A large real manifest
+# has a few thousand; a "billion laughs" file asks for billions. Counted without copying.
+MAX_NODES = 200_000
+# Kubernetes integers are at most 64-bit (most CRD counts are 32-bit, checked per field).
+INT64_MAX = 2**63 - 1
+INT32_MAX = 2**31 - 1
+
+# --- workloads on the local backend: each replica or trial is a process on this machine ---
+
+# Processes one PyTorchJob may start (replicas x nprocPerNode). A workstation runs a handful;
+# 64 is beyond any lab and far below what would exhaust pids or ports.
+MAX_LOCAL_PROCESSES = 64
+# Trials an Experiment may run at once, and in total.
+MAX_PARALLEL_TRIALS = 64
+MAX_TRIAL_COUNT = 10_000
+# Points a grid search may enumerate (grid is built in memory before the first trial).
+MAX_GRID_POINTS = 100_000
+# Search-space size: parameters per Experiment and values in one categorical/discrete list.
+MAX_PARAMETERS = 100
+MAX_FEASIBLE_VALUES = 10_000
+
+
+def limit(what: str, value: object, maximum: object, name: str) -> str:
+    """The sentence every limit error uses, so users can find the limit by its name."""
+    return f"{what} {value} is over kflab's limit of {maximum} ({name}, see docs/limits.md)"

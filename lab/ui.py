@@ -1,7 +1,13 @@
-"""Terminal output: tables, progress lines and summaries (rich, imported lazily)."""
+"""Terminal output: tables, progress lines and summaries (rich, imported lazily).
+
+Everything that comes from a user -- names, paths, log lines, trial parameters, messages --
+goes through `esc()` (or a rich Text) before it meets rich: `/data/[/raw]` prints as written
+and is never read as a style tag, and control characters are shown, not sent to the terminal.
+"""
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -25,8 +31,31 @@ def console() -> Console:
         from rich.console import Console
 
         # Bind the real stdout now: a pipeline run redirects sys.stdout to its log meanwhile.
-        _console = Console(file=sys.stdout, highlight=False)
+        # No emoji codes either: a user's ":warning:" stays text.
+        _console = Console(file=sys.stdout, highlight=False, emoji=False)
     return _console
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(value: object) -> str:
+    """Text with control characters (ESC, BEL, CR...) shown as \\xNN instead of obeyed."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
+
+
+def esc(value: object) -> str:
+    """A user value ready to sit inside rich markup: printed literally."""
+    from rich.markup import escape
+
+    return escape(printable(value))
+
+
+def cell(value: object) -> Any:
+    """A user value as a rich Text (table cells): no markup, no emoji, no control codes."""
+    from rich.text import Text
+
+    return Text(printable(value))
 
 
 def age(stamp: str | None) -> str:
@@ -45,6 +74,7 @@ def age(stamp: str | None) -> str:
 
 def resource_table(kind: Any, objects: list[dict[str, Any]], namespaces: bool = False) -> None:
     import jmespath
+    import jmespath.exceptions
     from rich.table import Table
 
     table = Table(box=None, header_style="bold")
@@ -59,10 +89,13 @@ def resource_table(kind: Any, objects: list[dict[str, Any]], namespaces: bool = 
         cells = [meta.get("namespace", "")] if namespaces else []
         cells.append(meta.get("name", ""))
         for _, query in kind.columns:
-            value = jmespath.search(query, obj)
+            try:
+                value = jmespath.search(query, obj)
+            except jmespath.exceptions.JMESPathError:  # e.g. length() of a missing list
+                value = None
             cells.append("" if value is None else str(value))
         cells.append(age(meta.get("creationTimestamp")))
-        table.add_row(*cells)
+        table.add_row(*map(cell, cells))
     if objects:
         console().print(table)
     else:
@@ -86,44 +119,42 @@ class Progress:
         out = console()
         kind = ev.get("event")
         if kind == "step-started":
-            out.print(f"{self._elapsed()} [bold]▶ {ev['step']}[/]: {ev['title']}")
+            out.print(f"{self._elapsed()} [bold]▶ {esc(ev['step'])}[/]: {esc(ev['title'])}")
         elif kind == "action":
             args = ev["args"]
-            text = " ".join(map(str, args)) if isinstance(args, list) else (
+            what = " ".join(map(str, args)) if isinstance(args, list) else (
                 args if isinstance(args, str) else ", ".join(f"{k}={v}" for k, v in args.items()
                                                              if k != "arguments"))
-            out.print(f"{self._elapsed()}   [cyan]{ev['verb']}[/] {text}")
+            out.print(f"{self._elapsed()}   [cyan]{esc(ev['verb'])}[/] {esc(what)}")
         elif kind == "run-started":
-            out.print(f"{self._elapsed()}     pipeline run [bold]{ev['run']}[/]: "
+            out.print(f"{self._elapsed()}     pipeline run [bold]{esc(ev['run'])}[/]: "
                       f"{len(ev['tasks'])} tasks")
         elif kind == "task-started":
             self.task_t0[ev["task"]] = time.monotonic()
         elif kind == "task-finished":
             took = time.monotonic() - self.task_t0.get(ev["task"], time.monotonic())
             color = "green" if ev["state"] == "SUCCEEDED" else "red"
-            out.print(f"{self._elapsed()}       task {ev['task']} [{color}]{ev['state']}[/] "
-                      f"[dim]({took:.1f}s)[/]")
+            out.print(f"{self._elapsed()}       task {esc(ev['task'])} "
+                      f"[{color}]{esc(ev['state'])}[/] [dim]({took:.1f}s)[/]")
         elif kind == "check":
             res = ev["result"]
             mark = "[green]✔[/]" if res.ok else "[red]✘[/]"
-            line = f"{self._elapsed()}   {mark} {res.label}"
+            line = f"{self._elapsed()}   {mark} {esc(res.label)}"
             if not res.ok or self.verbose:
-                line += f" [dim]— {res.observed}[/]"
+                line += f" [dim]— {esc(res.observed)}[/]"
             out.print(line)
             if not res.ok:
-                out.print(f"           [yellow]{res.message}[/]")
+                out.print(f"           [yellow]{esc(res.message)}[/]")
         elif kind == "step-finished":
             res = ev["result"]
             if res.error:
-                out.print(f"           [red]{res.error}[/]")
+                out.print(f"           [red]{esc(res.error)}[/]")
             if getattr(res, "skip_reason", None):
-                out.print(f"{self._elapsed()}   [yellow]- skipped: {res.skip_reason}[/]")
+                out.print(f"{self._elapsed()}   [yellow]- skipped: {esc(res.skip_reason)}[/]")
         elif kind == "log":  # a line of a training replica's output, streamed live
-            from rich.markup import escape
-
-            out.print(f"[dim]{escape(ev['replica'])} |[/] {escape(ev['line'])}", soft_wrap=True)
+            out.print(f"[dim]{esc(ev['replica'])} |[/] {esc(ev['line'])}", soft_wrap=True)
         elif kind == "message":
-            out.print(f"{self._elapsed()}   {ev['text']}")
+            out.print(f"{self._elapsed()}   {esc(ev['text'])}")
         elif kind == "experiment-started":
             self.trials = TrialTable(ev, self._elapsed)
         elif kind in ("trial-started", "trial-finished", "experiment-finished") and self.trials:
@@ -148,9 +179,9 @@ class TrialTable:
         self.live: Any = None
         out = console()
         cap = ev.get("max_trials") or "?"
-        out.print(f"{elapsed()}     experiment [bold]{ev['experiment']}[/]: {ev['algorithm']}, "
-                  f"up to {cap} trials, {ev['parallel']} at a time, "
-                  f"objective {ev['metric']}")
+        out.print(f"{elapsed()}     experiment [bold]{esc(ev['experiment'])}[/]: "
+                  f"{esc(ev['algorithm'])}, up to {esc(cap)} trials, {esc(ev['parallel'])} at a "
+                  f"time, objective {esc(ev['metric'])}")
         if out.is_terminal:
             from rich.live import Live
 
@@ -165,13 +196,13 @@ class TrialTable:
         caption = f"{hidden} earlier trials not shown (kflab get trials)" if hidden else None
         table = Table(box=None, header_style="bold", caption=caption, caption_justify="left")
         for col in ("TRIAL", "STATE", self.ev["metric"].upper(), "TIME", *self.ev["params"]):
-            table.add_column(col)
+            table.add_column(esc(col))
         for name, row in rows[hidden:]:
             state = row["state"]
-            table.add_row(name, f"[{STATE_COLOR.get(state, 'white')}]{state}[/]",
-                          str(row.get("objective") or ""),
+            table.add_row(cell(name), f"[{STATE_COLOR.get(state, 'white')}]{esc(state)}[/]",
+                          cell(row.get("objective") or ""),
                           f"{row['seconds']:.1f}s" if "seconds" in row else "",
-                          *(str(row["params"].get(p, "")) for p in self.ev["params"]))
+                          *(cell(row["params"].get(p, "")) for p in self.ev["params"]))
         return table
 
     def update(self, ev: dict[str, Any]) -> None:
@@ -185,9 +216,10 @@ class TrialTable:
             if self.live is None:
                 params = ", ".join(f"{k}={v}" for k, v in row["params"].items())
                 color = STATE_COLOR.get(ev["state"], "white")
-                extra = f" [dim]({ev['detail']})[/]" if ev["state"] != "Succeeded" else ""
-                out.print(f"{self.elapsed()}       trial {ev['trial']} [{color}]{ev['state']}"
-                          f"[/] {self.ev['metric']}={ev['objective']} [dim]{params} "
+                extra = f" [dim]({esc(ev['detail'])})[/]" if ev["state"] != "Succeeded" else ""
+                out.print(f"{self.elapsed()}       trial {esc(ev['trial'])} [{color}]"
+                          f"{esc(ev['state'])}[/] {esc(self.ev['metric'])}="
+                          f"{esc(ev['objective'])} [dim]{esc(params)} "
                           f"({ev['seconds']:.1f}s)[/]{extra}")
         if self.live is not None:
             self.live.update(self.render())
@@ -195,11 +227,11 @@ class TrialTable:
             if self.live is not None:
                 self.live.stop()
             best = ", ".join(f"{a['name']}={a['value']}" for a in ev["assignments"])
-            out.print(f"{self.elapsed()}     experiment {ev['experiment']} "
-                      f"[bold]{ev['condition']}[/] ({ev['reason']}); best trial "
-                      f"{ev['best'] or '-'}" + (f": {best}" if best else ""))
+            out.print(f"{self.elapsed()}     experiment {esc(ev['experiment'])} "
+                      f"[bold]{esc(ev['condition'])}[/] ({esc(ev['reason'])}); best trial "
+                      f"{esc(ev['best'] or '-')}" + (f": {esc(best)}" if best else ""))
             for plot in filter(None, (ev.get("plots") or "").split(",")):
-                out.print(f"           plot: {plot}")
+                out.print(f"           plot: {esc(plot)}")
 
 
 def summary(results: list[ScenarioResult]) -> None:
@@ -210,17 +242,28 @@ def summary(results: list[ScenarioResult]) -> None:
         table.add_column(col)
     for res in results:
         passed = sum(s.status == "passed" for s in res.steps)
-        table.add_row(res.id, res.mode, f"{passed}/{len(res.steps)}",
-                      MARK.get(res.status, res.status), f"{res.seconds:.1f}s")
+        table.add_row(cell(res.id), res.mode, f"{passed}/{len(res.steps)}",
+                      MARK.get(res.status, esc(res.status)), f"{res.seconds:.1f}s")
     console().print(table)
 
 
 def check_lines(results: list[Any]) -> None:
     for res in results:
         if res.ok:
-            console().print(f"  [green]✔[/] {res.label}")
+            console().print(f"  [green]✔[/] {esc(res.label)}")
         else:
-            console().print(f"  [red]✘[/] {res.label}: {res.message}\n    [dim]{res.observed}[/]")
+            console().print(f"  [red]✘[/] {esc(res.label)}: {esc(res.message)}\n"
+                            f"    [dim]{esc(res.observed)}[/]")
+
+
+def apply_warnings(warnings: list[str]) -> None:
+    """What the learner's last `kflab apply` warned about, next to a failing check: a
+    misspelled field is often why a step does not pass."""
+    if not warnings:
+        return
+    console().print("  [yellow]Your last `kflab apply` warned:[/]")
+    for warning in warnings:
+        console().print(f"    [yellow]Warning:[/] {esc(warning)}")
 
 
 def show_step(session: Any) -> None:
@@ -230,7 +273,45 @@ def show_step(session: Any) -> None:
 
     s, i = session.scenario, session.index
     console().print(Panel(Markdown(session.step.text),
-                          title=f"{s.id} — step {i + 1}/{len(s.steps)}: {session.step.title}",
-                          subtitle=f"work folder: {session.workdir}"))
+                          title=f"{esc(s.id)} — step {i + 1}/{len(s.steps)}: "
+                                f"{esc(session.step.title)}",
+                          subtitle=f"work folder: {esc(session.workdir)}"))
     console().print("When done: [bold]kflab check[/]   stuck: [bold]kflab hint[/]   "
                     "show me: [bold]kflab solve[/]")
+
+
+def scenario_table(items: list[Any]) -> None:
+    from rich.table import Table
+
+    table = Table(header_style="bold", box=None)
+    for col in ("ID", "TITLE", "LEVEL", "TIME", "STEPS", "NEEDS"):
+        table.add_column(col)
+    for s in items:
+        table.add_row(*map(cell, (s.id, s.title, s.level, s.duration, len(s.steps),
+                                  ", ".join(s.requires))))
+    console().print(table)
+
+
+def scenario_overview(s: Any) -> None:
+    from rich.markdown import Markdown
+
+    out = console()
+    out.print(f"[bold]{esc(s.title)}[/] ({esc(s.id)}) — {esc(s.level)}, about {esc(s.duration)}")
+    if s.description:
+        out.print(Markdown(s.description))
+    for i, step in enumerate(s.steps, 1):
+        out.print(f"  {i}. {esc(step.title)} [dim]({len(step.checks)} checks, "
+                  f"{len(step.hints)} hints)[/]")
+
+
+def doctor_table(rows: list[Any], title: str) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"kflab doctor ({esc(title)})", header_style="bold")
+    for col in ("check", "result", "observed", "advice"):
+        table.add_column(col)
+    colors = {"pass": "green", "warn": "yellow", "fail": "red"}
+    for r in rows:
+        table.add_row(cell(r.name), f"[{colors.get(r.status, 'white')}]{esc(r.status)}[/]",
+                      cell(r.observed), cell(r.advice))
+    console().print(table)

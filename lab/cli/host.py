@@ -44,17 +44,9 @@ def doctor(as_json: bool, provider: str | None, profile_path: str | None) -> Non
     if as_json:
         click.echo(json.dumps(as_dicts(rows), indent=2))
     else:
-        from rich.table import Table
+        from lab.ui import doctor_table
 
-        from lab.ui import console
-
-        table = Table(title=f"kflab doctor ({title})", header_style="bold")
-        for col in ("check", "result", "observed", "advice"):
-            table.add_column(col)
-        colors = {"pass": "green", "warn": "yellow", "fail": "red"}
-        for r in rows:
-            table.add_row(r.name, f"[{colors[r.status]}]{r.status}[/]", r.observed, r.advice)
-        console().print(table)
+        doctor_table(rows, title)
     if any(r.status == "fail" for r in rows):
         sys.exit(1)
 

@@ -29,36 +29,19 @@ def scenario_list(as_json: bool) -> None:
                                 "duration": s.duration, "requires": list(s.requires),
                                 "steps": len(s.steps)} for s in items], indent=2))
         return
-    from rich.table import Table
+    from lab.ui import scenario_table
 
-    from lab.ui import console
-
-    table = Table(header_style="bold", box=None)
-    for col in ("ID", "TITLE", "LEVEL", "TIME", "STEPS", "NEEDS"):
-        table.add_column(col)
-    for s in items:
-        table.add_row(s.id, s.title, s.level, s.duration, str(len(s.steps)),
-                      ", ".join(s.requires))
-    console().print(table)
+    scenario_table(items)
 
 
 @scenario.command("show")
 @click.argument("name")
 def scenario_show(name: str) -> None:
     """Show a scenario's description and steps."""
-    from rich.markdown import Markdown
-
     from lab.scenarios.loader import find
-    from lab.ui import console
+    from lab.ui import scenario_overview
 
-    s = find(name)
-    out = console()
-    out.print(f"[bold]{s.title}[/] ({s.id}) — {s.level}, about {s.duration}")
-    if s.description:
-        out.print(Markdown(s.description))
-    for i, step in enumerate(s.steps, 1):
-        out.print(f"  {i}. {step.title} [dim]({len(step.checks)} checks, "
-                  f"{len(step.hints)} hints)[/]")
+    scenario_overview(find(name))
 
 
 @scenario.command("validate")
@@ -77,7 +60,7 @@ def _run_many(obj: Obj, names: tuple[str, ...], all_: bool, mode: str, json_out:
     from lab.scenarios import report
     from lab.scenarios.loader import find, load_all
     from lab.scenarios.runner import run_scenario
-    from lab.ui import Progress, console, summary
+    from lab.ui import Progress, console, esc, summary
 
     if all_:
         scenarios = [s for s in load_all() if "local" in s.backends]
@@ -87,7 +70,7 @@ def _run_many(obj: Obj, names: tuple[str, ...], all_: bool, mode: str, json_out:
         raise click.UsageError("name one or more scenarios, or give --all")
     results = []
     for s in scenarios:
-        console().rule(f"[bold]{s.id}[/] ({mode})")
+        console().rule(f"[bold]{esc(s.id)}[/] ({mode})")
         results.append(run_scenario(s, obj.state, mode=mode, sink=Progress()))
     summary(results)
     if json_out:

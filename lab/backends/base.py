@@ -22,6 +22,11 @@ class Backend(Protocol):
         """
         ...
 
+    def validate(self, obj: dict[str, Any], *, base_dir: Path) -> Any:
+        """Check the resource as `apply` would, with no side effect; raise InputError or
+        LabError naming the field. Called on every document before any is applied."""
+        ...
+
     def get(self, kind: str, name: str, namespace: str = "default") -> dict[str, Any] | None:
         ...
 

@@ -15,20 +15,23 @@ from lab.cli.root import Obj, cli, pass_obj
 @pass_obj
 def check(obj: Obj, wait: float) -> None:
     """Verify the current step of the scenario in progress."""
+    from lab.kube.manifests import last_warnings
     from lab.scenarios import guided
-    from lab.ui import check_lines, console, show_step
+    from lab.ui import apply_warnings, check_lines, console, esc, show_step
 
     session = guided.active(obj.state)
     step = session.step
     ok, results = guided.check(session, wait)
     check_lines(results)
     if not ok:
-        console().print(f"[red]Step '{step.title}' is not done yet.[/] "
+        apply_warnings(last_warnings(obj.state))
+        console().print(f"[red]Step '{esc(step.title)}' is not done yet.[/] "
                         "Try `kflab hint` for help.")
         sys.exit(1)
-    console().print(f"[green]Step '{step.title}' passed.[/]")
+    console().print(f"[green]Step '{esc(step.title)}' passed.[/]")
     if session.finished:
-        console().print(f"[bold green]Scenario '{session.scenario.id}' complete. Well done![/]")
+        console().print(f"[bold green]Scenario '{esc(session.scenario.id)}' complete. "
+                        "Well done![/]")
     else:
         show_step(session)
 

@@ -16,17 +16,29 @@ from lab.errors import LabError
 @cli.command()
 @click.option("-f", "--filename", "files", multiple=True, required=True,
               type=click.Path(exists=True, dir_okay=False), help="Manifest file (repeatable).")
+@click.option("--validate", "validation", default="warn", show_default=True,
+              type=click.Choice(["strict", "warn", "ignore", "true", "false"]),
+              help="Unknown or duplicate fields: warn, fail (strict, as true) or say nothing "
+                   "(ignore, as false).")
 @pass_obj
-def apply(obj: Obj, files: tuple[str, ...]) -> None:
-    """Create or replace resources from manifests and run them."""
+def apply(obj: Obj, files: tuple[str, ...], validation: str) -> None:
+    """Create or replace resources from manifests and run them.
+
+    Every document of every file is validated first: if one is invalid, nothing is applied.
+    """
     from lab.kube.conditions import ready_message, summary_state
-    from lab.kube.manifests import apply_document, load_manifests
+    from lab.kube.manifests import apply_document, plan, record_warnings, validation_mode
+    from lab.ui import printable
 
     backend = obj.backend(progress=True)
-    docs = [(Path(f), doc) for f in files for doc in load_manifests(Path(f))]
+    planned = plan(backend, [Path(f) for f in files], validation_mode(validation))
+    for item in planned:
+        for warning in item.warnings:
+            click.echo(f"Warning: {printable(warning)}", err=True)
+    record_warnings(obj.state, planned)
     failed = False
-    for path, doc in docs:
-        res = apply_document(backend, doc, path.parent.resolve())
+    for item in planned:
+        res = apply_document(backend, item.doc, item.base_dir)
         state = summary_state(res)
         failed |= state in ("FAILED", "Failed")
         click.echo(f"{res['kind'].lower()}/{res['metadata']['name']} {state}")

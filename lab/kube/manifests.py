@@ -1,23 +1,36 @@
-"""Reading Kubernetes manifests from files, with errors that point at file and line."""
+"""Reading Kubernetes manifests and applying them all-or-nothing, on any backend.
+
+`kflab apply -f a.yaml -f b.yaml` loads every document of every file, checks each one's
+fields against the real field tree (unknown or duplicate fields warn as kubectl warns, or
+fail with --validate=strict) and runs the backend's own validation of each object; only when
+every document passed is the first one applied. One bad document means nothing is applied.
+"""
 
 from __future__ import annotations
 
+import copy
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from lab.errors import InputError
+from lab.errors import InputError, LabError
 from lab.kube import names
-from lab.yamlio import Located, load_documents
+from lab.yamlio import Located, dotted, load_documents, read_text
+
+Validation = Literal["strict", "warn", "ignore"]
+# kubectl's spellings: --validate=true is strict, --validate=false is ignore
+VALIDATION_CHOICES = ("strict", "warn", "ignore", "true", "false")
+LAST_APPLY = "last-apply.json"  # in the state folder: what the learner's last apply warned
+
+
+def validation_mode(value: str) -> Validation:
+    return {"true": "strict", "false": "ignore"}.get(value, value)  # type: ignore[return-value]
 
 
 def load_manifests(path: Path) -> list[Located]:
     """Every object in a YAML file (multi-document); each must have apiVersion, kind, name."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InputError(str(path), None, f"cannot read: {exc.strerror}",
-                         hint="check the path given to -f") from None
-    docs = load_documents(text, str(path))
+    text = read_text(path, hint="check the path given to -f")
+    docs = load_documents(text, str(path), duplicates="keep")
     if not docs:
         raise InputError(str(path), None, "no objects in file", hint="add a manifest")
     for doc in docs:
@@ -50,6 +63,56 @@ def _check_names(doc: Located, kind: str, meta: dict[str, Any]) -> None:
                         hint=names.NAMESPACE_HINT)
 
 
+@dataclass
+class Planned:
+    """One document, validated and ready to apply, with what it warned about."""
+
+    doc: Located
+    base_dir: Path
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ref(self) -> str:
+        obj = self.doc.data
+        return f"{str(obj['kind']).lower()}/{obj['metadata']['name']}"
+
+
+def field_warnings(doc: Located) -> list[str]:
+    """Unknown and duplicate fields of one document, as `file:line: unknown field "x"`."""
+    from lab.kube.fields import unknown_fields
+
+    out = [f"{doc.file}:{doc.line(path)}: duplicate field \"{dotted(path)}\""
+           for path, _ in doc.duplicates]
+    out += [f"{doc.file}:{doc.line(u.path)}: {u.message()}" for u in unknown_fields(doc.data)]
+    return out
+
+
+def plan(backend: Any, files: list[Path], validation: Validation = "warn") -> list[Planned]:
+    """Load and validate every document of every file; raise before anything is applied."""
+    planned = [Planned(doc, path.parent.resolve())
+               for path in files for doc in load_manifests(path)]
+    for item in planned:
+        if validation != "ignore":
+            item.warnings = field_warnings(item.doc)
+        validate_document(backend, item.doc, item.base_dir)
+    problems = [w for item in planned for w in item.warnings]
+    if validation == "strict" and problems:
+        raise LabError(f"{len(problems)} field problem(s) with --validate=strict, nothing was "
+                       "applied:\n  " + "\n  ".join(problems),
+                       hint="fix the field names (or apply with --validate=warn)")
+    return planned
+
+
+def validate_document(backend: Any, doc: Located, base_dir: Path) -> None:
+    """The backend's validation of one object, on a copy; errors point at the field's line."""
+    try:
+        backend.validate(copy.deepcopy(doc.data), base_dir=base_dir)
+    except InputError as exc:
+        if exc.field is None or exc.file == doc.file:
+            raise
+        raise doc.relocate(exc) from None
+
+
 def apply_document(backend: Any, doc: Located, base_dir: Path) -> dict[str, Any]:
     """`backend.apply` for one loaded manifest: a field error raised while validating the
     object (an Experiment's feasible space, say) names this file and the field's line."""
@@ -59,3 +122,25 @@ def apply_document(backend: Any, doc: Located, base_dir: Path) -> dict[str, Any]
         if exc.field is None or exc.file == doc.file:
             raise
         raise doc.relocate(exc) from None
+
+
+def record_warnings(state_root: Path, planned: list[Planned]) -> None:
+    """Keep what this apply warned about, for a guided `kflab check` to show."""
+    from lab.kube.conditions import now
+    from lab.state import write_json
+
+    write_json(state_root / LAST_APPLY, {
+        "at": now(), "objects": [p.ref for p in planned],
+        "warnings": [w for p in planned for w in p.warnings]})
+
+
+def last_warnings(state_root: Path) -> list[str]:
+    """The warnings of the last `kflab apply` (none when it had none, or never ran)."""
+    from lab.state import read_json
+
+    try:
+        data = read_json(state_root / LAST_APPLY)
+    except (OSError, ValueError):
+        return []
+    warnings = data.get("warnings") if isinstance(data, dict) else None
+    return [str(w) for w in warnings] if isinstance(warnings, list) else []

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.errors import LabError
-from lab.kube.manifests import apply_document, load_manifests
+from lab.kube.manifests import apply_document, plan
 from lab.scenarios import prediction
 from lab.scenarios.context import Context
 
@@ -31,10 +31,16 @@ def _is_str(v: Any) -> str | None:
 
 
 def _apply(ctx: Context, path: str) -> str:
-    file = ctx.workdir / path
+    """Like `kflab apply -f`: every document is validated before the first is applied."""
     names = []
-    for doc in load_manifests(file):
-        obj = apply_document(ctx.backend, doc, file.parent)
+    emit = getattr(ctx.backend, "emit", None)
+    planned = plan(ctx.backend, [ctx.workdir / path])
+    for item in planned:
+        for warning in item.warnings:
+            if emit is not None:
+                emit({"event": "message", "text": f"Warning: {warning}"})
+    for item in planned:
+        obj = apply_document(ctx.backend, item.doc, item.base_dir)
         names.append(f"{obj['kind']}/{obj['metadata']['name']}")
     return "applied " + ", ".join(names)
 

@@ -62,7 +62,9 @@ class LocalBackend:
                            hint="run it on a cluster backend, or see `kflab scenario list`")
         return importlib.import_module(module)
 
-    def apply(self, obj: dict[str, Any], *, base_dir: Path, wait: bool = True) -> dict[str, Any]:
+    def validate(self, obj: dict[str, Any], *, base_dir: Path) -> Any:
+        """Everything `apply` checks, with no side effect: `kflab apply` runs this on every
+        document before applying the first, so one bad document means nothing runs."""
         kind = for_object(obj)
         meta = obj.get("metadata")
         if not isinstance(meta, dict) or not meta.get("name"):
@@ -71,8 +73,14 @@ class LocalBackend:
         meta.setdefault("namespace", "default")
         names.check_object(obj)
         handler = self._handler(kind.kind)
-        if hasattr(handler, "validate"):  # reject bad input before replacing what runs
+        if hasattr(handler, "validate"):
             handler.validate(self, obj, base_dir=base_dir)
+        return handler
+
+    def apply(self, obj: dict[str, Any], *, base_dir: Path, wait: bool = True) -> dict[str, Any]:
+        kind = for_object(obj)
+        handler = self.validate(obj, base_dir=base_dir)  # before replacing what runs
+        meta = obj["metadata"]
         with owners.acquire(self.root, kind.kind, meta["namespace"], meta["name"]) as lease:
             lease.stop_previous()
             old = self.store.get(kind.kind, meta["name"], meta["namespace"])

@@ -14,6 +14,12 @@ from lab.kube.conditions import now
 ACTIVE = ("RUNNING", "PENDING")
 
 
+def validate(backend: Any, obj: dict[str, Any], *, base_dir: Path) -> None:
+    """The run's spec, checked before anything runs (the pipeline file itself is code: it
+    is imported only when the run starts)."""
+    pipelines.check_spec(obj, base_dir)
+
+
 def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = True,
           lease: Lease) -> dict:
     meta = obj["metadata"]

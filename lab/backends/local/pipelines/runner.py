@@ -32,6 +32,7 @@ from lab.backends.local.owners import Lease
 from lab.errors import InputError, LabError
 from lab.kube.conditions import now
 from lab.state import StateError
+from lab.yamlio import user_path
 
 Event = dict[str, Any]
 EventSink = Callable[[Event], None]
@@ -240,7 +241,31 @@ def parse_arguments(pairs: list[str]) -> dict[str, Any]:
             out[key] = json.loads(raw)
         except ValueError:
             out[key] = raw
+        except RecursionError:
+            raise LabError(f"pipeline argument '{key}': nested too deeply",
+                           hint="pass a simpler value") from None
     return out
+
+
+def check_spec(obj: dict[str, Any], base_dir: Path) -> Path:
+    """The pipeline file of a PipelineRun, after checking the spec's fields' types."""
+    spec = obj.get("spec") or {}
+    if not isinstance(spec, dict):
+        raise InputError(None, "spec", "expected a mapping", hint="spec: {pipeline: FILE}")
+    pipeline = spec.get("pipeline")
+    if not pipeline or not isinstance(pipeline, str):
+        raise InputError(None, "spec.pipeline", "a PipelineRun needs a pipeline file",
+                         hint="set spec.pipeline: path/to/pipeline.py")
+    if not isinstance(spec.get("arguments") or {}, dict):
+        raise InputError(None, "spec.arguments", "expected a mapping of argument values",
+                         hint="arguments: {epochs: 2}")
+    if spec.get("function") is not None and not isinstance(spec["function"], str):
+        raise InputError(None, "spec.function", "expected the name of a @dsl.pipeline")
+    path = user_path(base_dir, pipeline, file=None, field="spec.pipeline")
+    if not path.is_file():
+        raise InputError(str(path), "spec.pipeline", "pipeline file not found",
+                         hint="give a path relative to the manifest or the current folder")
+    return path
 
 
 def run(obj: dict[str, Any], run_dir: Path, base_dir: Path, save: Callable[[dict], None],
@@ -249,10 +274,7 @@ def run(obj: dict[str, Any], run_dir: Path, base_dir: Path, save: Callable[[dict
     import kfp.local
 
     spec = obj.get("spec") or {}
-    if not spec.get("pipeline"):
-        raise InputError(None, "spec.pipeline", "a PipelineRun needs a pipeline file",
-                         hint="set spec.pipeline: path/to/pipeline.py")
-    path = (base_dir / spec["pipeline"]).resolve()
+    path = check_spec(obj, base_dir)
     pipeline = load_pipeline(path, spec.get("function"))
     arguments = spec.get("arguments") or {}
     tasks = _task_names(pipeline)

@@ -31,6 +31,11 @@ from lab.state import StateError
 
 # --- handler API ---------------------------------------------------------------------------
 
+def validate(backend: Any, obj: dict[str, Any], *, base_dir: Path) -> None:
+    """Everything `apply` refuses (the spec, the GPUs it asks for), with no side effect."""
+    plan_gpus(parse(obj), visible_gpus())
+
+
 def _prepare(backend: Any, obj: dict[str, Any], base_dir: Path, lease: Lease) -> Supervisor:
     """Validate, plan GPUs and ports; raises before anything is stored or started."""
     job = parse(obj)

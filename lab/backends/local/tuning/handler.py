@@ -376,10 +376,8 @@ def _defaults(obj: dict[str, Any], spec: Spec) -> None:
     mc.setdefault("collector", {}).setdefault("kind", spec.collector.kind)
 
 
-def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = True,
-          lease: Lease) -> dict:
-    """Run an Experiment to completion in the foreground (`wait` is always honoured as
-    True: trials are children of this process)."""
+def _runnable(obj: dict[str, Any]) -> Spec:
+    """The Experiment's spec, or the error that stops it before anything runs."""
     if obj.get("kind") == "Trial":
         raise LabError("a Trial is created by its Experiment, not applied on its own",
                        hint="apply the Experiment (kind: Experiment) instead")
@@ -388,6 +386,19 @@ def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = Tru
         raise LabError(f"experiment '{spec.name}': field 'spec.maxTrialCount': missing; "
                        f"{spec.algorithm} never runs out of suggestions, so this would run "
                        "forever", hint="set spec.maxTrialCount (or an objective goal)")
+    return spec
+
+
+def validate(backend: Any, obj: dict[str, Any], *, base_dir: Path) -> None:
+    """Everything `apply` refuses, with no side effect."""
+    _runnable(obj)
+
+
+def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = True,
+          lease: Lease) -> dict:
+    """Run an Experiment to completion in the foreground (`wait` is always honoured as
+    True: trials are children of this process)."""
+    spec = _runnable(obj)
     exp = copy.deepcopy(obj)
     exp.pop("status", None)
     _defaults(exp, spec)

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from lab.errors import InputError
+from lab.yamlio import exists, user_path
 
 # modelFormat.name -> (file suffixes the upstream server loads, what it is)
 FORMATS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -111,7 +112,11 @@ def parse(obj: dict[str, Any], *, base_dir: Path, state: Path,
     ignored = [f"spec.predictor.{k}" for k in CLUSTER_ONLY if pred.get(k) not in (None, {}, [])]
     ignored += [f"{where}.{k}" for k in MODEL_IGNORED if model.get(k) not in (None, {}, [])]
     env = []
-    for i, item in enumerate(model.get("env") or []):
+    raw_env = model.get("env") or []
+    if not isinstance(raw_env, list):
+        raise bad(f"{where}.env", f"expected a list, got {type(raw_env).__name__}",
+                  "env: [{name: PREDICT_PROBA, value: 'true'}]")
+    for i, item in enumerate(raw_env):
         if not isinstance(item, dict) or not isinstance(item.get("name"), str):
             raise bad(f"{where}.env[{i}]", "needs a name",
                       "give {name: PREDICT_PROBA, value: 'true'}")
@@ -158,20 +163,22 @@ def resolve_storage(uri: str, *, base_dir: Path, state: Path, field: str,
     looked up in the local mirror (<mirror>/<scheme>/<bucket>/<path>) so a published example
     runs unmodified once its files are placed there.
     """
-    parts = urlsplit(uri)
+    try:
+        parts = urlsplit(uri)
+    except ValueError as exc:  # e.g. an unclosed IPv6 bracket
+        raise InputError(file, field, f"'{uri[:60]}' is not a valid URI: {exc}",
+                         hint="use file:///path/to/model or a path") from None
     scheme = parts.scheme.lower()
     if scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt"):
         raw = unquote(parts.netloc + parts.path) if scheme == "file" else uri
-        path = Path(raw).expanduser()
-        if not path.is_absolute():
-            path = base_dir / path
-        if not path.exists():
+        path = user_path(base_dir, raw, file=file, field=field)
+        if not exists(path):
             raise InputError(file, field, f"'{uri}' does not exist ({path})",
                              hint="train and save the model first, or fix the path")
-        return path.resolve()
+        return path
     mirror = mirror_root(state)
     local = mirror / scheme / parts.netloc / unquote(parts.path).lstrip("/")
-    if local.exists():
+    if exists(local):
         return local.resolve()
     raise InputError(
         file, field, f"{scheme}:// storage cannot be fetched in local mode",

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from lab import limits
 from lab.errors import InputError
 
 MASTER, WORKER = "Master", "Worker"
@@ -20,6 +21,7 @@ CLEAN_POD_POLICIES = ("None", "Running", "All")
 DEFAULT_CONTAINER, DEFAULT_PORT_NAME, DEFAULT_PORT = "pytorch", "pytorchjob-port", 23456
 GPU_RESOURCE = "nvidia.com/gpu"
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+_DIGITS = re.compile(r"^[0-9]{1,18}$")
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,7 @@ class JobSpec:
     def nproc_int(self) -> int:
         """nprocPerNode as a number; 'auto'/'cpu'/'gpu' count as 1, as the operator does."""
         value = self.nproc_per_node
-        return int(value) if value is not None and value.isdigit() else 1
+        return int(value) if value is not None and _DIGITS.match(value) else 1
 
     def ordered(self) -> list[tuple[Replica, int]]:
         """Every replica instance, Master first (rank order)."""
@@ -86,13 +88,32 @@ def _err(field_path: str, problem: str, hint: str) -> InputError:
     return InputError(None, field_path, problem, hint=hint)
 
 
-def _int(data: dict[str, Any], key: str, where: str, minimum: int = 0) -> int | None:
+def _int(data: dict[str, Any], key: str, where: str, minimum: int = 0,
+         maximum: tuple[int, str] = (limits.INT32_MAX, "INT32_MAX")) -> int | None:
+    """An integer field; `maximum` is (limit, its name in lab/limits.py)."""
     value = data.get(key)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise _err(f"{where}.{key}", f"expected an integer >= {minimum}, got {value!r}",
+        raise _err(f"{where}.{key}", f"expected an integer >= {minimum}, got {_short(value)}",
                    f"set {key}: {max(minimum, 1)}")
+    if value > maximum[0]:
+        raise _err(f"{where}.{key}", limits.limit(key, value, *maximum),
+                   f"set {key} to at most {maximum[0]}")
+    return value
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _list(value: Any, where: str, example: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _err(where, f"expected a list, got {type(value).__name__} ({_short(value)})",
+                   f"write it as a list: {example}")
     return value
 
 
@@ -137,7 +158,8 @@ def _command(c: dict[str, Any], where: str) -> tuple[str, ...]:
 
 def _env(c: dict[str, Any], where: str) -> tuple[tuple[str, str], ...]:
     out = []
-    for i, item in enumerate(c.get("env") or []):
+    for i, item in enumerate(_list(c.get("env"), f"{where}.env",
+                                   "env: [{name: EPOCHS, value: '2'}]")):
         here = f"{where}.env[{i}]"
         if not isinstance(item, dict) or not isinstance(item.get("name"), str):
             raise _err(here, "expected {name: ..., value: ...}", "give each variable a name")
@@ -163,34 +185,43 @@ def _gpus(c: dict[str, Any], where: str) -> int:
         count = -1
     if count < 0:
         raise _err(f"{where}.resources.limits.{GPU_RESOURCE}",
-                   f"expected a whole number of GPUs, got {raw!r}", f"{GPU_RESOURCE}: 1")
+                   f"expected a whole number of GPUs, got {_short(raw)}", f"{GPU_RESOURCE}: 1")
     return count
 
 
-def _port(c: dict[str, Any]) -> int:
-    for p in c.get("ports") or []:
-        if isinstance(p, dict) and p.get("name") == DEFAULT_PORT_NAME:
-            return int(p.get("containerPort", DEFAULT_PORT))
+def _port(c: dict[str, Any], where: str) -> int:
+    ports = _list(c.get("ports"), f"{where}.ports",
+                  f"ports: [{{name: {DEFAULT_PORT_NAME}, containerPort: {DEFAULT_PORT}}}]")
+    for i, p in enumerate(ports):
+        if not isinstance(p, dict):
+            raise _err(f"{where}.ports[{i}]", "expected {name: ..., containerPort: ...}",
+                       f"name: {DEFAULT_PORT_NAME}, containerPort: {DEFAULT_PORT}")
+        port = _int(p, "containerPort", f"{where}.ports[{i}]", 1, (65535, "the TCP port range"))
+        if p.get("name") == DEFAULT_PORT_NAME:
+            return DEFAULT_PORT if port is None else port
     return DEFAULT_PORT
 
 
 def _replica(rtype: str, raw: Any, where: str) -> Replica:
     raw = _mapping(raw, where)
-    count = _int(raw, "replicas", where)
+    count = _int(raw, "replicas", where, 0,
+                 (limits.MAX_LOCAL_PROCESSES, "MAX_LOCAL_PROCESSES"))
     policy = raw.get("restartPolicy") or "OnFailure"
     if policy not in RESTART_POLICIES:
-        raise _err(f"{where}.restartPolicy", f"unknown restart policy {policy!r}",
+        raise _err(f"{where}.restartPolicy", f"unknown restart policy {_short(policy)}",
                    f"use one of {', '.join(RESTART_POLICIES)}")
     c, cwhere = _container(_mapping(raw.get("template"), f"{where}.template"), where)
     wd = c.get("workingDir")
     return Replica(rtype, 1 if count is None else count, policy, _command(c, cwhere),
-                   _env(c, cwhere), str(wd) if wd else None, _gpus(c, cwhere), _port(c))
+                   _env(c, cwhere), str(wd) if wd else None, _gpus(c, cwhere),
+                   _port(c, cwhere))
 
 
 def _elastic(raw: Any, replicas: dict[str, Replica]) -> Elastic:
     where = "spec.elasticPolicy"
     raw = _mapping(raw, where)
-    lo, hi = _int(raw, "minReplicas", where, 1), _int(raw, "maxReplicas", where, 1)
+    most = (limits.MAX_LOCAL_PROCESSES, "MAX_LOCAL_PROCESSES")
+    lo, hi = _int(raw, "minReplicas", where, 1, most), _int(raw, "maxReplicas", where, 1, most)
     if lo is None and hi is None and WORKER in replicas:
         lo = hi = replicas[WORKER].replicas
     lo, hi = lo if lo is not None else hi, hi if hi is not None else lo
@@ -202,12 +233,19 @@ def _elastic(raw: Any, replicas: dict[str, Replica]) -> Elastic:
                    "add a Worker replica spec")
     backend = raw.get("rdzvBackend") or "c10d"
     if backend not in ("c10d", "etcd", "etcd-v2"):
-        raise _err(f"{where}.rdzvBackend", f"unknown backend {backend!r}", "use c10d")
-    conf = tuple((str(i.get("key")), str(i.get("value"))) for i in raw.get("rdzvConf") or []
+        raise _err(f"{where}.rdzvBackend", f"unknown backend {_short(backend)}", "use c10d")
+    conf = tuple((str(i.get("key")), str(i.get("value")))
+                 for i in _list(raw.get("rdzvConf"), f"{where}.rdzvConf",
+                                "rdzvConf: [{key: timeout, value: '900'}]")
                  if isinstance(i, dict))
-    return Elastic(lo, hi, backend, raw.get("rdzvHost"), _int(raw, "rdzvPort", where, 1),
+    host = raw.get("rdzvHost")
+    if host is not None and not isinstance(host, str):
+        raise _err(f"{where}.rdzvHost", f"expected a host name, got {_short(host)}",
+                   "remove it: locally the rendezvous is on 127.0.0.1")
+    return Elastic(lo, hi, backend, host, _int(raw, "rdzvPort", where, 1,
+                                               (65535, "the TCP port range")),
                    None if raw.get("rdzvId") is None else str(raw["rdzvId"]), conf,
-                   _int(raw, "maxRestarts", where), _int(raw, "nProcPerNode", where, 1),
+                   _int(raw, "maxRestarts", where), _int(raw, "nProcPerNode", where, 1, most),
                    bool(raw.get("standalone")))
 
 
@@ -244,24 +282,33 @@ def parse(obj: dict[str, Any]) -> JobSpec:
     run = _mapping(spec.get("runPolicy"), "spec.runPolicy")
     clean = run.get("cleanPodPolicy") or "None"
     if clean not in CLEAN_POD_POLICIES:
-        raise _err("spec.runPolicy.cleanPodPolicy", f"unknown policy {clean!r}",
+        raise _err("spec.runPolicy.cleanPodPolicy", f"unknown policy {_short(clean)}",
                    f"use one of {', '.join(CLEAN_POD_POLICIES)}")
     nproc = spec.get("nprocPerNode")
     elastic = (None if spec.get("elasticPolicy") is None
                else _elastic(spec["elasticPolicy"], replicas))
     if nproc is None and (elastic is None or elastic.nproc_per_node is None):
         nproc = "auto"
-    if nproc is not None and not (str(nproc).isdigit() or str(nproc) in ("auto", "cpu", "gpu")):
-        raise _err("spec.nprocPerNode", f"{nproc!r} is not a number, auto, cpu or gpu",
+    if nproc is not None and not (_DIGITS.match(str(nproc))
+                                  or str(nproc) in ("auto", "cpu", "gpu")):
+        raise _err("spec.nprocPerNode", f"{_short(nproc)} is not a number, auto, cpu or gpu",
                    'set nprocPerNode: "2" (a string, as in the CRD)')
     ignored = tuple(k for k in ("schedulingPolicy", "ttlSecondsAfterFinished", "suspend",
                                 "managedBy") if run.get(k) is not None)
     backoff = _int(run, "backoffLimit", "spec.runPolicy")
     _check_service_names(str(meta["name"]), replicas)
-    return JobSpec(meta["name"], meta.get("namespace", "default"), replicas,
-                   None if nproc is None else str(nproc), backoff,
-                   _int(run, "activeDeadlineSeconds", "spec.runPolicy", 1), clean, elastic,
-                   ignored)
+    job = JobSpec(meta["name"], meta.get("namespace", "default"), replicas,
+                  None if nproc is None else str(nproc), backoff,
+                  _int(run, "activeDeadlineSeconds", "spec.runPolicy", 1,
+                       (limits.INT64_MAX, "INT64_MAX")), clean, elastic, ignored)
+    per_node = max(job.nproc_int, (elastic.nproc_per_node or 1) if elastic else 1)
+    processes = max(job.total_replicas, (elastic.max_replicas or 0) if elastic else 0) * per_node
+    if processes > limits.MAX_LOCAL_PROCESSES:
+        raise _err("spec.nprocPerNode" if per_node > 1 else "spec.pytorchReplicaSpecs",
+                   limits.limit("processes (replicas x nprocPerNode)", processes,
+                                limits.MAX_LOCAL_PROCESSES, "MAX_LOCAL_PROCESSES"),
+                   "lower the replica counts or nprocPerNode (run bigger jobs on a cluster)")
+    return job
 
 
 def apply_defaults(obj: dict[str, Any], job: JobSpec) -> None:

@@ -50,6 +50,20 @@ def fmt(value: Any) -> str:
     return str(value)
 
 
+def grid_count(p: Param) -> int:
+    """How many values a grid visits for one parameter, by arithmetic: a range of 10**12
+    integers is counted, never listed."""
+    if p.values:
+        return len(p.values)
+    assert p.min is not None and p.max is not None
+    if p.type == "int":
+        return len(range(int(p.min), int(p.max) + 1, int(p.step or 1)))
+    if p.step is None:
+        return 0
+    steps = (p.max - p.min) / p.step + 1e-9
+    return math.floor(steps) + 1 if math.isfinite(steps) else 2**63
+
+
 def grid_size(params: tuple[Param, ...]) -> int:
     """How many points the grid over `params` has (without building it)."""
-    return math.prod(len(grid_values(p)) for p in params)
+    return math.prod(grid_count(p) for p in params)

@@ -13,7 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from lab.backends.local.tuning.space import Param
+from lab import limits
+from lab.backends.local.tuning.space import Param, grid_size
 from lab.errors import InputError
 
 ALGORITHMS = ("random", "grid", "tpe", "multivariate-tpe", "cmaes", "sobol",
@@ -124,10 +125,15 @@ class _Reader:
                                    f"({_short(value)})")
         return value
 
-    def count(self, data: dict[str, Any], key: str, path: str, *, minimum: int) -> int | None:
+    def count(self, data: dict[str, Any], key: str, path: str, *, minimum: int,
+              maximum: tuple[int, str] = (limits.INT32_MAX, "INT32_MAX")) -> int | None:
+        """An integer field; `maximum` is (limit, its name in lab/limits.py)."""
         value = self.get(data, key, int, path)
         if value is not None and value < minimum:
             raise self.fail(f"{path}.{key}", f"must be >= {minimum}, got {value}")
+        if value is not None and value > maximum[0]:
+            raise self.fail(f"{path}.{key}", limits.limit(key, value, *maximum),
+                            f"set {key} to at most {maximum[0]}")
         return value
 
 
@@ -149,6 +155,8 @@ def _number(r: _Reader, raw: Any, path: str, *, integer: bool) -> float:
             from None
     if not math.isfinite(value):
         raise r.fail(path, f"'{raw}' is not a finite number")
+    if integer and abs(value) > limits.INT64_MAX:
+        raise r.fail(path, f"'{_short(raw)}' does not fit in 64 bits")
     return value
 
 
@@ -178,6 +186,10 @@ def _param(r: _Reader, raw: Any, path: str) -> Param:
         if not values:
             raise r.fail(f"{sp}.list", f"empty feasible space for {ptype} parameter '{name}'",
                          "list at least one value")
+        if len(values) > limits.MAX_FEASIBLE_VALUES:
+            raise r.fail(f"{sp}.list", limits.limit("number of values", len(values),
+                                                    limits.MAX_FEASIBLE_VALUES,
+                                                    "MAX_FEASIBLE_VALUES"))
         out = []
         for i, v in enumerate(values):
             if isinstance(v, bool) or not isinstance(v, str | int | float):
@@ -495,14 +507,19 @@ def parse(obj: dict[str, Any]) -> Spec:
     raw_params = r.get(spec, "parameters", list, "spec", required=True)
     if not raw_params:
         raise r.fail("spec.parameters", "empty search space", "declare at least one parameter")
+    if len(raw_params) > limits.MAX_PARAMETERS:
+        raise r.fail("spec.parameters", limits.limit("number of parameters", len(raw_params),
+                                                     limits.MAX_PARAMETERS, "MAX_PARAMETERS"))
     params = tuple(_param(r, q, f"spec.parameters[{i}]") for i, q in enumerate(raw_params))
     seen: set[str] = set()
     for i, q in enumerate(params):
         if q.name in seen:
             raise r.fail(f"spec.parameters[{i}].name", f"duplicate parameter '{q.name}'")
         seen.add(q.name)
-    parallel = r.count(spec, "parallelTrialCount", "spec", minimum=1) or 3
-    max_trials = r.count(spec, "maxTrialCount", "spec", minimum=1)
+    parallel = r.count(spec, "parallelTrialCount", "spec", minimum=1,
+                       maximum=(limits.MAX_PARALLEL_TRIALS, "MAX_PARALLEL_TRIALS")) or 3
+    max_trials = r.count(spec, "maxTrialCount", "spec", minimum=1,
+                         maximum=(limits.MAX_TRIAL_COUNT, "MAX_TRIAL_COUNT"))
     max_failed = r.count(spec, "maxFailedTrialCount", "spec", minimum=0)
     if max_trials is not None and max_failed is not None and max_failed > max_trials:
         raise r.fail("spec.maxFailedTrialCount",
@@ -521,6 +538,10 @@ def parse(obj: dict[str, Any]) -> Spec:
     if problem:
         fld, _, text = problem.partition(": ")
         raise r.fail(fld, text, "see docs/tuning.md for each algorithm's settings")
+    if algorithm == "grid" and (size := grid_size(params)) > limits.MAX_GRID_POINTS:
+        raise r.fail("spec.parameters", limits.limit("grid size (points)", size,
+                                                     limits.MAX_GRID_POINTS, "MAX_GRID_POINTS"),
+                     "use a larger feasibleSpace.step, fewer values, or another algorithm")
     for key in ("resumePolicy", "nasConfig"):
         if key in spec:
             if key == "nasConfig":

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from lab.errors import InputError
-from lab.yamlio import Located, load_documents, read_text
+from lab.errors import InputError, LabError
+from lab.yamlio import Located, exists, load_documents, read_text
 
 PROVIDERS = ("vagrant-virtualbox", "vagrant-libvirt", "wsl2", "host", "existing")
 
@@ -329,7 +329,7 @@ def load(path: Path) -> Profile:
 def resolve(path: str | None, provider: str | None) -> Profile:
     """The profile for a command: the file if there is one, else defaults for `--provider`."""
     file = Path(path or PROFILE_FILE)
-    if file.exists():
+    if exists(file):
         profile = load(file)
         if provider and provider != profile.provider:
             profile = profile.with_overrides(provider=provider)
@@ -360,6 +360,17 @@ def profile_to_data(p: Profile) -> dict[str, Any]:
 
 
 # --- kflab init --------------------------------------------------------------------------
+
+def write_init(path: Path, provider: str, *, force: bool = False) -> None:
+    """`kflab init`: write a commented profile, never over an existing file unless forced."""
+    if exists(path) and not force:
+        raise LabError(f"{path} exists", hint="edit it, or pass --force to overwrite")
+    try:
+        path.write_text(init_text(provider))
+    except (OSError, ValueError) as exc:
+        raise InputError(str(path), None, f"cannot write: {getattr(exc, 'strerror', exc)}",
+                         hint="give another -o path") from None
+
 
 def init_text(provider: str) -> str:
     """A commented lab.yaml for `provider`; parse(init_text(p)) is Profile(provider=p)."""

@@ -28,6 +28,8 @@ class InputError(LabError):
         hint: str | None = None,
     ) -> None:
         where = file or "<input>"
+        if len(where) > 200:  # a hostile path: its ends are enough to recognise it
+            where = f"{where[:120]}...{where[-60:]}"
         if line is not None:
             where += f":{line}"
         if field:

@@ -142,6 +142,14 @@ def exists(path: Path) -> bool:
         return False
 
 
+def is_file(path: Path) -> bool:
+    """Path.is_file() that says False for names the OS refuses (too long, NUL byte)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 # --- text -> nodes: a composer that counts instead of copying --------------------------------
 
 class _Node:

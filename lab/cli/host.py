@@ -10,7 +10,6 @@ import click
 
 from lab import __version__
 from lab.cli.root import PROVIDER_CHOICE, cli, profile_option
-from lab.errors import LabError
 
 
 @cli.command()
@@ -58,10 +57,8 @@ def doctor(as_json: bool, provider: str | None, profile_path: str | None) -> Non
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
 def init(provider: str, output: str, force: bool) -> None:
     """Write a commented lab profile (lab.yaml) for a provider."""
-    from lab.config import init_text
+    from lab.config import write_init
 
     path = Path(output)
-    if path.exists() and not force:
-        raise LabError(f"{path} exists", hint="edit it, or pass --force to overwrite")
-    path.write_text(init_text(provider))
+    write_init(path, provider, force=force)
     click.echo(f"wrote {path}; next: kflab doctor, then kflab up")

@@ -111,6 +111,8 @@ def validate_document(backend: Any, doc: Located, base_dir: Path) -> None:
         if exc.field is None or exc.file == doc.file:
             raise
         raise doc.relocate(exc) from None
+    except LabError as exc:  # e.g. an unknown kind, or GPUs this machine lacks: say where
+        raise LabError(f"{doc.file}: {exc.args[0]}", hint=exc.hint) from None
 
 
 def apply_document(backend: Any, doc: Located, base_dir: Path) -> dict[str, Any]:

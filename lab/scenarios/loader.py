@@ -12,7 +12,7 @@ from lab.errors import InputError, LabError
 from lab.scenarios.actions import ACTION_TYPES
 from lab.scenarios.checks import CHECK_TYPES, COMMON_FIELDS
 from lab.scenarios.model import BACKENDS, COMPONENTS, LEVELS, Action, Check, Scenario, Step
-from lab.yamlio import Located, PathKey, dotted, load_file, user_path
+from lab.yamlio import Located, PathKey, dotted, is_file, load_file, user_path
 
 SCENARIO_FILE = "scenario.yaml"
 TOP_KEYS = {"id", "title", "level", "duration", "description", "requires", "backends", "steps"}
@@ -109,7 +109,7 @@ class _Validator:
                             "use lower-case letters, digits and '-'")
         text = self.get(raw, "text", str, path)
         text_file = user_path(self.root, text, file=self.doc.file, field=dotted((*path, "text")))
-        if not text_file.is_file():
+        if not is_file(text_file):
             raise self.fail((*path, "text"), f"file '{text}' not found",
                             f"create {text} in {self.root}")
         hints = self.get(raw, "hints", list, path, required=False, default=[])
@@ -175,7 +175,7 @@ class _Validator:
 def load_scenario(folder: Path) -> Scenario:
     """Load and validate one scenario folder."""
     file = folder / SCENARIO_FILE
-    if not file.is_file():
+    if not is_file(file):
         raise InputError(str(file), None, "scenario file not found",
                          hint=f"a scenario folder holds {SCENARIO_FILE}, steps/ and assets/")
     return _Validator(load_file(file), folder.resolve()).scenario()
@@ -196,7 +196,7 @@ def discover() -> dict[str, Path]:
 def find(name: str) -> Scenario:
     """A scenario by id, or by path to its folder."""
     as_path = Path(name)
-    if (as_path / SCENARIO_FILE).is_file():
+    if is_file(as_path / SCENARIO_FILE):
         return load_scenario(as_path)
     known = discover()
     if name not in known:

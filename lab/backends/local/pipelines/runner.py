@@ -32,7 +32,7 @@ from lab.backends.local.owners import Lease
 from lab.errors import InputError, LabError
 from lab.kube.conditions import now
 from lab.state import StateError
-from lab.yamlio import user_path
+from lab.yamlio import is_file, user_path
 
 Event = dict[str, Any]
 EventSink = Callable[[Event], None]
@@ -262,7 +262,7 @@ def check_spec(obj: dict[str, Any], base_dir: Path) -> Path:
     if spec.get("function") is not None and not isinstance(spec["function"], str):
         raise InputError(None, "spec.function", "expected the name of a @dsl.pipeline")
     path = user_path(base_dir, pipeline, file=None, field="spec.pipeline")
-    if not path.is_file():
+    if not is_file(path):
         raise InputError(str(path), "spec.pipeline", "pipeline file not found",
                          hint="give a path relative to the manifest or the current folder")
     return path

@@ -39,7 +39,7 @@ from lab.backends.local.tuning.search import distribution_notes, distributions, 
 from lab.backends.local.tuning.space import fmt, grid, grid_values
 from lab.backends.local.tuning.spec import Spec
 from lab.backends.local.tuning.trials import EXPERIMENT_LABEL
-from lab.errors import LabError
+from lab.errors import InputError, LabError
 from lab.state import StateError
 
 # Seconds between reads of running trials' output (median stopping needs them live);
@@ -383,9 +383,9 @@ def _runnable(obj: dict[str, Any]) -> Spec:
                        hint="apply the Experiment (kind: Experiment) instead")
     spec = tuning_spec.parse(obj)
     if spec.max_trials is None and spec.algorithm != "grid" and spec.objective.goal is None:
-        raise LabError(f"experiment '{spec.name}': field 'spec.maxTrialCount': missing; "
-                       f"{spec.algorithm} never runs out of suggestions, so this would run "
-                       "forever", hint="set spec.maxTrialCount (or an objective goal)")
+        raise InputError(f"experiment '{spec.name}'", "spec.maxTrialCount",
+                         f"missing; {spec.algorithm} never runs out of suggestions, so this "
+                         "would run forever", hint="set spec.maxTrialCount (or an objective goal)")
     return spec
 
 

@@ -195,20 +195,40 @@ class _Composer:
         anchors: dict[str, _Node] = {}
         stack: list[list[Any]] = []  # [node, key of the value being read (maps), path key]
         root: _Node | None = None
+        resolved: dict[tuple[str, Any], str] = {}  # plain scalars repeat: resolve each once
         try:
             for ev in _events(text):
-                line = ev.start_mark.line + 1
-                if isinstance(ev, yaml.DocumentStartEvent):
-                    anchors, stack, root = {}, [], None
-                elif isinstance(ev, yaml.DocumentEndEvent):
-                    if root is not None:
-                        self.expanded += root.size
-                        if self.expanded > limits.MAX_NODES:
-                            raise self.fail([], line, limits.limit(
-                                "values in the file (aliases expanded)", self.expanded,
-                                limits.MAX_NODES, "MAX_NODES"))
-                        docs.append(root)
-                elif isinstance(ev, yaml.AliasEvent):
+                kind = type(ev)
+                if kind is yaml.ScalarEvent:  # the most frequent event first
+                    tag = ev.tag
+                    if tag is None or tag == "!":
+                        key = (ev.value, ev.implicit)
+                        tag = resolved.get(key)
+                        if tag is None:
+                            tag = resolved[key] = self.resolver.resolve(
+                                yaml.ScalarNode, ev.value, ev.implicit)
+                    node = self._new(stack, "scalar", tag, ev.value, ev, anchors)
+                    root = self._add(stack, node, root)
+                elif kind is yaml.SequenceStartEvent or kind is yaml.MappingStartEvent:
+                    shape = "seq" if kind is yaml.SequenceStartEvent else "map"
+                    if len(stack) + 1 > limits.MAX_DEPTH:
+                        raise self.fail(stack, ev.start_mark.line + 1, limits.limit(
+                            "nesting depth", len(stack) + 1, limits.MAX_DEPTH, "MAX_DEPTH"))
+                    tag = ev.tag if ev.tag not in (None, "!") else (SEQ if shape == "seq"
+                                                                     else MAP)
+                    node = self._new(stack, shape, tag, [], ev, anchors)
+                    stack.append([node, None, _next_key(stack)])
+                elif kind is yaml.SequenceEndEvent or kind is yaml.MappingEndEvent:
+                    frame = stack.pop()
+                    node = frame[0]
+                    node.open = False
+                    if node.size > limits.MAX_NODES:
+                        raise self.fail([*stack, frame], node.line, limits.limit(
+                            "values under this field (aliases expanded)", node.size,
+                            limits.MAX_NODES, "MAX_NODES"))
+                    root = self._add(stack, node, root)
+                elif kind is yaml.AliasEvent:
+                    line = ev.start_mark.line + 1
                     target = anchors.get(ev.anchor)
                     if target is None:
                         raise self.fail(stack, line, f"unknown alias '*{ev.anchor}'",
@@ -222,54 +242,42 @@ class _Composer:
                             "nesting depth (aliases expanded)", len(stack) + target.height,
                             limits.MAX_DEPTH, "MAX_DEPTH"))
                     root = self._add(stack, target, root)
-                elif isinstance(ev, yaml.ScalarEvent):
-                    tag = ev.tag if ev.tag not in (None, "!") else \
-                        self.resolver.resolve(yaml.ScalarNode, ev.value, ev.implicit)
-                    node = self._new(stack, "scalar", tag, ev.value, line, ev.anchor, anchors)
-                    root = self._add(stack, node, root)
-                elif isinstance(ev, yaml.SequenceStartEvent | yaml.MappingStartEvent):
-                    kind = "seq" if isinstance(ev, yaml.SequenceStartEvent) else "map"
-                    if len(stack) + 1 > limits.MAX_DEPTH:
-                        raise self.fail(stack, line, limits.limit(
-                            "nesting depth", len(stack) + 1, limits.MAX_DEPTH, "MAX_DEPTH"))
-                    tag = ev.tag if ev.tag not in (None, "!") else (SEQ if kind == "seq"
-                                                                     else MAP)
-                    node = self._new(stack, kind, tag, [], line, ev.anchor, anchors)
-                    stack.append([node, None, _next_key(stack)])
-                elif isinstance(ev, yaml.SequenceEndEvent | yaml.MappingEndEvent):
-                    frame = stack.pop()
-                    node = frame[0]
-                    node.open = False
-                    items = [x for pair in node.value for x in pair] \
-                        if node.kind == "map" else node.value
-                    node.size = 1 + sum(c.size for c in items)
-                    node.height = 1 + max((c.height for c in items), default=0)
-                    if node.size > limits.MAX_NODES:
-                        raise self.fail([*stack, frame], node.line, limits.limit(
-                            "values under this field (aliases expanded)", node.size,
+                elif kind is yaml.DocumentStartEvent:
+                    anchors, stack, root = {}, [], None
+                elif kind is yaml.DocumentEndEvent and root is not None:
+                    self.expanded += root.size
+                    if self.expanded > limits.MAX_NODES:
+                        raise self.fail([], ev.start_mark.line + 1, limits.limit(
+                            "values in the file (aliases expanded)", self.expanded,
                             limits.MAX_NODES, "MAX_NODES"))
-                    root = self._add(stack, node, root)
+                    docs.append(root)
         except yaml.YAMLError as exc:
             raise _syntax_error(exc, text, self.file) from None
         return docs
 
-    def _new(self, stack: list[list[Any]], kind: str, tag: str, value: Any, line: int,
-             anchor: str | None, anchors: dict[str, _Node]) -> _Node:
+    def _new(self, stack: list[list[Any]], kind: str, tag: str, value: Any, ev: Any,
+             anchors: dict[str, _Node]) -> _Node:
         self.composed += 1
+        line = ev.start_mark.line + 1
         if self.composed > limits.MAX_NODES:
             raise self.fail(stack, line, limits.limit("values in the file", self.composed,
                                                       limits.MAX_NODES, "MAX_NODES"))
         node = _Node(kind, tag, value, line)
-        if anchor is not None:
-            anchors[anchor] = node
+        if ev.anchor is not None:
+            anchors[ev.anchor] = node
         return node
 
     @staticmethod
     def _add(stack: list[list[Any]], node: _Node, root: _Node | None) -> _Node | None:
+        """Attach `node` to the open collection, adding its expanded size and height (an
+        alias adds its target's: counted, never copied)."""
         if not stack:
             return node
         frame = stack[-1]
         parent = frame[0]
+        parent.size += node.size
+        if node.height >= parent.height:
+            parent.height = node.height + 1
         if parent.kind == "seq":
             parent.value.append(node)
         elif frame[1] is None:

@@ -104,9 +104,13 @@ def plan(backend: Any, files: list[Path], validation: Validation = "warn") -> li
 
 
 def validate_document(backend: Any, doc: Located, base_dir: Path) -> None:
-    """The backend's validation of one object, on a copy; errors point at the field's line."""
+    """The backend's validation of one object, on a copy; errors point at the field's line.
+    (A backend without `validate` is checked by its own apply, object by object.)"""
+    validate = getattr(backend, "validate", None)
+    if validate is None:
+        return
     try:
-        backend.validate(copy.deepcopy(doc.data), base_dir=base_dir)
+        validate(copy.deepcopy(doc.data), base_dir=base_dir)
     except InputError as exc:
         if exc.field is None or exc.file == doc.file:
             raise

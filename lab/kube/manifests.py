@@ -132,21 +132,21 @@ def apply_document(backend: Any, doc: Located, base_dir: Path) -> dict[str, Any]
 
 def record_warnings(state_root: Path, planned: list[Planned]) -> None:
     """Keep what this apply warned about, for a guided `kflab check` to show."""
+    from lab import state
     from lab.kube.conditions import now
-    from lab.state import write_json
 
-    write_json(state_root / LAST_APPLY, {
+    state.write_json(state.path(state_root, LAST_APPLY), {
         "at": now(), "objects": [p.ref for p in planned],
         "warnings": [w for p in planned for w in p.warnings]})
 
 
 def last_warnings(state_root: Path) -> list[str]:
     """The warnings of the last `kflab apply` (none when it had none, or never ran)."""
-    from lab.state import read_json
+    from lab import state
 
     try:
-        data = read_json(state_root / LAST_APPLY)
-    except (OSError, ValueError):
+        data = state.read_json(state.path(state_root, LAST_APPLY))
+    except LabError:  # unreadable or corrupt (moved aside by read_json): nothing to show
         return []
     warnings = data.get("warnings") if isinstance(data, dict) else None
     return [str(w) for w in warnings] if isinstance(warnings, list) else []

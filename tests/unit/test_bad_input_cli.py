@@ -142,9 +142,8 @@ CASES = [
     apply("replica-specs-list", SUB(JOB, "  pytorchReplicaSpecs:\n",
                                     "  pytorchReplicaSpecs: [1, 2]\n  x:\n"),
           "spec.pytorchReplicaSpecs"),
-    pytest.param(apply("name-300", SUB(JOB, "name: job", "name: " + "a" * 300), "metadata.name"),
-                 marks=pytest.mark.xfail(strict=True, reason="names are validated by the "
-                                         "safeproc branch (lab/kube/names.py)")),
+    apply("name-300", SUB(JOB, "name: job", "name: " + "a" * 300), "metadata.name",
+          "300 characters"),
     # --- Experiment fields ---
     apply("trial-env-5", SUB(EXPERIMENT, 'env: [{name: A, value: "1"}]', "env: 5"),
           "spec.trialTemplate.trialSpec.spec.template.spec.containers[0].env"),
@@ -198,7 +197,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: getattr(c, "id", None))
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_bad_input_exits_2_naming_file_and_field(case: Case, tmp_path: Path) -> None:
     for name, content in case.files.items():
         path = tmp_path / name

@@ -50,8 +50,8 @@ def keys(tmp_path_factory) -> dict[str, tuple[str, bytes]]:
     for name in ("first", "second"):
         uid = f"kflab test {name} <{name}@kflab.invalid>"
         gpg(home, "--passphrase", "", "--quick-gen-key", uid, "ed25519", "sign", "never")
-        fpr = [line.split(":")[9] for line in gpg(home, "--with-colons", "--list-keys", uid)
-               .splitlines() if line.startswith("fpr:")][0]
+        fpr = next(line.split(":")[9] for line in gpg(home, "--with-colons", "--list-keys", uid)
+               .splitlines() if line.startswith("fpr:"))
         out[name] = (fpr, gpg(home, "--armor", "--export", fpr).encode())
     return out
 

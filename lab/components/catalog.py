@@ -87,6 +87,7 @@ class Artifact:
     def pinned(self) -> bool:
         return not self.missing()
 
+
 @dataclass(frozen=True)
 class Component:
     name: str
@@ -156,6 +157,14 @@ def _url(doc: dict[str, Any], key: str, where: str, file: str) -> str:
     return url
 
 
+def _file_name(doc: dict[str, Any], where: str, file: str) -> str:
+    """The name in an offline folder: a plain file name, never a path."""
+    fname = _need(doc, "file", where, file)
+    if "/" in fname or fname in ("", ".", ".."):
+        raise InputError(file, f"{where}.file", f"not a plain file name: {fname!r}")
+    return fname
+
+
 def _artifact(name: str, a: Any, file: str) -> Artifact:
     where = f"artifacts.{name}"
     if not isinstance(a, dict):
@@ -171,13 +180,13 @@ def _artifact(name: str, a: Any, file: str) -> Artifact:
         arches = _need(a, "arch", where, file, dict)
         if not arches or set(arches) - set(ARCHES):
             raise InputError(file, f"{where}.arch", f"expected entries for {', '.join(ARCHES)}"
-                             f", got {sorted(arches)!r}")
+                             f", got {sorted(map(str, arches))!r}")
         files = {}
         for arch, f in arches.items():
             w = f"{where}.arch.{arch}"
             if not isinstance(f, dict):
                 raise InputError(file, w, "expected a mapping")
-            url, fname = _url(f, "url", w, file), _need(f, "file", w, file)
+            url, fname = _url(f, "url", w, file), _file_name(f, w, file)
             if not url.endswith("/" + fname):
                 raise InputError(file, f"{w}.file", f"{fname!r} is not the file {url} names",
                                  hint="a release's checksum file lists its assets by name")
@@ -185,9 +194,7 @@ def _artifact(name: str, a: Any, file: str) -> Artifact:
                                       _pin(f, "sha256", w, file, SHA256, "a sha256 hex digest"),
                                       _url(f, "checksums", w, file))
         return Artifact(name, kind, version, optional=optional, arch=files)
-    url, fname = _url(a, "url", where, file), _need(a, "file", where, file)
-    if "/" in fname or fname in (".", ".."):
-        raise InputError(file, f"{where}.file", f"not a plain file name: {fname!r}")
+    url, fname = _url(a, "url", where, file), _file_name(a, where, file)
     if kind == "git":
         commit = _pin(a, "commit", where, file, GIT_ID, "a 40-hex git commit id")
         if commit and commit not in url:

@@ -224,3 +224,24 @@ def test_script_prints_json_as_the_role_reads_it(repo, tmp_path, python):
     proc = subprocess.run([python, str(SCRIPT), str(bad)], capture_output=True, text=True,
                           env=env, check=False)
     assert proc.returncode == 1 and "not a tar archive" in proc.stderr and not proc.stdout
+
+
+@pytest.mark.parametrize("folder, pin_name", [("kubeflow-manifests-26.03", "kubeflow-manifests"),
+                                              ("argo-workflows-v3.7.3", "argo-workflows")])
+def test_standin_archives_from_shared_upstream(shared, tmp_path, folder, pin_name):
+    """The stand-in trees the role tests use: git and this code agree on them, and (being a
+    partial copy) they are NOT the real release, whose pin stays in versions.yaml."""
+    import shutil
+
+    import yaml
+
+    from tests.conftest import REPO
+
+    repo = tmp_path / "repo"
+    shutil.copytree(shared / "upstream" / folder, repo)
+    commit, tree = commit_all(repo)
+    assert gittree.dir_tree(shared / "upstream" / folder) == tree  # read in place
+    out = archive(repo, folder, tmp_path / "standin.tar.gz")
+    assert gittree.archive_ids(out) == (commit, tree)
+    real = yaml.safe_load((REPO / "manifests" / "versions.yaml").read_text())
+    assert tree != real["artifacts"][pin_name]["tree"]

@@ -59,31 +59,35 @@ def preflight(profile: Profile) -> None:
 
 
 def require_pinned(roles: list[str]) -> None:
-    """Refuse before anything is created when a role would meet an unpinned download: the
-    roles never install an unverified file, and failing after the VM exists helps nobody."""
-    from lab.components.catalog import load
+    """Refuse before anything is created when a role would meet an incomplete pin: the roles
+    never install an unverified file, and failing after the VM exists helps nobody."""
+    from lab.components.catalog import load, versions_file
 
-    missing = load().unpinned(roles)
+    cat = load()
+    missing = cat.unpinned(roles)
     if missing:
+        fields = "; ".join(f"{a}: {', '.join(cat.artifacts[a].missing())}" for a in missing)
         raise LabError(
-            f"manifests/versions.yaml has no sha256 for {', '.join(missing)}, which the "
+            f"{versions_file()} has no pin for {', '.join(missing)} ({fields}), which the "
             f"{'/'.join(r for r in roles if r in ('k3s', 'gpu', 'kubeflow'))} role(s) "
             "download: kflab never installs an unverified file",
-            hint="pin each one (download it on a trusted network, `sha256sum FILE`, compare "
-                 "with the upstream checksum file, write the value in manifests/versions.yaml), "
-                 "or run only roles that download nothing, e.g. `kflab up --only node`")
+            hint=f"on a machine with network, `kflab components pin {' '.join(missing)}` "
+                 "computes and cross-checks the values; or run only roles that download "
+                 "nothing, e.g. `kflab up --only node`")
 
 
 def up(profile: Profile, state: Path, say: Say, *, only: list[str] | None = None,
        playbook: Path | None = None, ask_become_pass: bool = False,
        force: bool = False) -> dict[str, Any]:
     """Create the node, then converge it with the playbook. Safe to re-run after a failure."""
+    from lab.components.catalog import github_url, versions_file
     from lab.provision import runner
 
     if not force:
         preflight(profile)
 
     provider = get_provider(profile, state)
+    pins = {"versions_file": versions_file(), "github_url": github_url()}  # checked up front
     if playbook is None:  # our own roles: their downloads must be pinned
         require_pinned(runner.tags_for(provider.capabilities.provisions_node,
                                        profile.gpu_wanted, profile.components, only))
@@ -100,7 +104,7 @@ def up(profile: Profile, state: Path, say: Say, *, only: list[str] | None = None
         record(state, profile, phase="ready", ok=True)
         return {"seconds": time.monotonic() - t0, "tags": []}
     plan = runner.Plan(inventory=inventory,
-                       extra_vars=runner.extra_vars(profile, provider.kubeconfig(), gpu),
+                       extra_vars=runner.extra_vars(profile, provider.kubeconfig(), gpu, **pins),
                        tags=tags, workdir=workdir, playbook=playbook or runner.PLAYBOOK,
                        host_name=profile.name, become_password=ask_become_pass)
     if not plan.playbook.exists():

@@ -70,3 +70,35 @@ def components_images(upstream: str, gpu: bool) -> None:
 
     for image in lab_images(Path(upstream), gpu):
         click.echo(image)
+
+
+@components.command("pin")
+@click.argument("specs", metavar="[NAME[=VERSION]]...", nargs=-1)
+@click.option("--file", "path", type=click.Path(exists=True, dir_okay=False),
+              help="The versions file to rewrite (default: manifests/versions.yaml, or env "
+                   "KFLAB_VERSIONS_FILE).")
+@click.option("--dry-run", is_flag=True, help="Compute and cross-check; write nothing.")
+def components_pin(specs: tuple[str, ...], path: str | None, dry_run: bool) -> None:
+    """Move pinned versions (maintainers; needs network): download, compute, cross-check.
+
+    \b
+    kflab components pin k3s=v1.34.2+k3s1           k3s and its airgap images
+    kflab components pin kubeflow-manifests=26.03   a tag: pinned by commit + tree id
+    kflab components pin                            re-verify every pin where it stands
+    Sha256 values must match the release's checksum file; a git tag's archive must carry
+    the tag's commit and that commit's tree. Any disagreement writes nothing.
+    Sources: KFLAB_GITHUB_URL, KFLAB_GITHUB_API_URL (default github.com, api.github.com).
+    """
+    from lab.components.catalog import versions_file
+    from lab.components.pin import Sources, pin
+
+    target = Path(path) if path else versions_file()
+    plan = pin(target, list(specs), Sources.from_env(), click.echo, dry_run=dry_run)
+    for c in plan.changed:
+        click.echo(f"{c.artifact}.{'.'.join(c.path)}: {c.old} -> {c.new}")
+    if not plan.changed:
+        click.echo(f"every pin checked; {target} unchanged")
+    elif dry_run:
+        click.echo(f"dry run: {target} not written")
+    else:
+        click.echo(f"wrote {target}; review `components:` versions and the docs by hand")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,13 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 VERSIONS_FILE = REPO_ROOT / "manifests" / "versions.yaml"
 OVERLAYS_DIR = REPO_ROOT / "manifests" / "overlays"
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
+GIT_ID = re.compile(r"^[0-9a-f]{40}$")
+FINGERPRINT = re.compile(r"^[0-9A-F]{40}$")
+ARCHES = ("amd64", "arm64")
+KINDS = ("release", "git", "openpgp-key")
+SCHEMA = 2
+# Where a download may come from: TLS, or loopback http (test and mirror servers).
+URL_OK = ("https://", "http://127.0.0.1:", "http://127.0.0.1/")
 # What each playbook role downloads (optional artifacts are used only when found offline).
 ROLE_ARTIFACTS: dict[str, tuple[str, ...]] = {
     "k3s": ("k3s",),
@@ -23,19 +31,61 @@ ROLE_ARTIFACTS: dict[str, tuple[str, ...]] = {
 }
 
 
+def versions_file() -> Path:
+    """The pins in use: manifests/versions.yaml, or KFLAB_VERSIONS_FILE (a maintainer trying a
+    file that `kflab components pin --file` wrote, before committing it)."""
+    override = os.environ.get("KFLAB_VERSIONS_FILE")
+    return Path(override).expanduser().resolve() if override else VERSIONS_FILE
+
+
+GITHUB = "https://github.com"
+
+
+def github_url() -> str:
+    """Where GitHub downloads come from: https://github.com, or KFLAB_GITHUB_URL (a mirror,
+    or a loopback test server). The pins stay the same, so a mirror cannot change a byte."""
+    url = os.environ.get("KFLAB_GITHUB_URL", GITHUB).rstrip("/")
+    if not url.startswith(URL_OK) or any(c.isspace() for c in url):
+        raise InputError("KFLAB_GITHUB_URL", None, f"refusing {url!r}",
+                         hint="an https:// URL, or http://127.0.0.1:PORT for a loopback server")
+    return url
+
+
 @dataclass(frozen=True)
-class Artifact:
-    name: str
-    version: str
+class ReleaseFile:
+    """One file of a release for one architecture, and the release's checksum file."""
+
+    arch: str
     url: str
     file: str
     sha256: str | None
+    checksums: str  # URL of the release's sha256sum file that must list `sha256` for `file`
+
+
+@dataclass(frozen=True)
+class Artifact:
+    name: str
+    kind: str  # one of KINDS
+    version: str = ""
+    url: str = ""  # git, openpgp-key (a release has one per architecture)
+    file: str = ""
     optional: bool = False
+    arch: dict[str, ReleaseFile] = field(default_factory=dict)  # release
+    commit: str | None = None  # git
+    tree: str | None = None  # git
+    fingerprint: str | None = None  # openpgp-key
+
+    def missing(self) -> list[str]:
+        """Pin fields still null (the roles refuse the artifact until they are set)."""
+        if self.kind == "release":
+            return [f"arch.{a}.sha256" for a, f in self.arch.items() if f.sha256 is None]
+        if self.kind == "git":
+            return [k for k in ("commit", "tree") if getattr(self, k) is None]
+        return [] if self.fingerprint else ["fingerprint"]
 
     @property
     def pinned(self) -> bool:
-        """True when a real checksum is recorded (the roles refuse unpinned artifacts)."""
-        return self.sha256 is not None
+        return not self.missing()
 
 
 @dataclass(frozen=True)
@@ -58,7 +108,7 @@ class Catalog:
         return [c.name for c in self.components]
 
     def unpinned(self, roles: list[str] | tuple[str, ...]) -> list[str]:
-        """Artifacts these roles need that have no sha256 yet (the roles would refuse them)."""
+        """Artifacts these roles need whose pin is incomplete (the roles would refuse them)."""
         needed = [a for r in roles for a in ROLE_ARTIFACTS.get(r, ())]
         return [a for a in dict.fromkeys(needed)
                 if a in self.artifacts and not self.artifacts[a].pinned]
@@ -90,8 +140,75 @@ def _need(doc: dict[str, Any], key: str, where: str, file: str, kind: type = str
     return value
 
 
-def load(path: Path = VERSIONS_FILE) -> Catalog:
+def _pin(doc: dict[str, Any], key: str, where: str, file: str, pattern: re.Pattern,
+         what: str) -> str | None:
+    value = doc.get(key)
+    if value is not None and not (isinstance(value, str) and pattern.match(value)):
+        raise InputError(file, f"{where}.{key}", f"not {what}: {value!r}",
+                         hint=f"{what}; `kflab components pin` computes it")
+    return value
+
+
+def _url(doc: dict[str, Any], key: str, where: str, file: str) -> str:
+    url = _need(doc, key, where, file)
+    if not url.startswith(URL_OK):
+        raise InputError(file, f"{where}.{key}", f"refusing a plain-http URL: {url}",
+                         hint="use https:// (loopback http is allowed for tests)")
+    return url
+
+
+def _file_name(doc: dict[str, Any], where: str, file: str) -> str:
+    """The name in an offline folder: a plain file name, never a path."""
+    fname = _need(doc, "file", where, file)
+    if "/" in fname or fname in ("", ".", ".."):
+        raise InputError(file, f"{where}.file", f"not a plain file name: {fname!r}")
+    return fname
+
+
+def _artifact(name: str, a: Any, file: str) -> Artifact:
+    where = f"artifacts.{name}"
+    if not isinstance(a, dict):
+        raise InputError(file, where, "expected a mapping")
+    kind = a.get("kind")
+    if kind not in KINDS:
+        raise InputError(file, f"{where}.kind", f"expected one of {', '.join(KINDS)}, "
+                         f"got {kind!r}", hint="see the header of manifests/versions.yaml")
+    version = str(a.get("version", "")) if kind == "openpgp-key" else \
+        str(_need(a, "version", where, file, (str, int, float)))
+    optional = bool(a.get("optional", False))
+    if kind == "release":
+        arches = _need(a, "arch", where, file, dict)
+        if not arches or set(arches) - set(ARCHES):
+            raise InputError(file, f"{where}.arch", f"expected entries for {', '.join(ARCHES)}"
+                             f", got {sorted(map(str, arches))!r}")
+        files = {}
+        for arch, f in arches.items():
+            w = f"{where}.arch.{arch}"
+            if not isinstance(f, dict):
+                raise InputError(file, w, "expected a mapping")
+            url, fname = _url(f, "url", w, file), _file_name(f, w, file)
+            if not url.endswith("/" + fname):
+                raise InputError(file, f"{w}.file", f"{fname!r} is not the file {url} names",
+                                 hint="a release's checksum file lists its assets by name")
+            files[arch] = ReleaseFile(arch, url, fname,
+                                      _pin(f, "sha256", w, file, SHA256, "a sha256 hex digest"),
+                                      _url(f, "checksums", w, file))
+        return Artifact(name, kind, version, optional=optional, arch=files)
+    url, fname = _url(a, "url", where, file), _file_name(a, where, file)
+    if kind == "git":
+        commit = _pin(a, "commit", where, file, GIT_ID, "a 40-hex git commit id")
+        if commit and commit not in url:
+            raise InputError(file, f"{where}.url", f"does not fetch commit {commit}",
+                             hint="git sources are fetched by commit: .../archive/COMMIT.tar.gz")
+        return Artifact(name, kind, version, url, fname, optional, commit=commit,
+                        tree=_pin(a, "tree", where, file, GIT_ID, "a 40-hex git tree id"))
+    return Artifact(name, kind, version, url, fname, optional, fingerprint=_pin(
+        a, "fingerprint", where, file, FINGERPRINT, "an OpenPGP v4 fingerprint (40 upper hex)"))
+
+
+def load(path: Path | None = None) -> Catalog:
     """Parse and check versions.yaml; a bad entry names its field."""
+    path = path or versions_file()
     file = str(path)
     try:
         doc = yaml.safe_load(path.read_text())
@@ -99,22 +216,11 @@ def load(path: Path = VERSIONS_FILE) -> Catalog:
         raise InputError(file, None, f"cannot read: {exc}") from exc
     if not isinstance(doc, dict):
         raise InputError(file, None, "expected a mapping at the top level")
-    artifacts: dict[str, Artifact] = {}
-    for name, a in _need(doc, "artifacts", "", file, dict).items():
-        where = f"artifacts.{name}"
-        if not isinstance(a, dict):
-            raise InputError(file, where, "expected a mapping")
-        sha = a.get("sha256")
-        if sha is not None and not (isinstance(sha, str) and SHA256.match(sha)):
-            raise InputError(file, f"{where}.sha256", f"not a sha256 hex digest: {sha!r}",
-                             hint="64 lowercase hex characters, or null while not established")
-        url = _need(a, "url", where, file)
-        if not url.startswith(("https://", "http://127.0.0.1", "file://")):
-            raise InputError(file, f"{where}.url", f"refusing a plain-http URL: {url}",
-                             hint="use https:// (loopback http is allowed for tests)")
-        artifacts[name] = Artifact(name, str(_need(a, "version", where, file, (str, int, float))),
-                                   url, _need(a, "file", where, file), sha,
-                                   bool(a.get("optional", False)))
+    if doc.get("schema") != SCHEMA:
+        raise InputError(file, "schema", f"expected {SCHEMA}, got {doc.get('schema')!r}",
+                         hint="this kflab reads the layout described in the file's header")
+    artifacts = {name: _artifact(name, a, file)
+                 for name, a in _need(doc, "artifacts", "", file, dict).items()}
     components = []
     for i, c in enumerate(_need(doc, "components", "", file, list)):
         where = f"components[{i}]"

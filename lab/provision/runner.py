@@ -62,7 +62,9 @@ class Outcome:
     seconds: float = 0.0
 
 
-def extra_vars(profile: Any, kubeconfig: Path, gpu: bool) -> dict[str, Any]:
+def extra_vars(profile: Any, kubeconfig: Path, gpu: bool, *,
+               versions_file: Path = REPO / "manifests" / "versions.yaml",
+               github_url: str = "https://github.com") -> dict[str, Any]:
     """The contract with playbooks/site.yml (see docs and the roles' defaults)."""
     return {
         "kflab_lab_name": profile.name,
@@ -72,7 +74,8 @@ def extra_vars(profile: Any, kubeconfig: Path, gpu: bool) -> dict[str, Any]:
         "kflab_kubeconfig_dest": str(kubeconfig),
         "kflab_api_address": "127.0.0.1",
         "kflab_api_port": profile.api_port,
-        "kflab_versions_file": str(REPO / "manifests" / "versions.yaml"),
+        "kflab_versions_file": str(versions_file),
+        "kflab_github_url": github_url,
         "kflab_version_overrides": dict(profile.versions),
         "kflab_overlays_dir": str(REPO / "manifests" / "overlays"),
     }

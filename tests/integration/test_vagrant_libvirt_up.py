@@ -1,12 +1,22 @@
 """A real `kflab up --provider vagrant-libvirt`: a locally built box (scripts/standins/
-30-vagrant.sh), libvirt + qemu under TCG (no KVM here), the real node role of
-playbooks/site.yml over SSH, testinfra, a converging re-run, `kflab status`, then
-`kflab down --destroy`.
+30-vagrant.sh), libvirt + qemu under TCG (no KVM here), the real roles of playbooks/site.yml
+over SSH, testinfra, a converging re-run, `kflab status`, then `kflab down --destroy`. One VM
+for the whole module (booting one under TCG costs minutes).
 
 The VM has no network (qemu user-mode NIC with restrict=on), so the box carries the node
 role's packages and the role must converge without an apt mirror, as on an offline lab.
-Only the node role runs: k3s, the GPU and Kubeflow need downloads or hardware and are
-tested against the systemd container (test_roles_container.py) and offline.
+Then `kflab up --only k3s` on the same VM reaches the k3s role's download step:
+- REAL: kflab up, the k3s role, manifests/versions.yaml's pinned version, URLs and sha256
+  (v1.34.2+k3s1, amd64), the checksum cross-check and the sha256 check, run inside the VM.
+- STAND-IN: the artifact server. github.com cannot be reached here, so KFLAB_GITHUB_URL points
+  the role at a loopback http server on this host (127.0.0.1, a free port) serving a stand-in
+  k3s (a shell script that answers --version like k3s) and a stand-in sha256sum-amd64.txt.
+  The VM reaches it through an SSH reverse forward bound to the VM's own loopback (the only
+  way in or out of the restricted NIC besides SSH).
+With the real pins, the cross-check passes (the stand-in checksum file lists the real value)
+and the stand-in bytes are refused by sha256. With a versions file that pins the stand-in's
+sha256 (KFLAB_VERSIONS_FILE), the binary installs, `k3s --version` names the pinned version,
+and the role stops at starting k3s: the stand-in cannot run a cluster (nor could k3s here).
 Recipe: ../shared/recipes/vagrant-libvirt-tcg.md. Takes several minutes on a busy 2-core host
 (boot under TCG; each Ansible task costs seconds over SSH into an emulated CPU).
 """
@@ -23,8 +33,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from lab.backends.local.procs import free_port, kill_group, popen
+from tests.artifact_server import K3S_RELEASE, K3S_VERSION, k3s_standin, serve, sha256, sums
+from tests.conftest import REPO, run_kflab
 
 BOX = "local/kflab-deb12"
 SOCK = Path("/var/run/libvirt/libvirt-sock")
@@ -77,90 +90,195 @@ def libvirtd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         p.wait()
 
 
-def test_up_node_role_testinfra_down(libvirtd: None, tmp_path: Path, kflab) -> None:
-    import testinfra
-
-    run_kflab = kflab
-
+@pytest.fixture(scope="module")
+def vm(libvirtd: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """`kflab up --only node` on a fresh VM; `kflab down --destroy` after the module (the last
+    test does it and checks it; this only cleans up when a test failed before)."""
+    tmp = tmp_path_factory.mktemp("vagrant-up")
     ssh_port, api_port = free_port(), free_port()
     pool = Path("/var/lib/kflab-test/libvirt/images")
     pool.mkdir(parents=True, exist_ok=True)
     name = f"kflab-it-{os.getpid() % 10000}"
-    prof = tmp_path / "lab.yaml"
+    prof = tmp / "lab.yaml"
     prof.write_text(
         f"provider: vagrant-libvirt\nname: {name}\ncpus: 2\nmemory: 4\ndisk: 20\nbox: {BOX}\n"
         f"gpu: off\ncomponents: []\napi_port: {api_port}\n"
         "vagrant:\n  libvirt_driver: qemu\n  cpu_model: qemu64\n  network: user\n"
         f"  isolated: true\n  ssh_port: {ssh_port}\n  storage_pool_path: {pool}\n")
-    state = tmp_path / "state"
+    state = tmp / "state"
     env = {"KFLAB_STATE": str(state)}
     t0 = time.monotonic()
+    up = run_kflab("up", "-p", str(prof), "--only", "node", env=env, timeout=900)
+    info = {"name": name, "prof": prof, "state": state, "env": env, "ssh_port": ssh_port,
+            "up": up, "t_up": time.monotonic() - t0, "tmp": tmp,
+            "lab": state / "labs" / name}
     try:
-        up = run_kflab("up", "-p", str(prof), "--only", "node", env=env, timeout=900)
-        t_up = time.monotonic() - t0
-        assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
-        assert "vagrant up (libvirt, 2 CPUs, 4 GiB)" in up.stdout
-        assert "▶ role node" in up.stdout and f"lab {name} is up" in up.stdout
-        # the box had every package, so the role skipped apt (the VM cannot reach a mirror);
-        # the box boots with swap on, so swapoff ran
-        first = _results(state / "labs" / name)
-        assert first["Install the base packages that are missing"] == ("skipped", False)
-        assert first["Turn swap off now (kubelet refuses to run with swap by default)"] == \
-            ("ok", True)
-        vf = (state / "labs" / name / "vagrant" / "Vagrantfile").read_text()
-        assert f"hostfwd=tcp:127.0.0.1:{ssh_port}-:22" in vf and "restrict=on" in vf
-
-        # testinfra over SSH, with the key Vagrant put in place of the insecure one
-        inv = (state / "labs" / name / "inventory.ini").read_text()
-        key = inv.split("ansible_ssh_private_key_file=")[1].split()[0]
-        host = testinfra.get_host(
-            f"ssh://vagrant@127.0.0.1:{ssh_port}", ssh_identity_file=key, sudo=True,
-            ssh_extra_args="-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null")
-        boot_id = host.file("/proc/sys/kernel/random/boot_id").content_string
-        for pkg in ("ca-certificates", "curl", "conntrack", "iptables", "socat"):
-            assert host.package(pkg).is_installed, pkg
-        modules = host.file("/etc/modules-load.d/kflab.conf")
-        assert modules.user == "root" and modules.mode == 0o644
-        assert modules.content_string.split() == ["br_netfilter", "overlay"]
-        assert host.file("/sys/module/br_netfilter").is_directory  # loaded, not just listed
-        sysctl_conf = host.file("/etc/sysctl.d/90-kflab.conf").content_string
-        want = {"fs.inotify.max_user_instances": 1280, "fs.inotify.max_user_watches": 655360,
-                "net.bridge.bridge-nf-call-iptables": 1,
-                "net.bridge.bridge-nf-call-ip6tables": 1, "net.ipv4.ip_forward": 1}
-        for key_, value in want.items():
-            assert f"{key_} = {value}" in sysctl_conf, key_
-            assert host.sysctl(key_) == value, key_  # live in the VM's kernel
-        # the box boots with /swapfile on: the role turned it off and commented it out
-        assert host.file("/proc/swaps").content_string.strip().splitlines()[1:] == []
-        assert "# /swapfile none swap sw 0 0  # disabled by kflab" in \
-            host.file("/etc/fstab").content_string
-        assert host.service("ssh").is_running
-        assert host.socket("tcp://0.0.0.0:22").is_listening
-
-        # resumable and converged: `kflab up --only node` again keeps the VM (same boot)
-        # and the role reports nothing changed, in the output and in the event log
-        again = run_kflab("up", "-p", str(prof), "--only", "node", env=env, timeout=900)
-        assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
-        assert "Machine already provisioned" in again.stdout or "already running" in \
-            again.stdout, again.stdout[-1500:]
-        assert re.search(r"done on \S+: ok=\d+ changed=0 failed=0 unreachable=0",
-                         again.stdout), again.stdout[-1500:]
-        events = (state / "labs" / name / "ansible-events.jsonl").read_text().splitlines()
-        stats = [e for e in map(json.loads, events) if e.get("event") == "stats"]
-        assert _results(state / "labs" / name)["Write the sysctls"] == ("ok", False)
-        assert stats and all(s["changed"] == 0 and s["ok"] > 0
-                             for s in stats[-1]["hosts"].values()), stats
-        assert host.file("/proc/sys/kernel/random/boot_id").content_string == boot_id
-
-        st = run_kflab("status", "--json", env=env, timeout=120)
-        report = json.loads(st.stdout)
-        assert report["vm"] == "running" and report["ready"] is False  # no k3s yet
-        print(f"\nkflab up (TCG, VM + node role): {t_up:.0f}s")
+        yield info
     finally:
-        down = run_kflab("down", "--destroy", env=env, timeout=300)
-        domains = subprocess.run(["virsh", "-c", "qemu:///system", "list", "--all", "--name"],
-                                 capture_output=True, text=True, check=False).stdout
+        if (info["lab"] / "lab.json").exists():
+            run_kflab("down", "--destroy", env=env, timeout=300)
+
+
+def _host(vm: dict):
+    import testinfra
+
+    inv = (vm["lab"] / "inventory.ini").read_text()
+    key = inv.split("ansible_ssh_private_key_file=")[1].split()[0]
+    return key, testinfra.get_host(
+        f"ssh://vagrant@127.0.0.1:{vm['ssh_port']}", ssh_identity_file=key, sudo=True,
+        ssh_extra_args="-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null")
+
+
+def test_up_node_role_testinfra_converges(vm: dict) -> None:
+    up, name = vm["up"], vm["name"]
+    assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
+    assert "vagrant up (libvirt, 2 CPUs, 4 GiB)" in up.stdout
+    assert "▶ role node" in up.stdout and f"lab {name} is up" in up.stdout
+    # the box had every package, so the role skipped apt (the VM cannot reach a mirror);
+    # the box boots with swap on, so swapoff ran
+    first = _results(vm["lab"])
+    assert first["Install the base packages that are missing"] == ("skipped", False)
+    assert first["Turn swap off now (kubelet refuses to run with swap by default)"] == \
+        ("ok", True)
+    vf = (vm["lab"] / "vagrant" / "Vagrantfile").read_text()
+    assert f"hostfwd=tcp:127.0.0.1:{vm['ssh_port']}-:22" in vf and "restrict=on" in vf
+
+    # testinfra over SSH, with the key Vagrant put in place of the insecure one
+    _, host = _host(vm)
+    boot_id = host.file("/proc/sys/kernel/random/boot_id").content_string
+    for pkg in ("ca-certificates", "curl", "conntrack", "iptables", "socat"):
+        assert host.package(pkg).is_installed, pkg
+    modules = host.file("/etc/modules-load.d/kflab.conf")
+    assert modules.user == "root" and modules.mode == 0o644
+    assert modules.content_string.split() == ["br_netfilter", "overlay"]
+    assert host.file("/sys/module/br_netfilter").is_directory  # loaded, not just listed
+    sysctl_conf = host.file("/etc/sysctl.d/90-kflab.conf").content_string
+    want = {"fs.inotify.max_user_instances": 1280, "fs.inotify.max_user_watches": 655360,
+            "net.bridge.bridge-nf-call-iptables": 1,
+            "net.bridge.bridge-nf-call-ip6tables": 1, "net.ipv4.ip_forward": 1}
+    for key_, value in want.items():
+        assert f"{key_} = {value}" in sysctl_conf, key_
+        assert host.sysctl(key_) == value, key_  # live in the VM's kernel
+    # the box boots with /swapfile on: the role turned it off and commented it out
+    assert host.file("/proc/swaps").content_string.strip().splitlines()[1:] == []
+    assert "# /swapfile none swap sw 0 0  # disabled by kflab" in \
+        host.file("/etc/fstab").content_string
+    assert host.service("ssh").is_running
+    assert host.socket("tcp://0.0.0.0:22").is_listening
+
+    # resumable and converged: `kflab up --only node` again keeps the VM (same boot)
+    # and the role reports nothing changed, in the output and in the event log
+    again = run_kflab("up", "-p", str(vm["prof"]), "--only", "node", env=vm["env"],
+                      timeout=900)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert "Machine already provisioned" in again.stdout or "already running" in \
+        again.stdout, again.stdout[-1500:]
+    assert re.search(r"done on \S+: ok=\d+ changed=0 failed=0 unreachable=0",
+                     again.stdout), again.stdout[-1500:]
+    events = (vm["lab"] / "ansible-events.jsonl").read_text().splitlines()
+    stats = [e for e in map(json.loads, events) if e.get("event") == "stats"]
+    assert _results(vm["lab"])["Write the sysctls"] == ("ok", False)
+    assert stats and all(s["changed"] == 0 and s["ok"] > 0
+                         for s in stats[-1]["hosts"].values()), stats
+    assert host.file("/proc/sys/kernel/random/boot_id").content_string == boot_id
+
+    st = run_kflab("status", "--json", env=vm["env"], timeout=120)
+    report = json.loads(st.stdout)
+    assert report["vm"] == "running" and report["ready"] is False  # no k3s yet
+    print(f"\nkflab up (TCG, VM + node role): {vm['t_up']:.0f}s")
+
+
+@pytest.fixture
+def reverse_tunnel(vm: dict, tmp_path: Path) -> Iterator[tuple[object, int]]:
+    """A loopback artifact server on this host, reachable in the VM at the same
+    127.0.0.1:PORT through `ssh -R` (bound to the VM's loopback only)."""
+    if vm["up"].returncode != 0:
+        pytest.skip("the VM did not come up (see the node role test)")
+    key, host = _host(vm)
+    with serve(tmp_path / "www") as srv:
+        srv.put("kflab-tunnel-check", "ok\n")
+        log = open(tmp_path / "ssh-tunnel.log", "wb")  # noqa: SIM115 - closed below
+        tunnel = popen(["ssh", "-N", "-i", key, "-p", str(vm["ssh_port"]),
+                        "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                        "-o", "ExitOnForwardFailure=yes", "-o", "ServerAliveInterval=15",
+                        "-R", f"127.0.0.1:{srv.port}:127.0.0.1:{srv.port}",
+                        "vagrant@127.0.0.1"], stdout=log)
+        try:
+            deadline = time.monotonic() + 120
+            while host.run(f"curl -sf http://127.0.0.1:{srv.port}/kflab-tunnel-check").rc:
+                assert tunnel.poll() is None, (tmp_path / "ssh-tunnel.log").read_text()
+                assert time.monotonic() < deadline, "the reverse tunnel did not come up"
+                time.sleep(2)
+            yield srv, host
+        finally:
+            kill_group(tunnel.pid)
+            tunnel.wait()
+            log.close()
+
+
+def test_up_reaches_the_k3s_download_with_the_real_pins(vm: dict, reverse_tunnel,
+                                                        tmp_path: Path) -> None:
+    srv, host = reverse_tunnel
+    versions = yaml.safe_load((REPO / "manifests" / "versions.yaml").read_text())
+    amd64 = versions["artifacts"]["k3s"]["arch"]["amd64"]
+    assert versions["artifacts"]["k3s"]["version"] == K3S_VERSION
+    standin = k3s_standin()
+    srv.put(f"{K3S_RELEASE}/{amd64['file']}", standin)
+    # The stand-in checksum file lists the REAL pinned value, as the real release's does.
+    srv.put(f"{K3S_RELEASE}/sha256sum-amd64.txt", sums({amd64["file"]: amd64["sha256"]}))
+    env = {**vm["env"], "KFLAB_GITHUB_URL": srv.url}
+
+    t0 = time.monotonic()
+    real = run_kflab("up", "-p", str(vm["prof"]), "--only", "k3s", env=env, timeout=900)
+    t_real = time.monotonic() - t0
+    out = real.stdout + real.stderr
+    assert real.returncode == 2, out[-3000:]
+    # the k3s role's download step runs the shared artifact role's tasks
+    assert "task 'artifact : Fetch and verify the sha256: k3s' failed" in real.stderr, \
+        out[-3000:]
+    assert f"did not match {amd64['sha256']}; it was {sha256(standin)}" in real.stderr
+    results = _results(vm["lab"])
+    assert results["Cross-check the pinned sha256 with the release's own: k3s"] == \
+        ("ok", False)
+    assert results["Fetch and verify the sha256: k3s"][0] == "failed"
+    # the VM itself fetched both, through the tunnel, from the loopback server
+    assert srv.fetched(f"/{K3S_VERSION}/sha256sum-amd64.txt") >= 1
+    assert srv.fetched(f"/{K3S_VERSION}/{amd64['file']}") >= 1
+    assert not host.file("/usr/local/bin/k3s").exists
+    assert "Traceback" not in out
+
+    # The same step with the stand-in's sha256 pinned (everything else real): it installs,
+    # answers the version check, and stops where k3s would start.
+    amd64["sha256"] = sha256(standin)
+    vfile = tmp_path / "versions.yaml"
+    vfile.write_text(yaml.safe_dump(versions))
+    srv.put(f"{K3S_RELEASE}/sha256sum-amd64.txt", sums({amd64["file"]: sha256(standin)}))
+    t0 = time.monotonic()
+    pinned = run_kflab("up", "-p", str(vm["prof"]), "--only", "k3s",
+                       env={**env, "KFLAB_VERSIONS_FILE": str(vfile)}, timeout=900)
+    t_pinned = time.monotonic() - t0
+    out = pinned.stdout + pinned.stderr
+    assert pinned.returncode == 2, out[-3000:]
+    assert "task 'k3s : Start k3s' failed" in pinned.stderr, out[-3000:]
+    results = _results(vm["lab"])
+    for task in ("Cross-check the pinned sha256 with the release's own: k3s",
+                 "Fetch and verify the sha256: k3s", "Check that k3s names the pinned version",
+                 "Link kubectl, crictl and ctr to k3s"):
+        assert results[task][0] == "ok", (task, results.get(task))
+    binary = host.file("/usr/local/bin/k3s")
+    assert binary.sha256sum == sha256(standin) and binary.mode == 0o755
+    assert host.run("/usr/local/bin/k3s --version").stdout.startswith(
+        f"k3s version {K3S_VERSION} ")
+    assert host.file("/usr/local/bin/kubectl").linked_to == "/usr/local/bin/k3s"
+    host.run("systemctl stop k3s")  # the stand-in restarts forever otherwise
+    print(f"\nkflab up --only k3s (TCG): real pins {t_real:.0f}s, stand-in pin {t_pinned:.0f}s")
+
+
+def test_down_destroy_removes_the_vm_and_the_record(vm: dict) -> None:
+    down = run_kflab("down", "--destroy", env=vm["env"], timeout=300)
+    domains = subprocess.run(["virsh", "-c", "qemu:///system", "list", "--all", "--name"],
+                             capture_output=True, text=True, check=False).stdout
     assert down.returncode == 0, down.stdout + down.stderr
     assert "lab destroyed" in down.stdout
-    assert name not in domains
-    assert not (state / "labs" / name / "vagrant" / "Vagrantfile").exists()
+    assert vm["name"] not in domains
+    assert not (vm["lab"] / "vagrant" / "Vagrantfile").exists()

@@ -35,8 +35,10 @@ def test_real_catalog_order_and_selection():
     assert [c.name for c in cat.select(["kserve"])] == ["cert-manager", "kserve"]
     assert "gpu" in [c.name for c in cat.select(["katib"], gpu=True)]
     for name, art in cat.artifacts.items():
-        assert art.url.startswith("https://"), name
-        assert art.version and art.file, name
+        urls = [u for f in art.arch.values() for u in (f.url, f.checksums)] or [art.url]
+        assert all(u.startswith("https://") for u in urls), name
+        assert art.pinned and (art.version or art.kind == "openpgp-key"), name
+        assert art.file or set(art.arch) == {"amd64", "arm64"}, name
 
 
 def test_unknown_component_names_the_choices():
@@ -45,10 +47,31 @@ def test_unknown_component_names_the_choices():
     assert "cert-manager" in str(err.value)
 
 
+def amd64(d: dict) -> dict:
+    return d["artifacts"]["k3s"]["arch"]["amd64"]
+
+
+def manifests(d: dict) -> dict:
+    return d["artifacts"]["kubeflow-manifests"]
+
+
 @pytest.mark.parametrize("mutate, field", [
-    (lambda d: d["artifacts"]["k3s"].update(sha256="abc"), "artifacts.k3s.sha256"),
-    (lambda d: d["artifacts"]["k3s"].update(url="http://example.com/k3s"), "artifacts.k3s.url"),
-    (lambda d: d["artifacts"]["k3s"].pop("file"), "artifacts.k3s.file"),
+    (lambda d: amd64(d).update(sha256="abc"), "artifacts.k3s.arch.amd64.sha256"),
+    (lambda d: amd64(d).update(url="http://example.com/k3s"), "artifacts.k3s.arch.amd64.url"),
+    (lambda d: amd64(d).update(checksums="http://example.com/s"),
+     "artifacts.k3s.arch.amd64.checksums"),
+    (lambda d: amd64(d).pop("file"), "artifacts.k3s.arch.amd64.file"),
+    (lambda d: amd64(d).update(file="k3s-arm64"), "artifacts.k3s.arch.amd64.file"),
+    (lambda d: d["artifacts"]["k3s"]["arch"].update(riscv64={}), "artifacts.k3s.arch"),
+    (lambda d: d["artifacts"]["k3s"].update(kind="binary"), "artifacts.k3s.kind"),
+    (lambda d: manifests(d).update(tree="7db2485"), "artifacts.kubeflow-manifests.tree"),
+    (lambda d: manifests(d).update(commit="A" * 40), "artifacts.kubeflow-manifests.commit"),
+    (lambda d: manifests(d).update(url="https://github.com/kubeflow/manifests/archive/refs/"
+                                       "tags/26.03.tar.gz"), "artifacts.kubeflow-manifests.url"),
+    (lambda d: manifests(d).update(file="../x.tar.gz"), "artifacts.kubeflow-manifests.file"),
+    (lambda d: d["artifacts"]["nvidia-container-toolkit-key"].update(fingerprint="c95b"),
+     "artifacts.nvidia-container-toolkit-key.fingerprint"),
+    (lambda d: d.update(schema=1), "schema"),
     (lambda d: d["components"][4].update(requires=["nope"]), "components.kserve.requires"),
     (lambda d: d.pop("components"), "components"),
 ])
@@ -60,6 +83,32 @@ def test_bad_entries_name_file_and_field(tmp_path, mutate, field):
         load(path)
     assert err.value.file == str(path)
     assert err.value.field.lstrip(".") == field
+
+
+def test_null_pins_load_but_are_reported_missing(tmp_path):
+    doc = base()
+    amd64(doc)["sha256"] = None
+    manifests(doc)["tree"] = None
+    cat = load(write(tmp_path, doc))
+    assert cat.artifacts["k3s"].missing() == ["arch.amd64.sha256"]
+    assert cat.artifacts["kubeflow-manifests"].missing() == ["tree"]
+    assert cat.unpinned(["k3s", "kubeflow", "gpu"]) == ["k3s", "kubeflow-manifests"]
+
+
+def test_versions_file_and_mirror_come_from_the_environment(tmp_path, monkeypatch):
+    from lab.components import catalog
+
+    doc = base()
+    doc["artifacts"]["k3s"]["version"] = "v1.0.0+k3s1"
+    monkeypatch.setenv("KFLAB_VERSIONS_FILE", str(write(tmp_path, doc)))
+    assert load().artifacts["k3s"].version == "v1.0.0+k3s1"
+    assert catalog.github_url() == "https://github.com"
+    monkeypatch.setenv("KFLAB_GITHUB_URL", "http://127.0.0.1:8080/")
+    assert catalog.github_url() == "http://127.0.0.1:8080"
+    for bad in ("http://10.0.0.1/gh", "ftp://x", "https://a b"):
+        monkeypatch.setenv("KFLAB_GITHUB_URL", bad)
+        with pytest.raises(InputError, match="KFLAB_GITHUB_URL"):
+            catalog.github_url()
 
 
 @settings(max_examples=60, deadline=None,

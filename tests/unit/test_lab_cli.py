@@ -85,16 +85,20 @@ def test_status_reports_an_unreachable_api(tmp_path: Path) -> None:
 
 
 def _catalog(pinned: bool):
-    """The real catalog with every artifact's sha256 set (or cleared) — a stand-in for a
+    """The real catalog with every pin kept (or cleared to null) — a stand-in for a
     versions.yaml in either state, so the test holds whatever the file says today."""
     import dataclasses
 
     from lab.components import catalog
 
     real = catalog.load()
-    arts = {n: dataclasses.replace(a, sha256=("0" * 64) if pinned else None)
-            for n, a in real.artifacts.items()}
-    return dataclasses.replace(real, artifacts=arts)
+    if pinned:
+        return real
+
+    def cleared(a):
+        arch = {k: dataclasses.replace(f, sha256=None) for k, f in a.arch.items()}
+        return dataclasses.replace(a, arch=arch, commit=None, tree=None, fingerprint=None)
+    return dataclasses.replace(real, artifacts={n: cleared(a) for n, a in real.artifacts.items()})
 
 
 def test_up_refuses_unpinned_downloads_before_creating_anything(
@@ -113,10 +117,40 @@ def test_up_refuses_unpinned_downloads_before_creating_anything(
     res = CliRunner().invoke(cli, ["--state", str(tmp_path / "s"), "up", "-p", str(prof)])
     assert res.exit_code != 0
     msg = str(res.exception)
-    assert "no sha256 for kubeflow-manifests, argo-workflows" in msg
+    assert "has no pin for kubeflow-manifests, argo-workflows (kubeflow-manifests: commit, " \
+        "tree; argo-workflows: commit, tree)" in msg
     assert "never installs an unverified file" in msg and "--only node" in msg
+    assert "kflab components pin kubeflow-manifests argo-workflows" in msg
     # nothing created or recorded: no lab.json, no kubeconfig copy (only an empty folder)
     assert not [p for p in (tmp_path / "s").rglob("*") if p.is_file()]
+
+
+def test_up_refuses_a_non_tls_mirror_before_creating_anything(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KFLAB_GITHUB_URL", "http://mirror.example")
+    kube = tmp_path / "kubeconfig"
+    kube.write_text("apiVersion: v1\nkind: Config\n")
+    prof = tmp_path / "lab.yaml"
+    prof.write_text(f"provider: existing\nname: ex\nkubeconfig: {kube}\ncomponents: [katib]\n")
+    res = CliRunner().invoke(cli, ["--state", str(tmp_path / "s"), "up", "-p", str(prof),
+                                   "--force"])
+    assert "KFLAB_GITHUB_URL: refusing 'http://mirror.example'" in str(res.exception)
+    assert not [p for p in (tmp_path / "s").rglob("*") if p.is_file()]
+
+
+def test_playbook_vars_carry_the_pins_in_use(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from lab.provision import runner
+
+    prof = SimpleNamespace(name="l", components=(), offline="", api_port=6443, versions={})
+    default = runner.extra_vars(prof, tmp_path / "kc", False)
+    assert default["kflab_versions_file"].endswith("manifests/versions.yaml")
+    assert default["kflab_github_url"] == "https://github.com"
+    moved = runner.extra_vars(prof, tmp_path / "kc", False, versions_file=tmp_path / "v.yaml",
+                              github_url="http://127.0.0.1:9")
+    assert moved["kflab_versions_file"] == str(tmp_path / "v.yaml")
+    assert moved["kflab_github_url"] == "http://127.0.0.1:9"
 
 
 def test_pinned_check_follows_the_roles(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -127,7 +161,9 @@ def test_pinned_check_follows_the_roles(monkeypatch: pytest.MonkeyPatch) -> None
     unpinned, pinned = _catalog(pinned=False), _catalog(pinned=True)
     monkeypatch.setattr(catalog, "load", lambda *a, **k: unpinned)
     lifecycle.require_pinned(["node"])  # the node role downloads nothing
-    with pytest.raises(LabError, match=r"no sha256 for k3s, nvidia-container-toolkit-key"):
+    with pytest.raises(LabError, match=r"no pin for k3s, nvidia-container-toolkit-key \(k3s: "
+                       r"arch.amd64.sha256, arch.arm64.sha256; nvidia-container-toolkit-key: "
+                       r"fingerprint\)"):
         lifecycle.require_pinned(["node", "k3s", "gpu"])
     monkeypatch.setattr(catalog, "load", lambda *a, **k: pinned)
     lifecycle.require_pinned(["node", "k3s", "gpu", "kubeflow", "verify"])

@@ -228,8 +228,9 @@ def existing_rows(needs: Needs, host: Host) -> list[Row]:
                 "" if ok else f"pick one of: {', '.join(map(str, contexts)) or 'none'}")]
 
 
-def _iommu_row(host: Host, pci: list[str], passthrough: bool) -> Row:
-    """IOMMU groups matter only for PCI passthrough (libvirt + GPU); elsewhere it is info."""
+def _iommu_row(host: Host, pci: list[str], needs: Needs) -> Row:
+    """IOMMU matters only when a GPU will be passed through (libvirt + GPU); elsewhere, and
+    with `gpu: auto` on a host with nothing to pass through, the row is information."""
     base = host.root / "sys/kernel/iommu_groups"
     groups = len(list(base.iterdir())) if base.is_dir() else 0
     per_gpu = {p: iommu_group(host, p) for p in pci}
@@ -238,17 +239,41 @@ def _iommu_row(host: Host, pci: list[str], passthrough: bool) -> Row:
         observed += "; " + ", ".join(f"{p}: group {g or '-'}" for p, g in per_gpu.items())
     vfio = "vfio_pci" in host.read("/proc/modules") or host.exists("/sys/bus/pci/drivers/vfio-pci")
     ok = bool(groups) and all(per_gpu.values())
-    if not passthrough:
+    explicit = bool(needs.gpu_pci)
+    if needs.provider != "vagrant-libvirt" or needs.gpu == "off":
         return Row("iommu", "pass", observed)
-    if not pci:
-        return Row("iommu", "fail", observed, "no NVIDIA GPU to pass through: set gpu: off")
+    if not pci and not explicit:  # gpu: auto, no NVIDIA device: a CPU-only lab, no passthrough
+        return Row("iommu", "pass", observed + "; no NVIDIA GPU to pass through (CPU-only lab)")
     if not ok:
-        return Row("iommu", "fail", observed,
-                   "enable intel_iommu=on or amd_iommu=on (kernel command line) and VT-d/AMD-Vi")
+        return Row("iommu", "fail" if explicit else "warn", observed,
+                   "enable intel_iommu=on or amd_iommu=on (kernel command line) and VT-d/AMD-Vi"
+                   + ("" if explicit else "; until then gpu: auto gives a CPU-only lab"))
     if not vfio:
         return Row("iommu", "warn", observed + "; vfio-pci not loaded",
                    "modprobe vfio-pci and bind the GPU to it (docs/install.md)")
     return Row("iommu", "pass", observed + "; vfio-pci loaded")
+
+
+def _virtualization_row(host: Host, needs: Needs) -> Row:
+    """KVM for a VM lab. Without it libvirt can still emulate the VM (qemu, slow), so the
+    advice names that fallback; providers that make no VM do not need it at all."""
+    cpuinfo = host.read("/proc/cpuinfo")
+    flags = "vmx" if " vmx" in cpuinfo else "svm" if " svm" in cpuinfo else ""
+    kvm = host.exists("/dev/kvm")
+    observed = f"cpu flag {flags or 'none'}, /dev/kvm {'present' if kvm else 'absent'}"
+    if needs.provider in ("host", "wsl2", "existing"):
+        return Row("virtualization", "pass", f"{observed} (not needed for {needs.provider})")
+    if flags and kvm:
+        return Row("virtualization", "pass", observed)
+    fallback = ("or, without KVM, run the VM emulated: `vagrant: {libvirt_driver: qemu, "
+                "cpu_model: qemu64}` in lab.yaml (provider vagrant-libvirt; works, slowly: "
+                "docs/install.md)")
+    if needs.software_vm:
+        return Row("virtualization", "warn", observed + "; libvirt_driver qemu (emulated)",
+                   "the VM is emulated: expect an install several times slower than with KVM")
+    advice = f"enable VT-x/AMD-V in the firmware (and load kvm_intel/kvm_amd), {fallback}"
+    return Row("virtualization", "fail" if needs.provider.startswith("vagrant") else "warn",
+               observed, advice)
 
 
 def diagnose(needs: Needs | None = None, host: Host | None = None) -> list[Row]:
@@ -276,26 +301,22 @@ def diagnose(needs: Needs | None = None, host: Host | None = None) -> list[Row]:
     rows.append(Row("disk", "pass" if free >= want_disk else "fail", f"{free:.0f} GiB free",
                     "" if free >= want_disk else f"free at least {want_disk:.0f} GiB"))
 
-    cpuinfo = host.read("/proc/cpuinfo")
-    flags = "vmx" if " vmx" in cpuinfo else "svm" if " svm" in cpuinfo else ""
-    kvm = host.exists("/dev/kvm")
-    virt_ok = bool(flags) and kvm
-    hard = vm and not needs.software_vm
-    rows.append(Row("virtualization", "pass" if virt_ok else ("fail" if hard else "warn"),
-                    f"cpu flag {flags or 'none'}, /dev/kvm {'present' if kvm else 'absent'}",
-                    "" if virt_ok else "enable VT-x/AMD-V in firmware (needed for a VM lab)"))
+    rows.append(_virtualization_row(host, needs))
 
-    vagrant = host.which("vagrant") is not None  # type: ignore[operator]
-    rows.append(Row("vagrant", "pass" if vagrant else ("fail" if vm else "warn"),
-                    "found" if vagrant else "not found",
-                    "" if vagrant else "install Vagrant for a VM lab (docs/install.md)"))
-    if vm or vagrant:
-        vbox = host.which("VBoxManage") is not None  # type: ignore[operator]
-        virsh = host.which("virsh") is not None  # type: ignore[operator]
-        want = {"vagrant-virtualbox": vbox, "vagrant-libvirt": virsh}.get(needs.provider, True)
-        rows.append(Row("vm providers", "pass" if want else "fail",
-                        f"virtualbox {'yes' if vbox else 'no'}, libvirt {'yes' if virsh else 'no'}",
-                        "" if want else f"install the hypervisor for {needs.provider}"))
+    if needs.provider not in ("host", "wsl2", "existing"):  # they make no VM
+        vagrant = host.which("vagrant") is not None  # type: ignore[operator]
+        rows.append(Row("vagrant", "pass" if vagrant else ("fail" if vm else "warn"),
+                        "found" if vagrant else "not found",
+                        "" if vagrant else "install Vagrant for a VM lab (docs/install.md)"))
+        if vm or vagrant:
+            vbox = host.which("VBoxManage") is not None  # type: ignore[operator]
+            virsh = host.which("virsh") is not None  # type: ignore[operator]
+            want = {"vagrant-virtualbox": vbox, "vagrant-libvirt": virsh}.get(needs.provider,
+                                                                             True)
+            rows.append(Row("vm providers", "pass" if want else "fail",
+                            f"virtualbox {'yes' if vbox else 'no'}, libvirt "
+                            f"{'yes' if virsh else 'no'}",
+                            "" if want else f"install the hypervisor for {needs.provider}"))
 
     wsl = is_wsl(host)
     rows.append(Row("wsl", "pass" if wsl or needs.provider != "wsl2" else "fail",
@@ -319,7 +340,7 @@ def diagnose(needs: Needs | None = None, host: Host | None = None) -> list[Row]:
                         ("expected for passthrough: the iommu and gpu rows judge it"
                          if passthrough else "install the NVIDIA driver for GPU labs") if pci else
                         ("set gpu: auto or off in lab.yaml" if explicit else "")))
-    rows.append(_iommu_row(host, pci, needs.provider == "vagrant-libvirt" and want_gpu))
+    rows.append(_iommu_row(host, pci, needs))
     if needs.provider == "vagrant-libvirt" and want_gpu:
         rows += passthrough_rows(needs, host)
     if needs.provider == "vagrant-virtualbox" and pci and want_gpu:

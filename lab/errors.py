@@ -36,3 +36,14 @@ class InputError(LabError):
             where += f": field '{field}'"
         super().__init__(f"{where}: {problem}", hint=hint)
         self.file, self.field, self.line, self.problem = file, field, line, problem
+
+
+class ToolMissing(LabError):
+    """A lab's provider tool is not installed. One line: what is missing, how to install it,
+    and how to forget the lab instead (a record must never be stuck behind a missing tool)."""
+
+    def __init__(self, tool: str, lab: str, provider: str, install: str) -> None:
+        self.short = f"{tool} is not installed, and lab {lab!r} runs on {provider}"
+        super().__init__(f"{self.short}: {install}, or forget the lab with "
+                         "`kflab down --destroy --force`")
+        self.tool = tool

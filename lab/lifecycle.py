@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.config import Profile, profile_to_data
-from lab.errors import LabError
+from lab.errors import LabError, ToolMissing
 from lab.kube.conditions import now
 from lab.providers import get_provider, lab_dir
 from lab.providers.base import Provider, Say
@@ -33,13 +33,16 @@ def record(state: Path, profile: Profile, **fields: Any) -> None:
     write_json(path, data)
 
 
+def _records(state: Path, name: str | None) -> list[Path]:
+    labs = sorted((state / "labs").glob("*/lab.json"), key=lambda p: p.stat().st_mtime)
+    return [p for p in labs if p.parent.name == name] if name else labs
+
+
 def current(state: Path, name: str | None = None) -> tuple[Profile, dict[str, Any]]:
     """The lab a command acts on: the named one, else the only one (or the newest)."""
     from lab.config import validate
 
-    labs = sorted((state / "labs").glob("*/lab.json"), key=lambda p: p.stat().st_mtime)
-    if name:
-        labs = [p for p in labs if p.parent.name == name]
+    labs = _records(state, name)
     if not labs:
         raise LabError("no lab here yet" + (f" named {name}" if name else ""),
                        hint="create one with `kflab up`")
@@ -47,11 +50,12 @@ def current(state: Path, name: str | None = None) -> tuple[Profile, dict[str, An
     return validate(data.get("profile"), str(labs[-1])), data
 
 
-def preflight(profile: Profile) -> None:
+def preflight(profile: Profile, host: Any = None) -> None:
     """Refuse to start when `kflab doctor` has a failing row for this profile."""
     from lab import doctor
 
-    bad = [r for r in doctor.diagnose(doctor.Needs.from_profile(profile)) if r.status == "fail"]
+    bad = [r for r in doctor.diagnose(doctor.Needs.from_profile(profile), host)
+           if r.status == "fail"]
     if bad:
         raise LabError("this host is not ready for the lab: " + "; ".join(
             f"{r.name}: {r.observed}" for r in bad),
@@ -88,6 +92,7 @@ def up(profile: Profile, state: Path, say: Say, *, only: list[str] | None = None
 
     provider = get_provider(profile, state)
     pins = {"versions_file": versions_file(), "github_url": github_url()}  # checked up front
+    provider.require_tool()
     if playbook is None:  # our own roles: their downloads must be pinned
         require_pinned(runner.tags_for(provider.capabilities.provisions_node,
                                        profile.gpu_wanted, profile.components, only))
@@ -128,16 +133,67 @@ def provider_for(state: Path, name: str | None = None) -> tuple[Profile, Provide
     return profile, get_provider(profile, state)
 
 
-def down(state: Path, say: Say, *, destroy: bool, name: str | None = None) -> bool:
-    """Stop (or destroy) the lab if there is one; False when there was none."""
+def ssh_argv(state: Path, name: str | None = None) -> list[str]:
+    """argv for `kflab ssh`, refused in one line when its program is missing."""
+    import shutil
+
+    profile, provider = provider_for(state, name)
+    argv = provider.ssh_argv()
+    if shutil.which(argv[0]) is None:
+        raise ToolMissing(argv[0], profile.name, profile.provider,
+                          "install it (Debian/Ubuntu: `sudo apt install openssh-client`)")
+    return argv
+
+
+def forget(state: Path, record: Path, say: Say) -> None:
+    """Remove a lab's record (and its kubeconfig copy): kflab no longer knows the lab."""
+    state_remove(state, record)
+    state_remove(state, record.parent / "kubeconfig")
+    say(f"forgot lab {record.parent.name} (record {record} removed)")
+
+
+def down(state: Path, say: Say, *, destroy: bool, name: str | None = None,
+         force: bool = False) -> str:
+    """Stop or destroy the lab; returns stopped | destroyed | forgotten | "" (no lab).
+
+    `destroy` + `force` always removes the record, even when the provider's tool is missing,
+    the record does not parse or the node cannot be removed ("forgotten"), and says what may
+    be left behind.
+    """
+    labs = _records(state, name)
+    if not labs:
+        return ""
     try:
         profile, provider = provider_for(state, name)
-    except LabError:
-        return False
-    if destroy:
-        provider.delete(say)
-        state_remove(state, record_path(state, profile.name))
-    else:
+    except LabError as exc:
+        if not (destroy and force):
+            raise
+        say(f"warning: {str(exc).splitlines()[0]}")
+        forget(state, labs[-1], say)
+        return "forgotten"
+    if not destroy:
         provider.stop(say)
         record(state, profile, phase="stopped")
-    return True
+        return "stopped"
+    try:
+        provider.delete(say)
+    except LabError as exc:
+        if not force:
+            raise
+        say(f"warning: {getattr(exc, 'short', str(exc).splitlines()[0])}")
+        say(f"the node was not removed: {leftovers(profile, labs[-1].parent)}")
+        forget(state, labs[-1], say)
+        return "forgotten"
+    forget(state, labs[-1], say)
+    return "destroyed"
+
+
+def leftovers(profile: Profile, workdir: Path) -> str:
+    """What a forced destroy may leave behind, and how to remove it by hand."""
+    if profile.is_vagrant:
+        return (f"its Vagrantfile stays in {workdir / 'vagrant'}; once Vagrant works, "
+                "`vagrant destroy` there removes the VM (or remove it with virsh / "
+                "VirtualBox Manager)")
+    if profile.provider in ("host", "wsl2"):
+        return "k3s may still be installed: `sudo /usr/local/bin/k3s-uninstall.sh` removes it"
+    return "nothing: kflab does not own an existing cluster"

@@ -72,18 +72,24 @@ def status(obj: Obj, name: str | None, as_json: bool) -> None:
 
 @cli.command()
 @click.option("--destroy", is_flag=True, help="Delete the VM / k3s and its disk too.")
+@click.option("--force", is_flag=True, help="With --destroy: forget the lab even when its "
+              "node cannot be removed (a missing tool, a broken record); says what is left.")
 @click.option("--name", help="Which lab (default: the latest).")
 @pass_obj
-def down(obj: Obj, destroy: bool, name: str | None) -> None:
+def down(obj: Obj, destroy: bool, force: bool, name: str | None) -> None:
     """Stop local background processes (model servers) and the lab (VM halt; --destroy
     removes it)."""
     from lab import lifecycle
 
+    if force and not destroy:
+        raise click.UsageError("--force goes with --destroy")
     stopped = obj.backend().down()
     click.echo(f"stopped {len(stopped)} process(es)" + (f": {', '.join(stopped)}"
                                                        if stopped else ""))
-    if lifecycle.down(obj.state, say, destroy=destroy, name=name):
-        click.echo("lab destroyed" if destroy else "lab stopped (kflab up starts it again)")
+    done = lifecycle.down(obj.state, say, destroy=destroy, name=name, force=force)
+    if done:
+        click.echo({"destroyed": "lab destroyed", "forgotten": "lab forgotten",
+                    "stopped": "lab stopped (kflab up starts it again)"}[done])
 
 
 @cli.command()
@@ -95,8 +101,7 @@ def ssh(obj: Obj, name: str | None) -> None:
 
     from lab import lifecycle
 
-    _, prov = lifecycle.provider_for(obj.state, name)
-    argv = prov.ssh_argv()
+    argv = lifecycle.ssh_argv(obj.state, name)
     os.execvp(argv[0], argv)  # noqa: S606 - argv from the provider, no shell
 
 

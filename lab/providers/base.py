@@ -91,6 +91,10 @@ class Provider(Protocol):
 
     def status(self) -> State: ...
 
+    def require_tool(self) -> None:
+        """Raise lab.errors.ToolMissing when the program this provider drives is missing."""
+        ...
+
     def inventory(self) -> Inventory | None:
         """None when there is no node to provision (an existing cluster)."""
         ...

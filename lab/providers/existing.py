@@ -83,6 +83,9 @@ class ExistingProvider:
         say("existing cluster: left in place; kflab forgets its copy of the kubeconfig")
         remove(self.workdir, self.kubeconfig())
 
+    def require_tool(self) -> None:
+        """Nothing to drive: Ansible and kubectl come with kflab."""
+
     def status(self) -> State:
         ok = self.kubeconfig().exists()
         return State("running" if ok else "absent",

@@ -7,12 +7,13 @@ are the doctor's rows, so `kflab doctor` and `kflab up` never disagree.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
 from lab import doctor
 from lab.config import Profile
-from lab.errors import LabError
+from lab.errors import LabError, ToolMissing
 from lab.providers.base import Capabilities, Gpu, Inventory, Say, State
 from lab.state import remove
 
@@ -69,8 +70,19 @@ class _Local:
         uninstall = self.host.root / "usr/local/bin/k3s-uninstall.sh"
         if uninstall.exists():
             say(f"removing k3s ({uninstall})")
-            subprocess.run(["sudo", str(uninstall)], check=False)
+            argv = [str(uninstall)] if os.geteuid() == 0 else ["sudo", str(uninstall)]
+            if shutil.which(argv[0]) is None:
+                raise ToolMissing("sudo", self.profile.name, self.name,
+                                  f"run {uninstall} as root yourself")
+            done = subprocess.run(argv, check=False)
+            if done.returncode != 0:
+                raise LabError(f"{uninstall} failed (exit {done.returncode}); k3s may be "
+                               "partly removed", hint=f"run `sudo {uninstall}` yourself, or "
+                               "`kflab down --destroy --force` to forget the lab anyway")
         remove(self.workdir, self.kubeconfig())
+
+    def require_tool(self) -> None:
+        """Nothing to drive: Ansible and kubectl come with kflab."""
 
     def status(self) -> State:
         k3s = self.host.exists("/usr/local/bin/k3s")

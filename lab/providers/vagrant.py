@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,11 +21,17 @@ import jinja2
 
 from lab import doctor
 from lab.config import VIRTUALBOX_GPU_ADVICE, Profile
-from lab.errors import LabError
+from lab.errors import LabError, ToolMissing
 from lab.providers.base import Capabilities, Gpu, Inventory, Say, State, ssh_argv_for
 from lab.state import remove
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "vagrant"
+INSTALL_HINT = {
+    "libvirt": "install Vagrant and its libvirt plugin (e.g. `sudo apt install vagrant "
+               "vagrant-libvirt libvirt-daemon-system`; docs/install.md)",
+    "virtualbox": "install Vagrant and VirtualBox from their official packages "
+                  "(docs/install.md)",
+}
 # The box's key is Vagrant's insecure key, swapped by Vagrant on first boot; the VM's host
 # key changes with every re-creation and it is only reachable on loopback.
 SSH_ARGS = ("-o StrictHostKeyChecking=no", "-o UserKnownHostsFile=/dev/null",
@@ -104,6 +112,15 @@ def passthrough_devices(profile: Profile, host: doctor.Host | None = None) -> li
     return out
 
 
+def _import_vagrant() -> Any:
+    """python-vagrant, without the warning it logs at import when vagrant is not on PATH
+    (kflab says that itself, once, in its own words)."""
+    logging.getLogger("vagrant").addHandler(logging.NullHandler())
+    import vagrant
+
+    return vagrant
+
+
 class VagrantProvider:
     capabilities = Capabilities()
 
@@ -123,9 +140,15 @@ class VagrantProvider:
             env["VAGRANT_EXPERIMENTAL"] = "disks"
         return env
 
-    def _vagrant(self, log: Path | None = None) -> Any:
-        import vagrant
+    def require_tool(self) -> None:
+        """Refuse in one line, before python-vagrant raises its own RuntimeError."""
+        if shutil.which("vagrant") is None:
+            raise ToolMissing("vagrant", self.profile.name, self.profile.provider,
+                              INSTALL_HINT[self.vagrant_provider])
 
+    def _vagrant(self, log: Path | None = None) -> Any:
+        self.require_tool()
+        vagrant = _import_vagrant()
         cm = vagrant.make_file_cm(str(log)) if log else None
         return vagrant.Vagrant(str(self.root), env=self._env(), out_cm=cm, err_cm=cm)
 
@@ -147,6 +170,7 @@ class VagrantProvider:
         if profile.provider == "vagrant-virtualbox" and profile.gpu_pci:
             raise LabError("GPU passthrough is not possible with VirtualBox",
                            hint=VIRTUALBOX_GPU_ADVICE)
+        self.require_tool()
         pci = passthrough_devices(profile)
         if profile.provider == "vagrant-virtualbox" and profile.gpu == "auto":
             say("VirtualBox: no GPU passthrough, the lab is CPU-only")
@@ -159,8 +183,7 @@ class VagrantProvider:
         lines: list[str] = []
         try:
             with open(log, "a") as fh:
-                import vagrant
-
+                vagrant = _import_vagrant()
                 v = vagrant.Vagrant(str(self.root), env=self._env(),
                                     err_cm=vagrant.make_file_cm(str(log)))
                 for line in v.up(provider=self.vagrant_provider, stream_output=True):
@@ -179,8 +202,8 @@ class VagrantProvider:
             raise LabError(f"vagrant up failed:\n    {tail}", hint=f"full log: {log}; fix and "
                            "re-run `kflab up` (it resumes)") from None
         except FileNotFoundError:
-            raise LabError("vagrant is not installed",
-                           hint="install it (docs/install.md), then `kflab doctor`") from None
+            raise ToolMissing("vagrant", profile.name, profile.provider,
+                              INSTALL_HINT[self.vagrant_provider]) from None
 
     def stop(self, say: Say) -> None:
         if self._created() and self.status().state == "running":
@@ -189,6 +212,7 @@ class VagrantProvider:
 
     def delete(self, say: Say) -> None:
         if self._created():
+            self.require_tool()
             say("vagrant destroy")
             try:
                 self._vagrant(self.workdir / "vagrant.log").destroy()

@@ -61,9 +61,15 @@ def test_gpu_passthrough_needs_iommu(tmp_path: Path) -> None:
                 provider="vagrant-libvirt")
     assert good["iommu"].status == "pass" and "0000:01:00.0: group 13" in good["iommu"].observed
     assert good["nvidia gpu"].status == "warn"  # a device, but no driver on the host
-    bad = rows(fake_host(tmp_path / "b", gpu=True, iommu=False, tools=("vagrant", "virsh")),
-               provider="vagrant-libvirt")
-    assert bad["iommu"].status == "fail" and "intel_iommu=on" in bad["iommu"].advice
+    # gpu: auto passes only GPUs bound to vfio-pci: without IOMMU the lab is CPU-only (warn)
+    auto = rows(fake_host(tmp_path / "b", gpu=True, iommu=False, tools=("vagrant", "virsh")),
+                provider="vagrant-libvirt")
+    assert auto["iommu"].status == "warn" and "intel_iommu=on" in auto["iommu"].advice
+    assert "CPU-only" in auto["iommu"].advice
+    # a GPU named in lab.yaml must be passed through: without IOMMU that fails
+    named = rows(fake_host(tmp_path / "c", gpu=True, iommu=False, tools=("vagrant", "virsh")),
+                 provider="vagrant-libvirt", gpu="pci", gpu_pci=("0000:01:00.0",))
+    assert named["iommu"].status == "fail" and "intel_iommu=on" in named["iommu"].advice
 
 
 def test_wsl_detection(tmp_path: Path) -> None:
@@ -71,3 +77,40 @@ def test_wsl_detection(tmp_path: Path) -> None:
     assert is_wsl(host)
     assert rows(host, provider="wsl2")["wsl"].status == "pass"
     assert rows(fake_host(tmp_path / "b"), provider="wsl2")["wsl"].status == "fail"
+
+
+def test_gpu_auto_without_a_gpu_passes_iommu(tmp_path: Path) -> None:
+    """Defect 11: `gpu: auto` on a host without an NVIDIA GPU (and without IOMMU) is a
+    CPU-only libvirt lab: no IOMMU failure ("set gpu: off") may block `kflab up`."""
+    r = rows(fake_host(tmp_path, iommu=False, tools=("vagrant", "virsh")),
+             provider="vagrant-libvirt", gpu="auto")
+    assert r["nvidia gpu"].status == "pass"
+    assert r["iommu"].status == "pass" and "CPU-only" in r["iommu"].observed
+    assert not [x for x in r.values() if x.status == "fail"]
+
+
+def test_no_kvm_names_the_qemu_fallback(tmp_path: Path) -> None:
+    """Without /dev/kvm a VM lab fails the row, and the advice names the documented qemu
+    (software emulation) fallback; with that fallback set it is only a warning."""
+    host = fake_host(tmp_path, tools=("vagrant", "virsh"))
+    (host.root / "dev/kvm").unlink()
+    r = rows(host, provider="vagrant-libvirt")
+    assert r["virtualization"].status == "fail"
+    assert "libvirt_driver: qemu" in r["virtualization"].advice
+    assert "docs/install.md" in r["virtualization"].advice
+    emulated = rows(host, provider="vagrant-libvirt", software_vm=True)
+    assert emulated["virtualization"].status == "warn"
+    local = rows(host)  # the local backend needs no VM: a warning that still names the way
+    assert local["virtualization"].status == "warn"
+    assert "libvirt_driver: qemu" in local["virtualization"].advice
+
+
+def test_host_provider_never_asks_for_vagrant(tmp_path: Path) -> None:
+    """--provider host provisions this machine: no Vagrant, no hypervisor, no KVM needed."""
+    host = fake_host(tmp_path)
+    (host.root / "dev/kvm").unlink()
+    for provider in ("host", "wsl2", "existing"):
+        r = rows(host, provider=provider)
+        assert "vagrant" not in r and "vm providers" not in r
+        assert r["virtualization"].status == "pass"
+        assert not any("vagrant" in (x.advice + x.observed).lower() for x in r.values())

@@ -64,12 +64,19 @@ def components_footprint(upstream: str, names: tuple[str, ...], as_json: bool) -
 @components.command("images")
 @_upstream_opt
 @click.option("--gpu", is_flag=True, help="Include the GPU parts.")
-def components_images(upstream: str, gpu: bool) -> None:
-    """Every image the lab runs: the list an offline image bundle must hold."""
-    from lab.components.render import lab_images
+@click.option("--json", "as_json", is_flag=True, help="Each image with every place naming it.")
+def components_images(upstream: str, gpu: bool, as_json: bool) -> None:
+    """Every image the lab runs or pulls at runtime (controllers, Argo's executor, KFP's
+    driver/launcher, KServe's storage initializer and model servers, Katib's suggestion and
+    collector images, versions.yaml's images): the list an offline image bundle must hold."""
+    from lab.components.images import lab_images
 
-    for image in lab_images(Path(upstream), gpu):
-        click.echo(image)
+    found = lab_images(Path(upstream), gpu)
+    if as_json:
+        click.echo(json.dumps([i.as_dict() for i in found], indent=2))
+        return
+    for image in found:
+        click.echo(image.image)
 
 
 @components.command("pin")

@@ -23,6 +23,12 @@ KINDS = ("release", "git", "openpgp-key")
 SCHEMA = 2
 # Where a download may come from: TLS, or loopback http (test and mirror servers).
 URL_OK = ("https://", "http://127.0.0.1:", "http://127.0.0.1/")
+# A container image reference as registries parse it: [host[:port]/]path[:tag][@digest].
+_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_HOST = rf"(?:{_LABEL}(?:\.{_LABEL})*(?::[0-9]+)?/)"
+IMAGE_RE = re.compile(rf"^{_HOST}?{_PART}(?:/{_PART})*(?::[\w][\w.-]{{0,127}})?"
+                      r"(?:@sha256:[0-9a-f]{64})?$")
 # What each playbook role downloads (optional artifacts are used only when found offline).
 ROLE_ARTIFACTS: dict[str, tuple[str, ...]] = {
     "k3s": ("k3s",),
@@ -237,5 +243,27 @@ def load(path: Path | None = None) -> Catalog:
             if r not in names or names.index(r) > names.index(c.name):
                 raise InputError(file, f"components.{c.name}.requires",
                                  f"{r!r} must be a component listed before {c.name!r}")
-    images = {k: tuple(v) for k, v in (doc.get("images") or {}).items()}
-    return Catalog(artifacts, tuple(components), images)
+    return Catalog(artifacts, tuple(components), _images(doc.get("images"), file))
+
+
+def _images(node: Any, file: str, path: str = "") -> dict[str, tuple[str, ...]]:
+    """`images:` flattened to dotted keys -> image strings, whatever its nesting (lists
+    of strings under any mapping); every string must be an image reference."""
+    if node is None:
+        return {}
+    if isinstance(node, str):
+        node = [node]
+    if isinstance(node, list):
+        for i, image in enumerate(node):
+            if not (isinstance(image, str) and IMAGE_RE.match(image)):
+                raise InputError(file, f"images.{path}[{i}]",
+                                 f"not a container image reference: {image!r}",
+                                 hint="write [registry/]name:tag or name@sha256:<digest>")
+        return {path: tuple(node)} if node else {}
+    if not isinstance(node, dict):
+        raise InputError(file, f"images.{path}" if path else "images",
+                         "expected a mapping or a list of images")
+    out: dict[str, tuple[str, ...]] = {}
+    for key, value in node.items():
+        out |= _images(value, file, f"{path}.{key}" if path else str(key))
+    return out

@@ -51,7 +51,8 @@ def workloads(objects: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
 
 
 def images(objects: list[dict[str, Any]]) -> set[str]:
-    """Every container image a workload of the set runs (for an offline image bundle)."""
+    """The images of the set's own pod templates (its controllers). What they pull at runtime
+    is not here: lab.components.images lists everything an offline bundle needs."""
     found: set[str] = set()
     for obj in workloads(objects):
         spec = obj["spec"]["template"]["spec"]
@@ -59,17 +60,3 @@ def images(objects: list[dict[str, Any]]) -> set[str]:
             if c.get("image"):
                 found.add(c["image"])
     return found
-
-
-def lab_images(upstream: Path, gpu: bool = False) -> list[str]:
-    """Every image the lab runs, sorted: what an offline image bundle must hold."""
-    from lab.components.catalog import load
-
-    cat = load()
-    found: set[str] = set()
-    for comp in cat.components:
-        if not comp.gpu_only or gpu:
-            found |= images(render(comp.overlay, upstream))
-    if gpu:
-        found.update(cat.images.get("gpu", ()))
-    return sorted(found)

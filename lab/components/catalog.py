@@ -246,24 +246,27 @@ def load(path: Path | None = None) -> Catalog:
     return Catalog(artifacts, tuple(components), _images(doc.get("images"), file))
 
 
-def _images(node: Any, file: str, path: str = "") -> dict[str, tuple[str, ...]]:
-    """`images:` flattened to dotted keys -> image strings, whatever its nesting (lists
-    of strings under any mapping); every string must be an image reference."""
+def _images(node: Any, file: str) -> dict[str, tuple[str, ...]]:
+    """`images:` as top-level key -> every image string below it, in order, whatever the
+    nesting (a list, a mapping of role -> image, deeper mappings); each must be an image."""
     if node is None:
         return {}
-    if isinstance(node, str):
-        node = [node]
-    if isinstance(node, list):
-        for i, image in enumerate(node):
-            if not (isinstance(image, str) and IMAGE_RE.match(image)):
-                raise InputError(file, f"images.{path}[{i}]",
-                                 f"not a container image reference: {image!r}",
-                                 hint="write [registry/]name:tag or name@sha256:<digest>")
-        return {path: tuple(node)} if node else {}
     if not isinstance(node, dict):
-        raise InputError(file, f"images.{path}" if path else "images",
-                         "expected a mapping or a list of images")
-    out: dict[str, tuple[str, ...]] = {}
-    for key, value in node.items():
-        out |= _images(value, file, f"{path}.{key}" if path else str(key))
-    return out
+        raise InputError(file, "images", "expected a mapping of group -> images")
+    return {str(key): tuple(_image_strings(value, file, f"images.{key}"))
+            for key, value in node.items()}
+
+
+def _image_strings(node: Any, file: str, path: str) -> list[str]:
+    if isinstance(node, str):
+        if not IMAGE_RE.match(node):
+            raise InputError(file, path, f"not a container image reference: {node!r}",
+                             hint="write [registry/]name:tag or name@sha256:<digest>")
+        return [node]
+    if isinstance(node, list):
+        return [i for n, item in enumerate(node) for i in _image_strings(item, file,
+                                                                         f"{path}[{n}]")]
+    if isinstance(node, dict):
+        return [i for key, item in node.items() for i in _image_strings(item, file,
+                                                                         f"{path}.{key}")]
+    raise InputError(file, path, f"expected an image, a list or a mapping, got {node!r}")

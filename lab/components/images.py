@@ -143,10 +143,10 @@ def collect(found: dict[str, Image], pairs: Iterator[tuple[str, str]], component
 
 
 def catalog_images(cat: Catalog, gpu: bool) -> Iterator[tuple[str, str]]:
-    """Images manifests/versions.yaml lists (every string under `images:`); a key path with
-    a `gpu` part only for a GPU lab."""
+    """Images manifests/versions.yaml lists (every string under `images:`); a group whose
+    name says gpu only for a GPU lab."""
     for key, images in cat.images.items():
-        if "gpu" in key.split(".") and not gpu:
+        if "gpu" in key.lower() and not gpu:
             continue
         for i, image in enumerate(images):
             yield image, f"images.{key}[{i}]"

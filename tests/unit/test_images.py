@@ -66,25 +66,27 @@ def test_reader_keeps_references_as_written() -> None:
 
 
 def test_versions_images_are_read_generically(tmp_path: Path) -> None:
-    """Any key and nesting under `images:`; a `gpu` key path only for a GPU lab; a value
-    that is not an image reference names its field."""
+    """Any nesting under `images:` (a list, a mapping of role -> image, deeper); a group
+    named gpu only for a GPU lab; a value that is not an image reference names its field."""
     text = catalog.VERSIONS_FILE.read_text()
     head, _, _ = text.partition("\nimages:\n")
     tail = text[text.index("\ncomponents:\n"):]
     good = tmp_path / "versions.yaml"
-    good.write_text(head + "\nimages:\n  gpu: [nvcr.io/n/plugin:v1]\n  workloads:\n"
+    good.write_text(head + "\nimages:\n  gpu:\n    device-plugin: nvcr.io/n/plugin:v1\n"
+                    f"    cuda-check: [ghcr.io/w/cuda@{DIGEST}]\n  workloads:\n"
                     "    katib: [ghcr.io/w/trial:1, ghcr.io/w/trial:1]\n"
-                    f"    serving:\n      gpu: [ghcr.io/w/gpu-server@{DIGEST}]\n"
+                    "    serving: {sklearn: kserve/sklearnserver:v0.16.0}\n"
                     "  single: docker.io/library/python:3.11-slim\n" + tail)
     cat = catalog.load(good)
-    assert cat.images == {"gpu": ("nvcr.io/n/plugin:v1",),
-                          "workloads.katib": ("ghcr.io/w/trial:1", "ghcr.io/w/trial:1"),
-                          "workloads.serving.gpu": (f"ghcr.io/w/gpu-server@{DIGEST}",),
+    assert cat.images == {"gpu": ("nvcr.io/n/plugin:v1", f"ghcr.io/w/cuda@{DIGEST}"),
+                          "workloads": ("ghcr.io/w/trial:1", "ghcr.io/w/trial:1",
+                                        "kserve/sklearnserver:v0.16.0"),
                           "single": ("docker.io/library/python:3.11-slim",)}
     cpu = [i for i, _ in images.catalog_images(cat, gpu=False)]
     gpu = [i for i, _ in images.catalog_images(cat, gpu=True)]
-    assert cpu == ["ghcr.io/w/trial:1", "ghcr.io/w/trial:1", "docker.io/library/python:3.11-slim"]
-    assert set(gpu) - set(cpu) == {"nvcr.io/n/plugin:v1", f"ghcr.io/w/gpu-server@{DIGEST}"}
+    assert cpu == ["ghcr.io/w/trial:1", "ghcr.io/w/trial:1", "kserve/sklearnserver:v0.16.0",
+                   "docker.io/library/python:3.11-slim"]
+    assert set(gpu) - set(cpu) == {"nvcr.io/n/plugin:v1", f"ghcr.io/w/cuda@{DIGEST}"}
     bad = tmp_path / "bad.yaml"
     bad.write_text(head + "\nimages:\n  workloads:\n    katib: ['not an image']\n" + tail)
     with pytest.raises(InputError, match=r"images\.workloads\.katib\[0\].*not a container"):

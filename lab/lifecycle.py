@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -80,52 +81,131 @@ def require_pinned(roles: list[str]) -> None:
                  "nothing, e.g. `kflab up --only node`")
 
 
+VerifyView = Callable[[Any], None]  # draws the verify table (lab.provision.verify.Result)
+
+
 def up(profile: Profile, state: Path, say: Say, *, only: list[str] | None = None,
        playbook: Path | None = None, ask_become_pass: bool = False,
-       force: bool = False) -> dict[str, Any]:
-    """Create the node, then converge it with the playbook. Safe to re-run after a failure."""
-    from lab.components.catalog import github_url, versions_file
+       force: bool = False, show_verify: VerifyView | None = None) -> dict[str, Any]:
+    """Create the node, then converge it with the playbook. Safe to re-run after a failure.
+    When the verify role ran, its table is drawn (also when it failed) through show_verify."""
     from lab.provision import runner
 
     if not force:
         preflight(profile)
 
     provider = get_provider(profile, state)
-    pins = {"versions_file": versions_file(), "github_url": github_url()}  # checked up front
+    _pins()  # checked up front: a bad versions file or mirror setting stops here
     provider.require_tool()
     if playbook is None:  # our own roles: their downloads must be pinned
         require_pinned(runner.tags_for(provider.capabilities.provisions_node,
                                        profile.gpu_wanted, profile.components, only))
-    workdir = lab_dir(state, profile)
     t0 = time.monotonic()
     record(state, profile, phase="create", ok=False)
     provider.create(profile, say)
-    record(state, profile, phase="playbook", ok=False, created=True)
+    phases = {"create": round(time.monotonic() - t0, 1)}
+    record(state, profile, phase="playbook", ok=False, created=True, phases=phases)
     gpu = profile.gpu_wanted and bool(provider.gpus())
     tags = runner.tags_for(provider.capabilities.provisions_node, gpu, profile.components, only)
-    inventory = provider.inventory()
-    if not tags or inventory is None:
+    plan = _plan(profile, provider, state, tags, gpu, playbook, ask_become_pass)
+    if plan is None:
         say("nothing to provision")
         record(state, profile, phase="ready", ok=True)
-        return {"seconds": time.monotonic() - t0, "tags": []}
-    plan = runner.Plan(inventory=inventory,
-                       extra_vars=runner.extra_vars(profile, provider.kubeconfig(), gpu, **pins),
-                       tags=tags, workdir=workdir, playbook=playbook or runner.PLAYBOOK,
-                       host_name=profile.name, become_password=ask_become_pass)
-    if not plan.playbook.exists():
-        raise LabError(f"playbook {plan.playbook} is missing",
-                       hint="reinstall kflab, or pass --playbook")
-    tasks = runner.list_tasks(plan)
-    say(f"ansible: roles {', '.join(tags)} (~{len(tasks)} tasks); log: {plan.log}")
-    outcome = runner.run(plan, runner.ProgressView(tasks, tags, say))
+        return {"seconds": time.monotonic() - t0, "tags": [], "phases": phases}
+    outcome, verified = _converge(plan, say, show_verify)
+    phases |= outcome.roles
     record(state, profile, phase="ready" if outcome.ok else "playbook", ok=outcome.ok,
-           tags=tags, log=str(outcome.log), failed=outcome.failed)
+           tags=tags, log=str(outcome.log), failed=outcome.failed, phases=phases,
+           playbook=str(playbook) if playbook else None)
+    if not outcome.ok and verified is not None and verified.failed \
+            and (outcome.failed or {}).get("role") == "verify":
+        raise LabError(f"lab {profile.name} is installed, but verify failed: "
+                       + ", ".join(r.name for r in verified.failed),
+                       hint="the table above says where to look; after a fix, `kflab status "
+                       "--verify` runs only the checks again")
     if not outcome.ok:
         raise runner.failure_error(outcome)
     kc = provider.kubeconfig()
     if kc.exists():
         os.chmod(kc, 0o600)
-    return {"seconds": time.monotonic() - t0, "tags": tags, "log": str(outcome.log)}
+    return {"seconds": time.monotonic() - t0, "tags": tags, "log": str(outcome.log),
+            "phases": phases, "verify": verified}
+
+
+def _pins() -> dict[str, Any]:
+    """Where the roles read the pins and fetch GitHub sources (env overrides, validated)."""
+    from lab.components.catalog import github_url, versions_file
+
+    return {"versions_file": versions_file(), "github_url": github_url()}
+
+
+def _plan(profile: Profile, provider: Provider, state: Path, tags: list[str], gpu: bool,
+          playbook: Path | None, ask_become_pass: bool) -> Any:
+    """The ansible-playbook run for these roles on this provider's node (None: nothing to
+    provision, e.g. an existing cluster with no components)."""
+    from lab.provision import runner
+
+    inventory = provider.inventory() if tags else None
+    if not tags or inventory is None:
+        return None
+    plan = runner.Plan(inventory=inventory,
+                       extra_vars=runner.extra_vars(profile, provider.kubeconfig(), gpu,
+                                                    **_pins()),
+                       tags=tags, workdir=lab_dir(state, profile),
+                       playbook=playbook or runner.PLAYBOOK, host_name=profile.name,
+                       become_password=ask_become_pass)
+    if not plan.playbook.exists():
+        raise LabError(f"playbook {plan.playbook} is missing",
+                       hint="reinstall kflab, or pass --playbook")
+    return plan
+
+
+def _converge(plan: Any, say: Say, show_verify: VerifyView | None) -> tuple[Any, Any]:
+    """Run the playbook with live progress; then the verify table, when verify ran."""
+    from lab.provision import runner, verify
+
+    tasks = runner.list_tasks(plan)
+    say(f"ansible: roles {', '.join(plan.tags)} (~{len(tasks)} tasks); log: {plan.log}")
+    started = time.time()
+    outcome = runner.run(plan, runner.ProgressView(tasks, plan.tags, say))
+    result = None
+    if "verify" in plan.tags:
+        result = verify.fresh(verify.path_for(plan.workdir), started)
+        if result is None:
+            say("verify: no results from this run (the role stopped before its workloads; "
+                f"see {plan.log})")
+        elif show_verify is not None:
+            show_verify(result)
+    return outcome, result
+
+
+def verify_again(state: Path, say: Say, *, name: str | None = None,
+                 ask_become_pass: bool = False, show_verify: VerifyView | None = None) -> Any:
+    """`kflab status --verify`: run the verify role only, against the lab as it is now."""
+    from lab.provision import runner
+
+    profile, data = current(state, name)
+    provider = get_provider(profile, state)
+    provider.require_tool()
+    if provider.status().state != "running":
+        raise LabError(f"lab {profile.name} is not running", hint="start it with `kflab up`")
+    gpu = profile.gpu_wanted and bool(provider.gpus())
+    playbook = Path(data["playbook"]) if data.get("playbook") else None  # the one `up` used
+    plan = _plan(profile, provider, state, ["verify"], gpu, playbook, ask_become_pass)
+    if plan is None:
+        raise LabError(f"lab {profile.name} has nothing to verify (no node, no components)")
+    outcome, result = _converge(plan, say, show_verify)
+    record(state, profile, verified=result.as_dict()["when"] if result else None)
+    if not outcome.ok and result is None:
+        raise runner.failure_error(outcome)
+    return result
+
+
+def last_verify(state: Path, profile: Profile) -> Any:
+    """The verify role's last results for this lab (None before the first run)."""
+    from lab.provision import verify
+
+    return verify.read(verify.path_for(state / "labs" / profile.name))
 
 
 def provider_for(state: Path, name: str | None = None) -> tuple[Profile, Provider]:

@@ -315,3 +315,21 @@ def doctor_table(rows: list[Any], title: str) -> None:
         table.add_row(cell(r.name), f"[{colors.get(r.status, 'white')}]{esc(r.status)}[/]",
                       cell(r.observed), cell(r.advice))
     console().print(table)
+
+
+def verify_table(result: Any) -> None:
+    """The verify role's table: each check, pass/fail, its time, what ran or what failed and
+    where to look (lab.provision.verify.Result)."""
+    from rich.table import Table
+
+    passed = len(result.rows) - len(result.failed)
+    title = (f"verify ({result.when()}): {passed}/{len(result.rows)} passed"
+             + ("" if result.ok else f"; failed: {', '.join(r.name for r in result.failed)}"))
+    table = Table(title=esc(title), header_style="bold", title_justify="left")
+    for col in ("check", "result", "time", "what ran / what failed, and where to look"):
+        table.add_column(col, overflow="fold")
+    for row in result.rows:
+        text = esc(row.message) + (f"\n[dim]→ {esc(row.hint)}[/]" if row.hint else "")
+        table.add_row(cell(row.name), "[green]✔ pass[/]" if row.ok else "[red]✘ fail[/]",
+                      f"{row.seconds:.0f}s", text)
+    console().print(table)

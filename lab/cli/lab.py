@@ -29,30 +29,45 @@ def up(obj: Obj, profile_path: str | None, provider: str | None, only: str | Non
     Re-running converges: after a failure, fix the cause and run `kflab up` again.
     """
     from lab import config, lifecycle
+    from lab.ui import verify_table
 
     profile = config.resolve(profile_path, provider)
     res = lifecycle.up(profile, obj.state, say,
                        only=[r.strip() for r in only.split(",") if r.strip()] if only else None,
                        playbook=Path(playbook).resolve() if playbook else None,
-                       ask_become_pass=ask_become_pass, force=force)
-    click.echo(f"lab {profile.name} is up ({res['seconds']:.0f}s); next: kflab status")
+                       ask_become_pass=ask_become_pass, force=force, show_verify=verify_table)
+    click.echo(f"lab {profile.name} is up ({res['seconds']:.0f}s: "
+               + ", ".join(f"{k} {v:.0f}s" for k, v in res["phases"].items())
+               + "); next: kflab status")
 
 
 @cli.command()
 @click.option("--name", help="Which lab (default: the latest).")
 @click.option("--json", "as_json", is_flag=True)
+@click.option("--verify", "run_verify", is_flag=True,
+              help="Re-run the verify role (real workloads on the lab) before reporting.")
+@click.option("--ask-become-pass", is_flag=True, help="With --verify: ask for the sudo "
+              "password (host, wsl2).")
 @pass_obj
-def status(obj: Obj, name: str | None, as_json: bool) -> None:
-    """The lab: VM, node, each component's readiness, allocatable GPUs, endpoints."""
+def status(obj: Obj, name: str | None, as_json: bool, run_verify: bool,
+           ask_become_pass: bool) -> None:
+    """The lab: VM, node, each component's readiness, allocatable GPUs, endpoints, and the
+    last verify run (its time and table)."""
     from dataclasses import asdict
 
     from lab import lifecycle
     from lab.status import gather
+    from lab.ui import verify_table
 
+    if run_verify:
+        lifecycle.verify_again(obj.state, say if not as_json else lambda _: None, name=name,
+                               ask_become_pass=ask_become_pass)
     profile, prov = lifecycle.provider_for(obj.state, name)
     rep = gather(profile, prov, prov.kubeconfig())
+    verified = lifecycle.last_verify(obj.state, profile)
     if as_json:
-        click.echo(json.dumps({**asdict(rep), "ready": rep.ready}, indent=2))
+        click.echo(json.dumps({**asdict(rep), "ready": rep.ready,
+                               "verify": verified.as_dict() if verified else None}, indent=2))
     else:
         click.echo(f"lab {rep.lab} ({rep.provider}): {rep.vm} — {rep.vm_detail}")
         if rep.api:
@@ -66,7 +81,11 @@ def status(obj: Obj, name: str | None, as_json: bool) -> None:
             click.echo(f"  {comp} UI: {how}")
         if rep.error:
             click.echo(f"  error: {rep.error}", err=True)
-    if not rep.ready:
+        if verified:
+            verify_table(verified)
+        else:
+            click.echo("  verify: never run on this lab (kflab status --verify runs it)")
+    if not rep.ready or (run_verify and not (verified and verified.ok)):
         sys.exit(1)
 
 

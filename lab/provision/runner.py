@@ -60,6 +60,7 @@ class Outcome:
     failed: dict[str, Any] | None = None
     stats: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    roles: dict[str, float] = field(default_factory=dict)  # seconds each role took
 
 
 def extra_vars(profile: Any, kubeconfig: Path, gpu: bool, *,
@@ -68,6 +69,7 @@ def extra_vars(profile: Any, kubeconfig: Path, gpu: bool, *,
     """The contract with playbooks/site.yml (see docs and the roles' defaults)."""
     return {
         "kflab_lab_name": profile.name,
+        "kflab_lab_dir": str(kubeconfig.parent),  # the verify role leaves verify.json here
         "kflab_components": list(profile.components),
         "kflab_gpu": gpu,
         "kflab_offline_dir": profile.offline or "",
@@ -198,6 +200,7 @@ def run(plan: Plan, sink: Sink) -> Outcome:
     t0 = time.monotonic()
     failed: dict[str, Any] | None = None
     stats: dict[str, Any] = {}
+    firsts: dict[str, float] = {}  # role -> when its first task started
     with open(plan.log, "a") as log, ChildGroup() as group:
         log.write(f"\n==== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(argv)}\n")
         log.flush()
@@ -212,6 +215,8 @@ def run(plan: Plan, sink: Sink) -> Outcome:
                     failed = failed or ev
                 if ev.get("event") == "stats":
                     stats = ev.get("hosts", {})
+                if ev.get("event") == "task" and ev.get("role") and not ev.get("handler"):
+                    firsts.setdefault(str(ev["role"]), float(ev.get("t") or time.time()))
                 sink(ev)
             if done:
                 break
@@ -221,7 +226,16 @@ def run(plan: Plan, sink: Sink) -> Outcome:
     if not ok and failed is None:
         failed = {"task": "(ansible-playbook)", "role": "", "host": plan.host_name,
                   "msg": f"exit code {code}; see the log"}
-    return Outcome(ok, plan.log, failed, stats, time.monotonic() - t0)
+    return Outcome(ok, plan.log, failed, stats, time.monotonic() - t0,
+                   role_seconds(firsts, time.time()))
+
+
+def role_seconds(firsts: dict[str, float], end: float) -> dict[str, float]:
+    """How long each role ran: from its first task to the next role's (or the end)."""
+    order = sorted(firsts.items(), key=lambda kv: kv[1])
+    ends = [t for _, t in order[1:]] + [end]
+    return {role: round(max(0.0, stop - start), 1)
+            for (role, start), stop in zip(order, ends, strict=True)}
 
 
 def failure_error(outcome: Outcome) -> LabError:

@@ -34,7 +34,7 @@ def test_run_streams_events_and_converges(tmp_path: Path) -> None:
     plan = _plan(tmp_path, ["node", "k3s", "kubeflow", "verify"])
     tasks = runner.list_tasks(plan)
     assert ("node", "Create the node's marker folder") in tasks
-    assert len(tasks) == 7
+    assert len(tasks) == 9
     lines: list[str] = []
     events: list[dict] = []
     view = runner.ProgressView(tasks, plan.tags, lines.append)

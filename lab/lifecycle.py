@@ -82,13 +82,18 @@ def require_pinned(roles: list[str]) -> None:
 
 
 VerifyView = Callable[[Any], None]  # draws the verify table (lab.provision.verify.Result)
+Confirm = Callable[[Any], bool]  # shows a lab.provision.preview.Preview, asks the user
 
 
 def up(profile: Profile, state: Path, say: Say, *, only: list[str] | None = None,
        playbook: Path | None = None, ask_become_pass: bool = False,
-       force: bool = False, show_verify: VerifyView | None = None) -> dict[str, Any]:
+       force: bool = False, show_verify: VerifyView | None = None,
+       confirm: Confirm | None = None, yes: bool = False) -> dict[str, Any]:
     """Create the node, then converge it with the playbook. Safe to re-run after a failure.
-    When the verify role ran, its table is drawn (also when it failed) through show_verify."""
+    When the verify role ran, its table is drawn (also when it failed) through show_verify.
+
+    On the user's own machine (host, wsl2) the changes are previewed first and applied only
+    when `confirm` says yes (or `yes`); without a way to ask (confirm None) it refuses."""
     from lab.provision import runner
 
     if not force:
@@ -96,10 +101,23 @@ def up(profile: Profile, state: Path, say: Say, *, only: list[str] | None = None
 
     provider = get_provider(profile, state)
     _pins()  # checked up front: a bad versions file or mirror setting stops here
+    if not force:
+        provider.preflight()
     provider.require_tool()
     if playbook is None:  # our own roles: their downloads must be pinned
         require_pinned(runner.tags_for(provider.capabilities.provisions_node,
                                        profile.gpu_wanted, profile.components, only))
+    if provider.capabilities.own_machine and not yes:
+        if confirm is None:
+            raise LabError(
+                f"kflab up on provider {profile.provider} changes this machine itself "
+                "(packages, /etc, services, swap), and there is no terminal to ask",
+                hint="review `kflab up --dry-run`, then re-run with --yes")
+        shown = preview(profile, state, say, only=only, playbook=playbook,
+                        ask_become_pass=ask_become_pass, checks=not force)
+        if not confirm(shown):
+            raise LabError("nothing was changed: the changes were not accepted",
+                           hint="`kflab up --dry-run` shows them again; --yes accepts them")
     t0 = time.monotonic()
     record(state, profile, phase="create", ok=False)
     provider.create(profile, say)
@@ -177,6 +195,61 @@ def _converge(plan: Any, say: Say, show_verify: VerifyView | None) -> tuple[Any,
         elif show_verify is not None:
             show_verify(result)
     return outcome, result
+
+
+def preview(profile: Profile, state: Path, say: Say, *, only: list[str] | None = None,
+            playbook: Path | None = None, ask_become_pass: bool = False,
+            checks: bool = True) -> Any:
+    """`kflab up --dry-run`: what `kflab up` would change, before anything changes.
+
+    The provider describes what it would create; the roles' changes come from Ansible's
+    check mode on the node where it exists (or from the role files where it cannot look),
+    see lab.provision.preview. Nothing is recorded and nothing on the target changes."""
+    from lab import doctor
+    from lab.provision import preview as pv
+    from lab.provision import runner
+
+    provider = get_provider(profile, state)
+    shown = pv.Preview(profile.name, profile.provider,
+                       "this machine (with sudo)" if provider.capabilities.own_machine
+                       else "the existing cluster" if profile.provider == "existing"
+                       else f"VM {profile.name}")
+    if checks:
+        shown.blockers += [f"doctor: {r.name}: {r.observed} ({r.advice})" for r in
+                           doctor.diagnose(doctor.Needs.from_profile(profile))
+                           if r.status == "fail"]
+    try:
+        provider.require_tool()
+    except LabError as exc:
+        shown.blockers.append(str(exc))
+    if playbook is None:
+        try:
+            require_pinned(runner.tags_for(provider.capabilities.provisions_node,
+                                           profile.gpu_wanted, profile.components, only))
+        except LabError as exc:
+            shown.blockers.append(str(exc).splitlines()[0])
+    shown.provider_lines = provider.describe(profile)
+    reachable = provider.reachable()
+    gpu = profile.gpu_wanted and bool(provider.gpus())
+    tags = runner.tags_for(provider.capabilities.provisions_node, gpu, profile.components, only)
+    book = playbook or runner.PLAYBOOK
+    extra = runner.extra_vars(profile, provider.kubeconfig(), gpu, **_pins())
+    shown.roles = tags
+    shown.changes = pv.static_changes(book, tags, extra)
+    if not tags:
+        return shown
+    if not reachable:
+        shown.check_note = ("the node does not exist yet, so check mode cannot look at it; "
+                            "everything below is listed from the roles' tasks")
+        return shown
+    plan = _plan(profile, provider, state, tags, gpu, playbook, ask_become_pass)
+    if plan is None:
+        return shown
+    plan.workdir = lab_dir(state, profile) / "dry-run"
+    say(f"ansible --check --diff on {shown.target}: roles {', '.join(tags)} "
+        f"(log: {plan.log})")
+    pv.check(plan, shown)
+    return shown
 
 
 def verify_again(state: Path, say: Say, *, name: str | None = None,

@@ -21,21 +21,45 @@ from lab.errors import LabError
               help="Another site playbook (for developers of the roles).")
 @click.option("--ask-become-pass", is_flag=True, help="Ask for the sudo password (host, wsl2).")
 @click.option("--force", is_flag=True, help="Start even when `kflab doctor` reports a failure.")
+@click.option("--dry-run", is_flag=True, help="Print what would change on the target (the "
+              "VM, this machine, the cluster) and change nothing.")
+@click.option("-y", "--yes", is_flag=True, help="host/wsl2: apply the changes to this machine "
+              "without asking (review them with --dry-run first).")
 @pass_obj
 def up(obj: Obj, profile_path: str | None, provider: str | None, only: str | None,
-       playbook: str | None, ask_become_pass: bool, force: bool) -> None:
+       playbook: str | None, ask_become_pass: bool, force: bool, dry_run: bool,
+       yes: bool) -> None:
     """Create the lab: the node (VM, WSL, this host), then k3s and Kubeflow with Ansible.
 
-    Re-running converges: after a failure, fix the cause and run `kflab up` again.
+    On this machine itself (--provider host or wsl2) it first lists what it will change
+    (packages, /etc files, sysctls, modules, services, swap) and asks. Re-running converges:
+    after a failure, fix the cause and run `kflab up` again.
     """
     from lab import config, lifecycle
     from lab.ui import verify_table
 
     profile = config.resolve(profile_path, provider)
-    res = lifecycle.up(profile, obj.state, say,
-                       only=[r.strip() for r in only.split(",") if r.strip()] if only else None,
-                       playbook=Path(playbook).resolve() if playbook else None,
-                       ask_become_pass=ask_become_pass, force=force, show_verify=verify_table)
+    roles = [r.strip() for r in only.split(",") if r.strip()] if only else None
+    book = Path(playbook).resolve() if playbook else None
+    if dry_run:
+        shown = lifecycle.preview(profile, obj.state, say, only=roles, playbook=book,
+                                  ask_become_pass=ask_become_pass, checks=not force)
+        for line in shown.render():
+            click.echo(line)
+        click.echo("nothing was changed (dry run)")
+        return
+
+    def ask(shown: object) -> bool:
+        for line in shown.render():  # type: ignore[attr-defined]
+            click.echo(line)
+        click.echo("on this machine:")
+        for kind, items in shown.own_machine_summary().items():  # type: ignore[attr-defined]
+            click.echo(f"  {kind}: {'; '.join(items)}")
+        return click.confirm("Apply these changes to this machine?", default=False)
+
+    res = lifecycle.up(profile, obj.state, say, only=roles, playbook=book,
+                       ask_become_pass=ask_become_pass, force=force, show_verify=verify_table,
+                       confirm=ask if sys.stdin.isatty() else None, yes=yes)
     click.echo(f"lab {profile.name} is up ({res['seconds']:.0f}s: "
                + ", ".join(f"{k} {v:.0f}s" for k, v in res["phases"].items())
                + "); next: kflab status")

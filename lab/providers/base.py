@@ -71,6 +71,9 @@ class Capabilities:
 
     provisions_node: bool = True  # node + k3s roles
     extra_vars: dict[str, object] = field(default_factory=dict)
+    # The node is the user's own machine (host, wsl2): `kflab up` shows what it will change
+    # there and asks first (or --yes).
+    own_machine: bool = False
 
 
 class Provider(Protocol):
@@ -91,8 +94,21 @@ class Provider(Protocol):
 
     def status(self) -> State: ...
 
+    def preflight(self) -> None:
+        """Refuse (LabError) when this machine cannot host the node; `kflab up` runs it
+        before anything is created, unless --force."""
+        ...
+
     def require_tool(self) -> None:
         """Raise lab.errors.ToolMissing when the program this provider drives is missing."""
+        ...
+
+    def describe(self, profile: Profile) -> list[str]:
+        """What `create` would do, in lines for `kflab up --dry-run`; changes nothing."""
+        ...
+
+    def reachable(self) -> bool:
+        """The node exists now, so Ansible's check mode can look at it."""
         ...
 
     def inventory(self) -> Inventory | None:

@@ -86,6 +86,18 @@ class ExistingProvider:
     def require_tool(self) -> None:
         """Nothing to drive: Ansible and kubectl come with kflab."""
 
+    def preflight(self) -> None:
+        """Nothing beyond `kflab doctor`'s rows, which `kflab up` has already judged."""
+
+    def describe(self, profile: Profile) -> list[str]:
+        source = os.path.expanduser(profile.kubeconfig)
+        return [f"copies context {profile.context or '(current)'} of {source} to "
+                f"{self.kubeconfig()} (0600); your file is not changed",
+                "no node is touched: only the components are applied to the cluster"]
+
+    def reachable(self) -> bool:
+        return self.kubeconfig().exists()
+
     def status(self) -> State:
         ok = self.kubeconfig().exists()
         return State("running" if ok else "absent",

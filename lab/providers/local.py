@@ -43,7 +43,7 @@ def wsl_exe_version(host: doctor.Host, distro: str) -> int | None:
 
 
 class _Local:
-    capabilities = Capabilities()
+    capabilities = Capabilities(own_machine=True)
     name = ""
     rows_fn = staticmethod(doctor.host_rows)
 
@@ -53,6 +53,7 @@ class _Local:
         self.host = host or doctor.Host()
 
     def preflight(self) -> None:
+        """The doctor's rows for this provider (`kflab up` runs it unless --force)."""
         bad = [r for r in self.rows_fn(self.host) if r.status == "fail"]
         if bad:
             raise LabError(f"{self.name}: " + "; ".join(f"{r.name}: {r.observed}" for r in bad),
@@ -60,7 +61,6 @@ class _Local:
 
     def create(self, profile: Profile, say: Say) -> None:
         self.profile = profile
-        self.preflight()
         say(f"{self.name}: provisioning this machine in place (sudo)")
 
     def stop(self, say: Say) -> None:
@@ -84,14 +84,23 @@ class _Local:
     def require_tool(self) -> None:
         """Nothing to drive: Ansible and kubectl come with kflab."""
 
+    def describe(self, profile: Profile) -> list[str]:
+        import socket
+
+        return [f"nothing is created: the node is THIS machine ({socket.gethostname()}); "
+                "Ansible connects locally and changes it with sudo"]
+
+    def reachable(self) -> bool:
+        return True
+
     def status(self) -> State:
         k3s = self.host.exists("/usr/local/bin/k3s")
         return State("running" if k3s else "absent",
                      f"{self.name}: k3s {'installed' if k3s else 'not installed'} on this machine")
 
     def inventory(self) -> Inventory:
-        return Inventory(connection="local", host="localhost",
-                         become=True)
+        # root needs no sudo (a container or a root shell may not even have it)
+        return Inventory(connection="local", host="localhost", become=os.geteuid() != 0)
 
     def kubeconfig(self) -> Path:
         return self.workdir / "kubeconfig"

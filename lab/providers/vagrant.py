@@ -205,6 +205,35 @@ class VagrantProvider:
             raise ToolMissing("vagrant", profile.name, profile.provider,
                               INSTALL_HINT[self.vagrant_provider]) from None
 
+    def preflight(self) -> None:
+        """Nothing beyond `kflab doctor`'s rows, which `kflab up` has already judged."""
+
+    def describe(self, profile: Profile) -> list[str]:
+        if shutil.which("vagrant") is None:
+            return [f"vagrant is not installed: {INSTALL_HINT[self.vagrant_provider]}"]
+        state = self.status()
+        if state.state == "running":
+            return [f"{state.detail}: exists and runs, nothing is created"]
+        pci = passthrough_devices(profile)
+        opts = profile.vagrant
+        ports = (f"SSH 127.0.0.1:{opts.ssh_port}, " if profile.provider == "vagrant-libvirt"
+                 and opts.network == "user" else "SSH on 127.0.0.1 (Vagrant's forward), ")
+        emulated = opts.libvirt_driver == "qemu" and self.vagrant_provider == "libvirt"
+        return [
+            ("starts" if state.state == "stopped" else "creates") + f" VM {profile.name} "
+            f"({self.vagrant_provider}{', emulated: qemu, no KVM' if emulated else ''}): "
+            f"{profile.cpus} CPUs, {profile.memory} GiB memory, {profile.disk} GiB disk, box "
+            f"{profile.box}{' ' + profile.box_version if profile.box_version else ''} "
+            "(downloaded once by Vagrant if missing)",
+            f"writes its Vagrantfile to {self.root / 'Vagrantfile'}",
+            ports + f"Kubernetes API 127.0.0.1:{profile.api_port}; nothing else listens",
+            f"GPU passthrough: {', '.join(pci)}" if pci else "no GPU passed through",
+            "nothing on this machine changes besides the VM and its disk image"]
+
+    def reachable(self) -> bool:
+        return (self._created() and shutil.which("vagrant") is not None
+                and self.status().state == "running")
+
     def stop(self, say: Say) -> None:
         if self._created() and self.status().state == "running":
             say("vagrant halt")

@@ -43,6 +43,8 @@ class Plan:
     playbook: Path = PLAYBOOK
     host_name: str = "lab"
     become_password: bool = False
+    check: bool = False  # --check --diff: report what would change, change nothing
+    start_at: str = ""  # --start-at-task (a check resumed after a task it cannot judge)
 
     @property
     def log(self) -> Path:
@@ -115,6 +117,10 @@ def argv_for(plan: Plan, vars_file: Path, inv_file: Path) -> list[str]:
         argv += ["--tags", ",".join(plan.tags)]
     if plan.become_password:
         argv.append("--ask-become-pass")
+    if plan.check:
+        argv += ["--check", "--diff"]
+    if plan.start_at:
+        argv += ["--start-at-task", plan.start_at]
     return argv
 
 

@@ -56,7 +56,8 @@ def target(tmp_path_factory) -> Iterator[dict]:
             # A throwaway test container: its host key is new on every run.
             "ansible_ssh_common_args='-o StrictHostKeyChecking=no "
             "-o UserKnownHostsFile=/dev/null'\n")
-        yield {"name": name, "inventory": str(inventory), "tmp": tmp}
+        yield {"name": name, "inventory": str(inventory), "tmp": tmp, "port": port,
+               "key": str(key)}
     finally:
         podman("rm", "-f", name, check=False)
 

@@ -82,25 +82,24 @@ def test_wsl2_provider_reads_version_from_standin_wsl_exe(tmp_path: Path) -> Non
     assert wsl_exe_version(host, "Arch") is None
     prov = Wsl2Provider(Profile(provider="wsl2"), tmp_path / "lab", host=host)
     with pytest.raises(LabError, match="WSL 1") as err:
-        prov.create(Profile(provider="wsl2"), lambda s: None)
+        prov.preflight()  # `kflab up` runs it before create (unless --force)
     assert "wsl --set-version Ubuntu 2" in str(err.value)
     said: list[str] = []
     ok = Wsl2Provider(Profile(provider="wsl2"), tmp_path / "lab",
                       host=_host(root, bin_dir, {"WSL_DISTRO_NAME": "Debian"}))
-    ok.create(Profile(provider="wsl2"), said.append)  # WSL 2 + systemd: accepted
+    ok.preflight()  # WSL 2 + systemd: accepted
+    ok.create(Profile(provider="wsl2"), said.append)
     assert said and ok.inventory().connection == "local"
 
 
 def test_wsl2_provider_refuses_without_systemd_and_outside_wsl(tmp_path: Path) -> None:
     root = _tree(tmp_path / "r1", {**WSL2_FACTS, "proc/1/comm": "init\n"})
     with pytest.raises(LabError, match="systemd") as err:
-        Wsl2Provider(Profile(provider="wsl2"), tmp_path, host=_host(root)).create(
-            Profile(provider="wsl2"), lambda s: None)
+        Wsl2Provider(Profile(provider="wsl2"), tmp_path, host=_host(root)).preflight()
     assert "/etc/wsl.conf" in str(err.value)
     plain = _tree(tmp_path / "r2", {"proc/sys/kernel/osrelease": "6.1.0-13-amd64\n"})
     with pytest.raises(LabError, match="not a WSL distro"):
-        Wsl2Provider(Profile(provider="wsl2"), tmp_path, host=_host(plain, env={})).create(
-            Profile(provider="wsl2"), lambda s: None)
+        Wsl2Provider(Profile(provider="wsl2"), tmp_path, host=_host(plain, env={})).preflight()
 
 
 def test_wsl2_gpus_from_cuda_on_wsl_nvidia_smi(tmp_path: Path) -> None:

@@ -63,7 +63,25 @@ class CallbackModule(CallbackBase):
             for key in ("stderr", "stdout"):
                 if res.get(key):
                     fields[key] = str(res[key])[-2000:]
+        elif status == "skipped":  # "Command would have run if not in check mode", a condition
+            fields["msg"] = str(res.get("msg") or res.get("skip_reason") or "")[:500]
+        if "_ansible_item_label" in res or "item" in res:
+            fields["item"] = str(res.get("_ansible_item_label", res.get("item")))[:200]
+        diffs: list[object] = []
+        for one in [res, *(r for r in res.get("results") or [] if isinstance(r, dict))]:
+            d = one.get("diff")
+            if d and not one.get("_ansible_no_log"):  # --diff: what a change would do
+                diffs += d if isinstance(d, list) else [d]
+        if diffs:
+            fields["diff"] = [self._diff(d) for d in diffs[:8]]
         self._emit("result", **fields)
+
+    @staticmethod
+    def _diff(d: object) -> dict[str, str]:
+        if not isinstance(d, dict):
+            return {"prepared": str(d)[:4000]}
+        return {k: str(d[k])[:4000] for k in ("before_header", "after_header", "before",
+                                               "after", "prepared") if d.get(k) is not None}
 
     def v2_runner_on_ok(self, result: object) -> None:
         self._result("ok", result)

@@ -348,5 +348,7 @@ def leftovers(profile: Profile, workdir: Path) -> str:
                 "`vagrant destroy` there removes the VM (or remove it with virsh / "
                 "VirtualBox Manager)")
     if profile.provider in ("host", "wsl2"):
-        return "k3s may still be installed: `sudo /usr/local/bin/k3s-uninstall.sh` removes it"
+        from lab.providers.local import UNINSTALL
+
+        return f"k3s may still be installed: `sudo {UNINSTALL}` removes it"
     return "nothing: kflab does not own an existing cluster"

@@ -18,6 +18,7 @@ from lab.providers.base import Capabilities, Gpu, Inventory, Say, State
 from lab.state import remove
 
 WSL_LIB = "/usr/lib/wsl/lib"
+UNINSTALL = "/usr/local/bin/kflab-uninstall.sh"  # k3s role: k3s_uninstall
 
 
 def wsl_exe_version(host: doctor.Host, distro: str) -> int | None:
@@ -67,9 +68,11 @@ class _Local:
         say(f"{self.name}: the node is this machine; stop k3s with `sudo systemctl stop k3s`")
 
     def delete(self, say: Say) -> None:
-        uninstall = self.host.root / "usr/local/bin/k3s-uninstall.sh"
+        # Written by the k3s role: it removes what kflab's roles installed here and keeps
+        # the user's own commands.
+        uninstall = self.host.root / UNINSTALL.lstrip("/")
         if uninstall.exists():
-            say(f"removing k3s ({uninstall})")
+            say(f"removing k3s and kflab's node files ({UNINSTALL})")
             argv = [str(uninstall)] if os.geteuid() == 0 else ["sudo", str(uninstall)]
             if shutil.which(argv[0]) is None:
                 raise ToolMissing("sudo", self.profile.name, self.name,

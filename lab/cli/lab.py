@@ -89,11 +89,15 @@ def status(obj: Obj, name: str | None, as_json: bool, run_verify: bool,
     profile, prov = lifecycle.provider_for(obj.state, name)
     rep = gather(profile, prov, prov.kubeconfig())
     verified = lifecycle.last_verify(obj.state, profile)
+    phases = lifecycle.current(obj.state, profile.name)[1].get("phases") or {}
     if as_json:
-        click.echo(json.dumps({**asdict(rep), "ready": rep.ready,
+        click.echo(json.dumps({**asdict(rep), "ready": rep.ready, "last_up_seconds": phases,
                                "verify": verified.as_dict() if verified else None}, indent=2))
     else:
         click.echo(f"lab {rep.lab} ({rep.provider}): {rep.vm} — {rep.vm_detail}")
+        if phases:
+            click.echo("  last kflab up: " + ", ".join(f"{k} {v:.0f}s"
+                                                       for k, v in phases.items()))
         if rep.api:
             click.echo(f"  api: {rep.api}")
         for n in rep.nodes:

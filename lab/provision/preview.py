@@ -79,6 +79,7 @@ class Change:
     status: str = "planned"  # planned | change | ok | run | skip | failed
     note: str = ""
     handler: bool = False
+    notify: list[str] = field(default_factory=list)  # handlers this task notifies
 
 
 @dataclass
@@ -432,9 +433,10 @@ def _walk_tasks(roles_dir: Path, role: str, tasks_dir: Path, tasks: list[dict[st
         if found is None:
             continue
         notify = task.get("notify") or []
-        notified.update([notify] if isinstance(notify, str) else notify)
+        notify = [notify] if isinstance(notify, str) else [str(n) for n in notify]
+        notified.update(notify)
         name = str(scope.value(task.get("name") or module))
-        yield Change(role, name, *found)
+        yield Change(role, name, *found, notify=notify)
 
 
 def static_changes(playbook: Path, tags: list[str], extra_vars: dict[str, Any]) -> list[Change]:
@@ -488,12 +490,16 @@ def merge(changes: list[Change], events: list[dict[str, Any]]) -> str:
                 diff_lines += _diff_lines(d)
         if diff_lines:
             c.detail = diff_lines
-        if c.kind == "package":
+        if c.kind == "package" and not c.handler:
             names = apt_new_packages(diff_lines)
             if names:
                 c.target = " ".join(names)
             elif c.status == "ok":
                 c.target = "all present"
+    for h in (c for c in changes if c.handler and c.status == "planned"):
+        notifiers = [c for c in changes if h.task in c.notify and c.role == h.role]
+        if notifiers and all(c.status in ("ok", "skip") for c in notifiers):
+            h.status = "skip"  # nothing that notifies it would change
     return stopped
 
 

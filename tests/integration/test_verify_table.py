@@ -52,6 +52,7 @@ def test_up_ends_with_the_verify_table(lab: dict) -> None:
     report = json.loads(res.stdout)
     assert [r["name"] for r in report["verify"]["rows"]] == ["node", "katib"]
     assert report["verify"]["ok"] is True and report["verify"]["when"]
+    assert set(report["last_up_seconds"]) == {"create", "kubeflow", "verify"}
 
 
 def test_a_failed_check_is_named_with_where_to_look(lab: dict) -> None:

@@ -111,7 +111,7 @@ class Preview:
         mark = {"change": "~ will change", "ok": "= unchanged", "run": "! will run",
                 "skip": "- not needed", "failed": "✘ check stopped", "planned": "* planned",
                 "unknown": "? check can't tell"}
-        lines = [f"kflab up --dry-run: lab {self.lab}, provider {self.provider}, "
+        lines = [f"What kflab up will change: lab {self.lab}, provider {self.provider}, "
                  f"target: {self.target}"]
         lines += [f"  {ln}" for ln in self.provider_lines]
         for b in self.blockers:
@@ -334,7 +334,9 @@ def _describe(module: str, args: dict[str, Any], task: dict[str, Any], vs: Vars
                               "are installed)")
     if module in ("copy",) and "content" in args:
         content = vs.value(args["content"])
-        if isinstance(content, str) and "{{" in content:
+        if task.get("no_log") not in (None, False, "false"):
+            detail.append("content not shown (the role marks it no_log)")
+        elif isinstance(content, str) and "{{" in content:
             detail.append("content computed at run time")
         else:
             detail += [ln for ln in str(content).splitlines() if ln.strip()][:12]

@@ -200,3 +200,23 @@ def test_host_up_without_a_terminal_needs_yes(tmp_path: Path) -> None:
         res = run_kflab(*argv, "--yes", env=env)
         assert res.returncode == 0, res.stderr
         assert (out / "node" / "name").exists()
+
+
+def test_dry_run_for_an_existing_cluster_touches_nothing(tmp_path: Path) -> None:
+    """provider existing: no node; the components' roles listed; not even kflab's own copy of
+    the kubeconfig is written by a dry run."""
+    kube = tmp_path / "user-kubeconfig"
+    kube.write_text("apiVersion: v1\nkind: Config\ncurrent-context: a\n"
+                    "contexts: [{name: a, context: {cluster: c, user: u}}]\n"
+                    "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+                    "users: [{name: u, user: {token: t}}]\n")
+    prof = tmp_path / "lab.yaml"
+    prof.write_text(f"provider: existing\nname: far\nkubeconfig: {kube}\ncomponents: [katib]\n")
+    state = tmp_path / "state"
+    res = run_kflab("up", "--dry-run", "-p", str(prof), env={"KFLAB_STATE": str(state)})
+    assert res.returncode == 0, res.stderr
+    assert f"copies context (current) of {kube}" in res.stdout
+    assert "roles: kubeflow, verify (NOT checked" in res.stdout
+    assert "kubeflow:" in res.stdout
+    assert not (state / "labs" / "far" / "kubeconfig").exists()
+    assert not list(state.glob("labs/*/lab.json"))

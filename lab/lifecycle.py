@@ -274,6 +274,11 @@ def verify_again(state: Path, say: Say, *, name: str | None = None,
     return result
 
 
+def last_phases(state: Path, name: str) -> dict[str, float]:
+    """Seconds each phase of the lab's last `kflab up` took (create, then each role)."""
+    return dict(current(state, name)[1].get("phases") or {})
+
+
 def last_verify(state: Path, profile: Profile) -> Any:
     """The verify role's last results for this lab (None before the first run)."""
     from lab.provision import verify

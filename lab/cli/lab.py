@@ -89,7 +89,7 @@ def status(obj: Obj, name: str | None, as_json: bool, run_verify: bool,
     profile, prov = lifecycle.provider_for(obj.state, name)
     rep = gather(profile, prov, prov.kubeconfig())
     verified = lifecycle.last_verify(obj.state, profile)
-    phases = lifecycle.current(obj.state, profile.name)[1].get("phases") or {}
+    phases = lifecycle.last_phases(obj.state, profile.name)
     if as_json:
         click.echo(json.dumps({**asdict(rep), "ready": rep.ready, "last_up_seconds": phases,
                                "verify": verified.as_dict() if verified else None}, indent=2))

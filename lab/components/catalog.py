@@ -23,6 +23,8 @@ KINDS = ("release", "git", "openpgp-key")
 SCHEMA = 2
 # Where a download may come from: TLS, or loopback http (test and mirror servers).
 URL_OK = ("https://", "http://127.0.0.1:", "http://127.0.0.1/")
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+DEFAULT_LAB_NAMESPACE = "kflab-lab"
 # What each playbook role downloads (optional artifacts are used only when found offline).
 ROLE_ARTIFACTS: dict[str, tuple[str, ...]] = {
     "k3s": ("k3s",),
@@ -103,6 +105,7 @@ class Catalog:
     artifacts: dict[str, Artifact]
     components: tuple[Component, ...]
     images: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    lab_namespace: str = DEFAULT_LAB_NAMESPACE  # where scenario workloads run on a cluster
 
     def names(self) -> list[str]:
         return [c.name for c in self.components]
@@ -238,4 +241,8 @@ def load(path: Path | None = None) -> Catalog:
                 raise InputError(file, f"components.{c.name}.requires",
                                  f"{r!r} must be a component listed before {c.name!r}")
     images = {k: tuple(v) for k, v in (doc.get("images") or {}).items()}
-    return Catalog(artifacts, tuple(components), images)
+    namespace = doc.get("lab_namespace", DEFAULT_LAB_NAMESPACE)
+    if not isinstance(namespace, str) or not DNS_LABEL.match(namespace):
+        raise InputError(file, "lab_namespace", f"not a Kubernetes namespace name: {namespace!r}",
+                         hint="lower-case letters, digits and '-', 63 characters at most")
+    return Catalog(artifacts, tuple(components), images, namespace)

@@ -48,38 +48,12 @@ def _bin(name: str, binary: str) -> Path:
 CRD_BIN = _bin("crd-apiserver", "crd-apiserver")
 CORE_BIN = _bin("kube-apiserver", "kube-apiserver")
 NODE = "standin-node"
-APPS = Path("upstream/kubeflow-manifests-26.03/applications")
-CRD_FILES = (  # the upstream CRDs the labs use, applied unchanged
-    (APPS / "katib/upstream/components/crd/experiment.yaml", ("Experiment",)),
-    (APPS / "katib/upstream/components/crd/trial.yaml", ("Trial",)),
-    (APPS / "katib/upstream/components/crd/suggestion.yaml", ("Suggestion",)),
-    (APPS / "training-operator/upstream/base/crds/kubeflow.org_pytorchjobs.yaml",
-     ("PyTorchJob",)),
-    (APPS / "kserve/kserve/kserve.yaml", ("InferenceService", "ServingRuntime",
-                                          "ClusterServingRuntime")),
-)
 
 
 def missing_binaries() -> list[str]:
     need = [CRD_BIN / "crd-apiserver", CRD_BIN / "etcd", CORE_BIN / "kube-apiserver",
             CORE_BIN / "etcd"]
     return [str(p) for p in need if not os.access(p, os.X_OK)]
-
-
-def crd_documents(shared: Path) -> list[dict[str, Any]]:
-    """The upstream CRD objects, as published (only the kinds the labs use)."""
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    out = []
-    for rel, kinds in CRD_FILES:
-        text = (shared / rel).read_text()
-        for chunk in text.split("\n---\n"):
-            if "CustomResourceDefinition" not in chunk:
-                continue
-            doc = yaml.load(chunk, Loader=loader)
-            if doc and doc.get("kind") == "CustomResourceDefinition" and \
-                    doc["spec"]["names"]["kind"] in kinds:
-                out.append(doc)
-    return out
 
 
 def _die_with_parent() -> None:
@@ -255,6 +229,7 @@ class StandinCluster:
     def _load_crds(self, shared: Path) -> None:
         from lab.kube.objects import Ref, apply
         from lab.kube.watch import condition_is, wait_for
+        from tests.crds import crd_documents
 
         kube = self.kube()
         names = []
@@ -366,6 +341,10 @@ def add_kfp(cluster: StandinCluster, root: Path) -> Any:
                      "spec": {"nodeName": NODE, "containers": [{
                          "name": "main", "image": "kfp-launcher:standin"}]}},
               manager="standin-kfp")
+        kube.dynamic.patch(kube.resource("v1", "Pod").status,
+                           body={"status": {"phase": "Running", "podIP": "127.0.0.1"}},
+                           name=pod, namespace="kubeflow",
+                           content_type="application/merge-patch+json")
         log = kfp.logs[run["run_id"]]
         assert cluster.kubelet is not None
         cluster.kubelet.logs[("kubeflow", pod, "main")] = \

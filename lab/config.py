@@ -17,6 +17,7 @@ from lab.errors import InputError, LabError
 from lab.yamlio import Located, exists, load_documents, read_text
 
 PROVIDERS = ("vagrant-virtualbox", "vagrant-libvirt", "wsl2", "host", "existing")
+BACKENDS = ("local", "cluster")  # where scenario workloads run (lab/backends)
 
 
 def _lab_components() -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
@@ -71,6 +72,7 @@ class Profile:
     api_port: int = 6443  # host side of the Kubernetes API on 127.0.0.1
     kubeconfig: str = "~/.kube/config"  # existing only
     context: str = ""  # existing only ("" = current context)
+    backend: str = ""  # default backend for workload commands ("" = the lab's, else local)
     vagrant: VagrantOptions = field(default_factory=VagrantOptions)
     source: str = ""  # the file it came from ("" = defaults)
 
@@ -102,7 +104,8 @@ def normalize_pci(addr: str) -> str:
 # --- validation --------------------------------------------------------------------------
 
 _TOP = {"provider", "name", "cpus", "memory", "disk", "box", "box_version", "gpu",
-        "components", "versions", "offline", "api_port", "kubeconfig", "context", "vagrant"}
+        "components", "versions", "offline", "api_port", "kubeconfig", "context", "vagrant",
+        "backend"}
 _VAGRANT = {"libvirt_driver", "network", "isolated", "cpu_model", "storage_pool_path",
             "ssh_port"}
 
@@ -298,6 +301,8 @@ def validate(data: Any, file: str = "<input>", lines: Located | None = None) -> 
                 raise doc.error((key,), f"only used by provider existing (this is {provider})",
                                 f"remove `{key}`")
             kw[key] = _str(doc, (key,), data[key], f"give the {key} as text")
+    if data.get("backend") is not None:
+        kw["backend"] = _choice(doc, ("backend",), data["backend"], BACKENDS)
     if "vagrant" in data:
         if not provider.startswith("vagrant-"):
             raise doc.error(("vagrant",), f"only used by the Vagrant providers (this is "
@@ -342,6 +347,21 @@ def resolve(path: str | None, provider: str | None) -> Profile:
     return Profile(provider=provider)
 
 
+def lab_namespace() -> str:
+    """The namespace where scenario workloads run on a cluster (manifests/versions.yaml
+    `lab_namespace`, shared with the Ansible roles)."""
+    from lab.components.catalog import load
+
+    return load().lab_namespace
+
+
+def default_backend(path: str | None = None) -> str:
+    """`backend:` of the lab profile (./lab.yaml or `path`), "" when unset or absent.
+    A profile that fails validation is reported, never silently ignored."""
+    file = Path(path or PROFILE_FILE)
+    return load(file).backend if file.exists() else ""
+
+
 def profile_to_data(p: Profile) -> dict[str, Any]:
     data: dict[str, Any] = {
         "provider": p.provider, "name": p.name, "cpus": p.cpus, "memory": p.memory,
@@ -354,6 +374,8 @@ def profile_to_data(p: Profile) -> dict[str, Any]:
         data["offline"] = p.offline
     if p.provider == "existing":
         data["kubeconfig"], data["context"] = p.kubeconfig, p.context
+    if p.backend:
+        data["backend"] = p.backend
     if p.is_vagrant and p.vagrant != VagrantOptions():
         data["vagrant"] = dict(p.vagrant.__dict__)
     return data
@@ -426,6 +448,10 @@ def init_text(provider: str) -> str:
         "",
         "# Folder of pre-downloaded artifacts for a classroom without network (\"\" = download).",
         "offline: \"\"",
+        "",
+        "# Where `kflab apply/get/scenario ...` run workloads: local (no cluster) or cluster",
+        "# (this lab's Kubeflow). Unset: the lab once `kflab up` verified it, else local.",
+        "# backend: cluster",
         "",
     ]
     if provider != "existing":

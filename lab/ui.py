@@ -283,13 +283,23 @@ def show_step(session: Any) -> None:
 def scenario_table(items: list[Any]) -> None:
     from rich.table import Table
 
+    from lab.scenarios.model import BACKENDS
+
     table = Table(header_style="bold", box=None)
-    for col in ("ID", "TITLE", "LEVEL", "TIME", "STEPS", "NEEDS"):
+    for col in ("ID", "TITLE", "LEVEL", "TIME", "STEPS", "NEEDS", "BACKENDS"):
         table.add_column(col)
+    notes = []
     for s in items:
+        runs = ", ".join(s.backends)
+        for b in BACKENDS:
+            if (why := s.why_not(b)) is not None:
+                runs += f" (not {b}*)"
+                notes.append(f"* {s.id} on {b}: {why}")
         table.add_row(*map(cell, (s.id, s.title, s.level, s.duration, len(s.steps),
-                                  ", ".join(s.requires))))
+                                  ", ".join(s.requires), runs)))
     console().print(table)
+    for note in notes:  # why a scenario cannot run on a backend
+        console().print(f"[dim]{esc(note)}[/]")
 
 
 def scenario_overview(s: Any) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from lab.cli.root import Obj, checked_name, cli, pass_obj
+from lab.cli.root import Obj, backend_options, checked_name, cli, pass_obj
 
 
 @cli.group()
@@ -21,6 +21,7 @@ def pipeline() -> None:
               "(default: derived from the file's name).")
 @click.option("--function", help="Which @dsl.pipeline, when the file has several.")
 @click.option("-p", "--param", "params", multiple=True, help="Pipeline argument name=value.")
+@backend_options
 @pass_obj
 def pipeline_run(obj: Obj, file: str, name: str | None, function: str | None,
                  params: tuple[str, ...]) -> None:
@@ -39,6 +40,7 @@ def pipeline_run(obj: Obj, file: str, name: str | None, function: str | None,
     click.echo(f"pipelinerun/{res['metadata']['name']} {status['state']}")
     if status.get("error"):
         click.echo(status["error"]["message"], err=True)
-        click.echo(f"log: {status['log']}", err=True)
+        if status.get("log"):
+            click.echo(f"log: {status['log']}", err=True)
     if status["state"] != "SUCCEEDED":
         sys.exit(1)

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from lab.cli.root import Obj, checked_name, cli, namespace_option, pass_obj
+from lab.cli.root import Obj, backend_options, checked_name, cli, namespace_option, pass_obj
 from lab.errors import LabError
 
 
@@ -20,8 +20,12 @@ from lab.errors import LabError
               type=click.Choice(["strict", "warn", "ignore", "true", "false"]),
               help="Unknown or duplicate fields: warn, fail (strict, as true) or say nothing "
                    "(ignore, as false).")
+@click.option("--dry-run", is_flag=True,
+              help="Cluster backend: have the API server validate everything (schema, CEL, "
+                   "webhooks) without storing or running anything.")
+@backend_options
 @pass_obj
-def apply(obj: Obj, files: tuple[str, ...], validation: str) -> None:
+def apply(obj: Obj, files: tuple[str, ...], validation: str, dry_run: bool) -> None:
     """Create or replace resources from manifests and run them.
 
     Every document of every file is validated first: if one is invalid, nothing is applied.
@@ -31,6 +35,10 @@ def apply(obj: Obj, files: tuple[str, ...], validation: str) -> None:
     from lab.ui import printable
 
     backend = obj.backend(progress=True)
+    if dry_run:
+        if backend.name != "cluster":
+            raise LabError("--dry-run asks an API server", hint="add --backend cluster")
+        backend.dry_run = True
     planned = plan(backend, [Path(f) for f in files], validation_mode(validation))
     for item in planned:
         for warning in item.warnings:
@@ -39,6 +47,9 @@ def apply(obj: Obj, files: tuple[str, ...], validation: str) -> None:
     failed = False
     for item in planned:
         res = apply_document(backend, item.doc, item.base_dir)
+        if dry_run:
+            click.echo(f"{res['kind'].lower()}/{res['metadata']['name']} valid (server dry run)")
+            continue
         state = summary_state(res)
         failed |= state in ("FAILED", "Failed")
         click.echo(f"{res['kind'].lower()}/{res['metadata']['name']} {state}")
@@ -58,6 +69,7 @@ def apply(obj: Obj, files: tuple[str, ...], validation: str) -> None:
 @namespace_option
 @click.option("-o", "--output", "out", type=click.Path(dir_okay=False),
               help="Also save the response to this file.")
+@backend_options
 @pass_obj
 def predict(obj: Obj, name: str, file: str, protocol: str | None, namespace: str,
             out: str | None) -> None:
@@ -80,6 +92,7 @@ def predict(obj: Obj, name: str, file: str, protocol: str | None, namespace: str
 @namespace_option
 @click.option("-A", "--all-namespaces", is_flag=True)
 @click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table")
+@backend_options
 @pass_obj
 def get(obj: Obj, kind: str, name: str | None, namespace: str, all_namespaces: bool,
         output: str) -> None:
@@ -90,7 +103,10 @@ def get(obj: Obj, kind: str, name: str | None, namespace: str, all_namespaces: b
     k = lookup(kind)
     if name:
         checked_name(k.kind, name)
+    choice = obj.choice()
     backend = obj.backend()
+    where = describe_backend(choice, backend)
+    click.echo(f"# backend: {where}", err=True)
     if name:
         found = backend.get(k.kind, name, namespace)
         if found is None:
@@ -106,6 +122,15 @@ def get(obj: Obj, kind: str, name: str | None, namespace: str, all_namespaces: b
     _dump(data, output)
 
 
+def describe_backend(choice: Any, backend: Any) -> str:
+    """Which backend answers: `local (state ~/.kflab)`, `cluster (context x, namespace y)`."""
+    if backend.name == "cluster":
+        ctx = backend.context or "current context"
+        return f"cluster ({ctx} of {backend.kubeconfig}, namespace {backend.namespace}; " \
+               f"from {choice.why})"
+    return f"local (state {backend.root}; from {choice.why})"
+
+
 def _dump(data: Any, output: str) -> None:
     if output == "json":
         click.echo(json.dumps(data, indent=2))
@@ -119,6 +144,7 @@ def _dump(data: Any, output: str) -> None:
 @click.argument("kind")
 @click.argument("name")
 @namespace_option
+@backend_options
 @pass_obj
 def describe(obj: Obj, kind: str, name: str, namespace: str) -> None:
     """Show a resource in full, status included."""
@@ -130,6 +156,7 @@ def describe(obj: Obj, kind: str, name: str, namespace: str) -> None:
 @click.argument("kind")
 @click.argument("name")
 @namespace_option
+@backend_options
 @pass_obj
 def delete(obj: Obj, kind: str, name: str, namespace: str) -> None:
     """Delete a resource and stop whatever runs for it."""
@@ -147,6 +174,7 @@ def delete(obj: Obj, kind: str, name: str, namespace: str) -> None:
 @click.argument("name")
 @namespace_option
 @click.option("--replica", help="One replica, e.g. worker-1 (training jobs).")
+@backend_options
 @pass_obj
 def logs(obj: Obj, kind: str, name: str, namespace: str, replica: str | None) -> None:
     """Print a resource's logs (pipeline run, trial, job replica, model server)."""

@@ -16,6 +16,8 @@ class Obj:
 
     def __init__(self, state: str | None) -> None:
         self.state_opt = state
+        self.backend_opt: str | None = None  # --backend
+        self.context_opt: str | None = None  # --context
 
     @property
     def state(self) -> Path:
@@ -23,10 +25,18 @@ class Obj:
 
         return state_dir(self.state_opt)
 
+    def choice(self) -> Any:
+        """Which backend: --backend / --context, $KFLAB_BACKEND, lab.yaml, the lab, local."""
+        from lab import config
+        from lab.backends import choose
+
+        return choose(self.backend_opt, self.state, context=self.context_opt,
+                      profile_backend=config.default_backend())
+
     def backend(self, progress: bool = False) -> Any:
         from lab.backends import get_backend
 
-        backend = get_backend("local", str(self.state))
+        backend = get_backend(self.choice(), str(self.state))
         if progress:
             from lab.ui import Progress
 
@@ -70,6 +80,26 @@ def _valid_namespace(ctx: click.Context, param: click.Parameter, value: str) -> 
     if problem is not None:
         raise click.BadParameter(f"not a valid namespace: {problem}; {NAMESPACE_HINT}")
     return value
+
+
+def _store(attr: str) -> Any:
+    def callback(ctx: click.Context, _param: Any, value: Any) -> Any:
+        if value is not None:
+            setattr(ctx.find_object(Obj), attr, value)
+        return value
+    return callback
+
+
+def backend_options(f: Any) -> Any:
+    """--backend and --context on a workload or scenario command (stored on Obj)."""
+    f = click.option("--context", expose_value=False, callback=_store("context_opt"),
+                     help="Kubeconfig context of the cluster to use (implies --backend "
+                          "cluster; env KFLAB_CONTEXT).")(f)
+    return click.option("--backend", type=click.Choice(["local", "cluster"]),
+                        expose_value=False, callback=_store("backend_opt"),
+                        help="Where workloads run (default: $KFLAB_BACKEND, lab.yaml "
+                             "`backend:`, the lab's cluster once `kflab up` verified it, "
+                             "else local).")(f)
 
 
 def namespace_option(f: Any) -> Any:

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from lab.cli.root import Obj, cli, pass_obj
+from lab.cli.root import Obj, backend_options, cli, pass_obj
 
 
 @cli.group()
@@ -22,12 +22,16 @@ def scenario() -> None:
 def scenario_list(as_json: bool) -> None:
     """List the available scenarios."""
     from lab.scenarios.loader import load_all
+    from lab.scenarios.model import BACKENDS
 
     items = load_all()
     if as_json:
         click.echo(json.dumps([{"id": s.id, "title": s.title, "level": s.level,
                                 "duration": s.duration, "requires": list(s.requires),
-                                "steps": len(s.steps)} for s in items], indent=2))
+                                "steps": len(s.steps), "backends": list(s.backends),
+                                "unsupported": {b: s.why_not(b) for b in BACKENDS
+                                                if s.why_not(b)}}
+                               for s in items], indent=2))
         return
     from lab.ui import scenario_table
 
@@ -63,15 +67,19 @@ def _run_many(obj: Obj, names: tuple[str, ...], all_: bool, mode: str, json_out:
     from lab.ui import Progress, console, esc, summary
 
     if all_:
-        scenarios = [s for s in load_all() if "local" in s.backends]
+        scenarios = load_all()  # one that cannot run on the backend is reported skipped
     elif names:
         scenarios = [find(n) for n in names]
     else:
         raise click.UsageError("name one or more scenarios, or give --all")
+    choice = obj.choice()
     results = []
     for s in scenarios:
-        console().rule(f"[bold]{esc(s.id)}[/] ({mode})")
-        results.append(run_scenario(s, obj.state, mode=mode, sink=Progress()))
+        console().rule(f"[bold]{esc(s.id)}[/] ({mode}, {choice.name} backend)")
+        res = run_scenario(s, obj.state, mode=mode, sink=Progress(), backend=choice)
+        if res.status == "skipped" and res.steps and res.steps[0].skip_reason:
+            console().print(f"[yellow]skipped: {esc(res.steps[0].skip_reason)}[/]")
+        results.append(res)
     summary(results)
     if json_out:
         report.write_json(results, Path(json_out))
@@ -93,6 +101,7 @@ def _report_options(f: Any) -> Any:
 def _mode_command(mode: str, doc: str) -> None:
     @scenario.command(mode if mode == "test" else "run", help=doc)
     @_report_options
+    @backend_options
     @pass_obj
     def command(obj: Obj, names: tuple[str, ...], all_: bool, json_out: str | None,
                 junit_out: str | None) -> None:
@@ -111,14 +120,18 @@ _mode_command("test", "Test scenarios: each step's checks must FAIL before its s
 @click.option("--workdir", type=click.Path(file_okay=False),
               help="Where your files go (default ./NAME).")
 @click.option("--restart", is_flag=True, help="Forget saved progress and begin again.")
+@backend_options
 @pass_obj
 def scenario_start(obj: Obj, name: str, workdir: str | None, restart: bool) -> None:
-    """Start (or resume) a scenario in guided mode."""
+    """Start (or resume) a scenario in guided mode (check/hint/solve then use the same
+    backend)."""
     from lab.scenarios import guided
     from lab.scenarios.loader import find
 
     s = find(name)
-    session = guided.start(s, obj.state, Path(workdir or s.id), restart=restart)
+    session = guided.start(s, obj.state, Path(workdir or s.id), restart=restart,
+                           backend=obj.choice(),
+                           explicit=bool(obj.backend_opt or obj.context_opt))
     if session.finished:
         click.echo(f"'{s.id}' is already complete; use --restart to do it again.")
         return
@@ -130,7 +143,8 @@ def scenario_start(obj: Obj, name: str, workdir: str | None, restart: bool) -> N
 @cli.command()
 @click.option("--json", "json_out", type=click.Path(dir_okay=False))
 @click.option("--junit", "junit_out", type=click.Path(dir_okay=False))
+@backend_options
 @pass_obj
 def demo(obj: Obj, json_out: str | None, junit_out: str | None) -> None:
-    """Run every scenario the local backend supports, unattended, with a summary."""
+    """Run every scenario unattended on the chosen backend (default local), with a summary."""
     _run_many(obj, (), True, "auto", json_out, junit_out)

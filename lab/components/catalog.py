@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from lab.errors import InputError
+from lab.kube.names import check_namespace
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VERSIONS_FILE = REPO_ROOT / "manifests" / "versions.yaml"
@@ -29,6 +30,7 @@ _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
 _HOST = rf"(?:{_LABEL}(?:\.{_LABEL})*(?::[0-9]+)?/)"
 IMAGE_RE = re.compile(rf"^{_HOST}?{_PART}(?:/{_PART})*(?::[\w][\w.-]{{0,127}})?"
                       r"(?:@sha256:[0-9a-f]{64})?$")
+DEFAULT_LAB_NAMESPACE = "kflab-lab"
 # What each playbook role downloads (optional artifacts are used only when found offline).
 ROLE_ARTIFACTS: dict[str, tuple[str, ...]] = {
     "k3s": ("k3s",),
@@ -109,6 +111,7 @@ class Catalog:
     artifacts: dict[str, Artifact]
     components: tuple[Component, ...]
     images: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    lab_namespace: str = DEFAULT_LAB_NAMESPACE  # where scenario workloads run on a cluster
 
     def names(self) -> list[str]:
         return [c.name for c in self.components]
@@ -243,7 +246,9 @@ def load(path: Path | None = None) -> Catalog:
             if r not in names or names.index(r) > names.index(c.name):
                 raise InputError(file, f"components.{c.name}.requires",
                                  f"{r!r} must be a component listed before {c.name!r}")
-    return Catalog(artifacts, tuple(components), _images(doc.get("images"), file))
+    namespace = check_namespace(doc.get("lab_namespace", DEFAULT_LAB_NAMESPACE), file=file,
+                                field="lab_namespace")
+    return Catalog(artifacts, tuple(components), _images(doc.get("images"), file), namespace)
 
 
 def _images(node: Any, file: str) -> dict[str, tuple[str, ...]]:

@@ -40,7 +40,9 @@ def _read(handle: Any, verb: str, what: str, fn: Any, *args: Any, **kw: Any) -> 
 
 
 def _running_pod(pods: list[Any], what: str) -> Any:
-    running = [p for p in pods if p.status and p.status.phase == "Running"]
+    # A pod being deleted (a rollout's old replica) still says Running: skip it, as kubectl.
+    running = [p for p in pods if p.status and p.status.phase == "Running"
+               and not (p.metadata and p.metadata.deletion_timestamp)]
     if not running:
         phases = ", ".join(sorted({(p.status.phase if p.status else None) or "Unknown"
                                    for p in pods})) or "no pods"

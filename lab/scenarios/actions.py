@@ -48,11 +48,14 @@ def _apply(ctx: Context, path: str) -> str:
 def pipeline_run_manifest(file: str, name: str, arguments: dict[str, Any] | None = None,
                           function: str | None = None) -> dict[str, Any]:
     """The PipelineRun object that `kflab pipeline run` and the `pipeline` action apply."""
+    from lab.backends.shapes import pipeline_run
+
     spec: dict[str, Any] = {"pipeline": file, "arguments": arguments or {}}
     if function:
         spec["function"] = function
-    return {"apiVersion": "kflab.dev/v1", "kind": "PipelineRun", "metadata": {"name": name},
-            "spec": spec}
+    obj = pipeline_run(name, spec)
+    del obj["metadata"]["namespace"]  # the backend's default namespace
+    return obj
 
 
 def _valid_pipeline(v: Any) -> str | None:

@@ -12,7 +12,6 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import jmespath
@@ -98,25 +97,22 @@ def _valid_query(p: dict[str, Any]) -> str | None:
 
 
 def _pipeline_run(ctx: Context, p: dict[str, Any]) -> Outcome:
-    run = ctx.backend.get("PipelineRun", p["name"], p.get("namespace", "default"))
+    from lab.backends import shapes
+
+    run = ctx.backend.get(shapes.PIPELINE_RUN, p["name"], p.get("namespace", "default"))
     if run is None:
         return Outcome(False, f"no pipeline run named '{p['name']}'")
-    status = run.get("status") or {}
-    state = status.get("state")
+    state = shapes.state(run)
     want = p.get("state", "SUCCEEDED")
     if state != want:
-        err = (status.get("error") or {}).get("message", "")
+        err = shapes.error_message(run)
         return Outcome(False, f"run state is {state}" + (f": {err}" if err else ""))
     art = p.get("artifact")
     if art:
-        tasks = status.get("run_details", {}).get("task_details", [])
-        task = next((t for t in tasks if t.get("display_name") == art["task"]), None)
-        entry = ((task or {}).get("outputs") or {}).get("artifacts", {}).get(art["name"])
-        if not entry:
-            return Outcome(False, f"task '{art['task']}' has no output artifact '{art['name']}'")
-        path = Path(entry["path"])
-        if not path.exists() or (path.is_file() and path.stat().st_size == 0):
-            return Outcome(False, f"artifact file {path} is missing or empty")
+        entry = shapes.artifact(run, art["task"], art["name"])
+        problem = shapes.artifact_problem(entry, art["task"], art["name"])
+        if problem:
+            return Outcome(False, problem)
     return Outcome(True, f"run state is {state}")
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from lab import state
-from lab.backends import get_backend
+from lab.backends import Choice
 from lab.errors import LabError
 from lab.kube.conditions import now
 from lab.scenarios import loader
@@ -54,9 +54,17 @@ class Session:
         return self.progress["steps"].setdefault(self.step.id, {
             "attempts": 0, "hints": 0, "solved": False, "passed_at": None})
 
+    @property
+    def backend_choice(self) -> Choice:
+        """The backend the scenario was started on (saved with the progress)."""
+        return Choice.from_dict(self.progress.get("backend"))
+
     def context(self) -> Context:
-        backend = get_backend("local", str(self.state_root))
-        return Context(backend, self.workdir, tool_env(self.state_root), self.scenario.root)
+        from lab.scenarios.runner import scenario_backend
+
+        backend = scenario_backend(self.backend_choice, self.state_root, unattended=False)
+        return Context(backend, self.workdir, tool_env(self.state_root, backend),
+                       self.scenario.root)
 
     def save(self) -> None:
         write_json(_progress_file(self.state_root, self.scenario.id), self.progress)
@@ -70,12 +78,23 @@ def _active_file(state_root: Path) -> Path:
     return state.path(state_root, "progress", "active")
 
 
-def start(scenario: Scenario, state_root: Path, workdir: Path, *, restart: bool) -> Session:
-    """Begin (or resume) a scenario; copies the starting files without overwriting any."""
+def start(scenario: Scenario, state_root: Path, workdir: Path, *, restart: bool,
+          backend: Choice | None = None, explicit: bool = False) -> Session:
+    """Begin (or resume) a scenario; copies the starting files without overwriting any.
+    The backend is saved with the progress, so check/hint/solve act on the same one."""
+    choice = backend or Choice("local")
+    why = scenario.why_not(choice.name)
+    if why:
+        raise LabError(f"'{scenario.id}' cannot run on the {choice.name} backend: {why}",
+                       hint="pick another backend with --backend")
     progress = read_json(_progress_file(state_root, scenario.id), fix=RESTART)
     if progress is None or restart:
         progress = {"scenario": scenario.id, "workdir": str(workdir.resolve()), "current": 0,
-                    "started_at": now(), "steps": {}}
+                    "started_at": now(), "steps": {}, "backend": choice.to_dict()}
+    elif explicit and Choice.from_dict(progress.get("backend")).name != choice.name:
+        raise LabError(f"'{scenario.id}' was started on the "
+                       f"{Choice.from_dict(progress.get('backend')).name} backend",
+                       hint="resume it there, or begin again on this one with --restart")
     copy_assets(scenario, Path(progress["workdir"]))
     session = Session(scenario, progress, state_root)
     session.save()

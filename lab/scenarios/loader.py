@@ -77,11 +77,7 @@ class _Validator:
             if comp not in COMPONENTS:
                 raise self.fail(("requires", i), f"unknown component '{comp}'",
                                 _suggest(str(comp), COMPONENTS))
-        backends = self.get(data, "backends", list, (), required=False, default=list(BACKENDS))
-        for i, name in enumerate(backends):
-            if name not in BACKENDS:
-                raise self.fail(("backends", i), f"unknown backend '{name}'",
-                                _suggest(str(name), BACKENDS))
+        backends, unsupported = self.backends(data)
         steps_raw = self.get(data, "steps", list, ())
         if not steps_raw:
             raise self.fail(("steps",), "a scenario needs at least one step")
@@ -96,8 +92,31 @@ class _Validator:
             duration=str(self.get(data, "duration", (str, int), ())),
             description=self.get(data, "description", str, (), required=False, default=""),
             requires=tuple(requires), backends=tuple(backends), steps=tuple(steps),
-            root=self.root,
+            root=self.root, unsupported=unsupported,
         )
+
+    def backends(self, data: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+        """`backends: [local, cluster]`, or a mapping naming why one cannot run it:
+        `backends: {local: true, cluster: "needs a GPU node pool"}`."""
+        raw = self.get(data, "backends", (list, dict), (), required=False,
+                       default=list(BACKENDS))
+        items = raw.items() if isinstance(raw, dict) else ((n, True) for n in raw)
+        supported, unsupported = [], {}
+        for i, (name, ok) in enumerate(items):
+            where = ("backends", name if isinstance(raw, dict) else i)
+            if name not in BACKENDS:
+                raise self.fail(where, f"unknown backend '{name}'",
+                                _suggest(str(name), BACKENDS))
+            if ok is True:
+                supported.append(name)
+            elif isinstance(ok, str) and ok.strip():
+                unsupported[name] = ok.strip()
+            else:
+                raise self.fail(where, "give true, or the reason it cannot run there",
+                                f'e.g. {name}: "needs a GPU"')
+        if not supported:
+            raise self.fail(("backends",), "no backend can run this scenario")
+        return supported, unsupported
 
     def step(self, raw: Any, path: PathKey) -> Step:
         if not isinstance(raw, dict):

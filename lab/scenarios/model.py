@@ -84,6 +84,14 @@ class Scenario:
     steps: tuple[Step, ...]
     root: Path
     extra: dict[str, Any] = field(default_factory=dict)
+    # backend -> why the scenario cannot run there (`backends: {cluster: "reason"}`)
+    unsupported: dict[str, str] = field(default_factory=dict)
+
+    def why_not(self, backend: str) -> str | None:
+        """Why this scenario cannot run on `backend`, or None when it can."""
+        if backend in self.backends:
+            return None
+        return self.unsupported.get(backend) or f"not written for the {backend} backend"
 
     @property
     def assets(self) -> Path:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from lab import state
-from lab.backends import get_backend
+from lab.backends import Choice, get_backend
 from lab.errors import LabError
 from lab.kube.conditions import now
 from lab.scenarios import actions, checks
@@ -150,22 +150,55 @@ def sandbox(state_root: Path, scenario: Scenario) -> Iterator[tuple[Path, Path]]
         yield run / "state", run / "work"
 
 
+def scenario_backend(choice: Choice, state_root: Path, *, unattended: bool) -> Any:
+    """The backend a scenario acts on. On a cluster, scenario solutions apply as their own
+    field manager and take over fields (a solution replaces the learner's attempt); unattended
+    runs use `<lab namespace>-auto`, emptied first, so they never touch a learner's work."""
+    if choice.name != "cluster":
+        return get_backend(choice, str(state_root))
+    from lab.config import lab_namespace
+    from lab.kube.objects import MANAGER_SCENARIO
+
+    namespace = f"{lab_namespace()}-auto" if unattended else None
+    backend = get_backend(choice, str(state_root), namespace=namespace,
+                          manager=MANAGER_SCENARIO)
+    backend.force = True
+    return backend
+
+
+def skipped(scenario: Scenario, mode: str, backend: str, reason: str) -> ScenarioResult:
+    """A result for a scenario that cannot run on `backend`: every step skipped, with why."""
+    result = ScenarioResult(scenario.id, scenario.title, mode, backend, now(), status="skipped")
+    result.steps = [StepResult(s.id, s.title, skip_reason=reason) for s in scenario.steps]
+    return result
+
+
 def run_scenario(scenario: Scenario, state_root: Path, *, mode: str = "auto",
-                 sink: Sink | None = None) -> ScenarioResult:
+                 sink: Sink | None = None, backend: Choice | str = "local") -> ScenarioResult:
     """Run every step unattended in a sandbox; `mode='test'` also checks the invariant."""
     if mode not in ("auto", "test"):
         raise ValueError(mode)
+    choice = backend if isinstance(backend, Choice) else Choice(backend)
+    why = scenario.why_not(choice.name)
+    if why:
+        return skipped(scenario, mode, choice.name, why)
     with sandbox(state_root, scenario) as (sandbox_state, workdir):
-        return _run_in(scenario, sandbox_state, workdir, mode, sink)
+        return _run_in(scenario, sandbox_state, workdir, mode, sink, choice)
 
 
 def _run_in(scenario: Scenario, sandbox_state: Path, workdir: Path, mode: str,
-            sink: Sink | None) -> ScenarioResult:
-    backend = get_backend("local", str(sandbox_state))
-    backend.sink = sink
-    ctx = Context(backend, workdir, tool_env(sandbox_state), scenario.root)
+            sink: Sink | None, choice: Choice) -> ScenarioResult:
+    runner_backend = scenario_backend(choice, sandbox_state, unattended=True)
+    runner_backend.sink = sink
+    missing = getattr(runner_backend, "unavailable", lambda _: None)(scenario.requires)
+    if missing:
+        return skipped(scenario, mode, choice.name, missing)
+    if hasattr(runner_backend, "clear"):
+        runner_backend.clear()
+    ctx = Context(runner_backend, workdir, tool_env(sandbox_state, runner_backend),
+                  scenario.root)
     copy_assets(scenario, workdir)
-    result = ScenarioResult(scenario.id, scenario.title, mode, backend.name, now(),
+    result = ScenarioResult(scenario.id, scenario.title, mode, runner_backend.name, now(),
                             workdir=str(workdir))
     t_start = time.monotonic()
     steps = [StepResult(s.id, s.title) for s in scenario.steps]
@@ -202,7 +235,7 @@ def _run_in(scenario: Scenario, sandbox_state: Path, workdir: Path, mode: str,
             if res.status != "passed":
                 break
     finally:
-        backend.down()
+        runner_backend.down()
     result.seconds = round(time.monotonic() - t_start, 3)
     if all(s.status == "passed" for s in steps):
         result.status = "passed"

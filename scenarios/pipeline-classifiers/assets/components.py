@@ -7,10 +7,12 @@ cluster: its own container), so each function imports what it needs inside its b
 from kfp import dsl
 from kfp.dsl import Dataset, Input, Metrics, Model, Output
 
-# Locally every package is already installed: nothing to pip-install per step.
-# On a cluster, set base_image to an image that has scikit-learn, pandas and xgboost.
-component = dsl.component(base_image="python:3.11", packages_to_install=[],
-                          install_kfp_package=False)
+# On a cluster each step runs in its own container: KFP installs kfp (the version that
+# compiled the pipeline) and these packages when the step starts. Locally they are already
+# installed, so nothing is downloaded. The image is pinned in manifests/versions.yaml.
+component = dsl.component(base_image="docker.io/library/python:3.11-slim",
+                          packages_to_install=["scikit-learn", "pandas", "joblib",
+                                               "xgboost-cpu"])
 
 
 @component

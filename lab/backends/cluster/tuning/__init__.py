@@ -1,0 +1,1 @@
+"""The cluster backend's tuning engine."""

@@ -1,0 +1,107 @@
+"""Status shapes both backends write and checks, the CLI and reports read: one definition.
+
+Kubernetes kinds (Experiment, Trial, PyTorchJob, InferenceService) carry the upstream CRD's
+own `status`, so their shape is the CRD's and lives upstream. The one kflab kind,
+`PipelineRun` (apiVersion kflab.dev/v1), records a KFP run; its `status` mirrors the KFP v2beta1
+API's Run (`run_id`, `display_name`, `state`, `created_at`, `finished_at`, `error`,
+`run_details.task_details[]` with `display_name`, `state`, `start_time`, `end_time`) and adds,
+per task, what KFP keeps in ML Metadata: `outputs.parameters`, `outputs.metrics` and
+`outputs.artifacts` (name -> type, uri, local path, exists, metadata). The local backend fills
+it from kfp.local's executor outputs; the cluster backend from the KFP API and ML Metadata,
+with artifacts fetched from the object store into the state folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+PIPELINE_RUN_API = "kflab.dev/v1"
+PIPELINE_RUN = "PipelineRun"
+# KFP's RuntimeState values (v2beta1), final ones first.
+FINAL_STATES = ("SUCCEEDED", "FAILED", "CANCELED", "SKIPPED")
+RUN_STATES = (*FINAL_STATES, "PENDING", "RUNNING", "CANCELING", "PAUSED",
+              "RUNTIME_STATE_UNSPECIFIED")
+
+
+def pipeline_run(name: str, spec: dict[str, Any], namespace: str = "default",
+                 status: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A PipelineRun object: what `kflab pipeline run` and the `pipeline` action apply."""
+    obj: dict[str, Any] = {"apiVersion": PIPELINE_RUN_API, "kind": PIPELINE_RUN,
+                           "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+    if status is not None:
+        obj["status"] = status
+    return obj
+
+
+def run_status(*, run_id: str, display_name: str, pipeline_name: str, state: str,
+               created_at: str | None, finished_at: str | None = None,
+               error: str | None = None, tasks: list[dict[str, Any]] | None = None,
+               **extra: Any) -> dict[str, Any]:
+    """The PipelineRun status: KFP's Run fields plus per-task outputs."""
+    return {"run_id": run_id, "display_name": display_name, "pipeline_name": pipeline_name,
+            "state": state, "created_at": created_at, "finished_at": finished_at,
+            "error": {"message": error} if error else None, **extra,
+            "run_details": {"task_details": list(tasks or [])}}
+
+
+def task_detail(display_name: str, state: str, *, start_time: str | None = None,
+                end_time: str | None = None,
+                outputs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One entry of run_details.task_details (outputs None until the task wrote any)."""
+    out: dict[str, Any] = {"display_name": display_name, "state": state, "outputs": outputs}
+    if start_time:
+        out["start_time"] = start_time
+    if end_time:
+        out["end_time"] = end_time
+    return out
+
+
+def task_outputs(parameters: dict[str, Any] | None = None, metrics: dict[str, Any] | None = None,
+                 artifacts: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"parameters": dict(parameters or {}), "metrics": dict(metrics or {}),
+            "artifacts": dict(artifacts or {})}
+
+
+def artifact_entry(kind: str, uri: str, path: Path | None,
+                   metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An output artifact: KFP type (system.Model...), its URI, and the local copy."""
+    return {"type": kind, "uri": uri, "path": str(path) if path else None,
+            "exists": bool(path and path.exists()), "metadata": dict(metadata or {})}
+
+
+# --- readers (checks, CLI) ------------------------------------------------------------------
+
+def state(run: dict[str, Any] | None) -> str | None:
+    return ((run or {}).get("status") or {}).get("state")
+
+
+def error_message(run: dict[str, Any] | None) -> str:
+    return (((run or {}).get("status") or {}).get("error") or {}).get("message", "")
+
+
+def tasks(run: dict[str, Any] | None) -> list[dict[str, Any]]:
+    return ((((run or {}).get("status") or {}).get("run_details") or {})
+            .get("task_details") or [])
+
+
+def task(run: dict[str, Any] | None, display_name: str) -> dict[str, Any] | None:
+    return next((t for t in tasks(run) if t.get("display_name") == display_name), None)
+
+
+def artifact(run: dict[str, Any] | None, task_name: str, name: str) -> dict[str, Any] | None:
+    """The output artifact `name` of task `task_name`, or None."""
+    found = task(run, task_name)
+    return (((found or {}).get("outputs") or {}).get("artifacts") or {}).get(name)
+
+
+def artifact_problem(entry: dict[str, Any] | None, task_name: str, name: str) -> str | None:
+    """Why an artifact cannot count as produced (None when its local copy has content)."""
+    if not entry:
+        return f"task '{task_name}' has no output artifact '{name}'"
+    if not entry.get("path"):
+        return f"artifact '{name}' of task '{task_name}' was not fetched ({entry.get('uri')})"
+    path = Path(entry["path"])
+    if not path.exists() or (path.is_file() and path.stat().st_size == 0):
+        return f"artifact file {path} is missing or empty"
+    return None

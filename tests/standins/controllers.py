@@ -1,0 +1,443 @@
+"""STAND-IN for the Kubeflow controllers (and the kubelet's container runtime) of the stand-in
+cluster: Katib's experiment/trial controllers, the Training Operator, KServe's controller.
+
+It watches the API server (a 0.5 s poll of each kind; the backend under test uses real
+watches) and, for each new generation of an Experiment, PyTorchJob or InferenceService:
+1. reads the pod templates as the controller would, and prepares their volumes the way the
+   kubelet would: ConfigMaps fetched from the API server and written out (items at their
+   paths), emptyDirs as fresh folders; paths under each mountPath are mapped to those folders
+   (this machine has no mount namespaces);
+2. runs the workload here with kflab's local engines (tests/standins/run_local.py, one
+   process each), which implement the same upstream semantics the local backend offers:
+   Optuna-driven Katib search with the StdOut metrics collector, the Training Operator's
+   replica env contract, KServe's own model server;
+3. writes what the upstream controller writes, through the status subresource with the
+   object's resourceVersion (controller-runtime's Status().Update): Katib's Experiment
+   conditions (Created, Running, Succeeded/Failed), trial counts and currentOptimalTrial, one
+   Trial object per trial with its observation; the Training Operator's conditions and
+   replicaStatuses; KServe's Ready/PredictorReady/IngressReady, url, address and
+   observedGeneration. The status content comes from the local engines, whose shapes follow
+   the CRDs (the v1.36 server validates every write against them).
+It also creates the Pods those controllers would (bound to the stand-in node, labelled as
+upstream labels them) and the predictor Service, and registers each container's log and
+port with the kubelet stand-in. Deleting a resource stops its processes and removes its pods
+(the garbage collector's part).
+
+Not covered: scheduling, resource limits, restarts by the kubelet, one emptyDir per pod (the
+replicas of one job share a folder here), suggestion/db-manager pods, Knative.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import copy
+import json
+import logging
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.standins.cluster import NODE
+
+log = logging.getLogger(__name__)
+REPO = Path(__file__).resolve().parents[2]
+MANAGER = "kubeflow-controller-standin"
+MANUAL = "manual-"  # namespaces where a test plays the controller itself
+KINDS = {"Experiment": "kubeflow.org/v1beta1", "PyTorchJob": "kubeflow.org/v1",
+         "InferenceService": "serving.kserve.io/v1beta1"}
+
+
+def _strip(obj: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    out.pop("status", None)
+    meta = out.get("metadata") or {}
+    out["metadata"] = {k: meta[k] for k in ("name", "namespace", "labels", "annotations")
+                       if k in meta}
+    return out
+
+
+class Controllers:
+    def __init__(self, cluster: Any, root: Path) -> None:
+        self.cluster = cluster
+        self.kube = cluster.kube()
+        self.kubelet = cluster.kubelet
+        self.root = root
+        self.state = root / "engine-state"
+        self.seen: dict[tuple[str, str, str], str] = {}
+        self.stop_flag = threading.Event()
+        self.errors: list[str] = []
+        self.lock = threading.Lock()
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    def local(self) -> Any:
+        from lab.backends.local import LocalBackend
+
+        return LocalBackend(str(self.state))
+
+    def start(self) -> None:
+        threading.Thread(target=self._loop, daemon=True).start()
+
+    def stop(self) -> None:
+        self.stop_flag.set()
+        try:
+            self.local().down()
+        except Exception as exc:
+            log.warning("stopping local engines: %s", exc)
+
+    def _loop(self) -> None:
+        from lab.kube.objects import list_objects
+
+        while not self.stop_flag.is_set():
+            for kind, api in KINDS.items():
+                try:
+                    items = list_objects(self.kube, api, kind, None)
+                except Exception as exc:  # the API server may be down on purpose (a test)
+                    log.info("list %s: %s", kind, exc)
+                    continue
+                present = set()
+                for obj in items:
+                    meta = obj["metadata"]
+                    if meta["namespace"].startswith(MANUAL):
+                        continue
+                    key = (kind, meta["namespace"], meta["name"])
+                    present.add(key)
+                    stamp = f"{meta['uid']}/{meta.get('generation')}"
+                    if self.seen.get(key) != stamp and not meta.get("deletionTimestamp"):
+                        self.seen[key] = stamp
+                        threading.Thread(target=self._guard, args=(kind, obj),
+                                         daemon=True).start()
+                for key in [k for k in self.seen if k[0] == kind and k not in present]:
+                    del self.seen[key]
+                    self._guard_gone(key)
+            time.sleep(0.5)
+
+    def _guard(self, kind: str, obj: dict[str, Any]) -> None:
+        try:
+            getattr(self, f"_run_{kind.lower()}")(obj)
+        except Exception as exc:
+            log.exception("stand-in controller for %s", kind)
+            self.errors.append(f"{kind} {obj['metadata']['name']}: {exc!r}")
+
+    def _guard_gone(self, key: tuple[str, str, str]) -> None:
+        kind, ns, name = key
+        try:
+            self.local().delete(kind, name, ns)
+            self._delete_pods(ns, self._owner_selector(kind, name))
+        except Exception as exc:
+            self.errors.append(f"cleanup {kind} {name}: {exc!r}")
+
+    @staticmethod
+    def _owner_selector(kind: str, name: str) -> str:
+        from lab.kube.logs import selector_for
+
+        return selector_for(kind, name)
+
+    # --- what a kubelet does for a pod's volumes --------------------------------------------
+
+    def _volumes(self, ns: str, pod_spec: dict[str, Any], where: Path) -> dict[str, Path]:
+        from lab.kube.objects import Ref, get
+
+        out: dict[str, Path] = {}
+        for v in pod_spec.get("volumes") or []:
+            folder = where / v["name"]
+            folder.mkdir(parents=True, exist_ok=True)
+            if "configMap" in v:
+                cm = get(self.kube, Ref("v1", "ConfigMap", v["configMap"]["name"], ns))
+                data = {k: val.encode() for k, val in (cm.get("data") or {}).items()}
+                data |= {k: base64.b64decode(val)
+                         for k, val in (cm.get("binaryData") or {}).items()}
+                items = v["configMap"].get("items") or [{"key": k, "path": k} for k in data]
+                for item in items:
+                    target = folder / item["path"]
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(data[item["key"]])
+            elif "hostPath" in v:
+                folder = Path(v["hostPath"]["path"])
+            out[v["name"]] = folder
+        return out
+
+    @staticmethod
+    def _map_paths(container: dict[str, Any], volumes: dict[str, Path]) -> None:
+        """Rewrite paths under each mountPath to its folder (no mount namespace here)."""
+        mounts = {m["mountPath"]: volumes[m["name"]]
+                  for m in container.get("volumeMounts") or [] if m["name"] in volumes}
+
+        def tr(value: Any) -> Any:
+            if not isinstance(value, str):
+                return value
+            for mp in sorted(mounts, key=len, reverse=True):
+                if value == mp or value.startswith(mp + "/"):
+                    return str(mounts[mp]) + value[len(mp):]
+            return value
+
+        for key in ("command", "args"):
+            if key in container:
+                container[key] = [tr(a) for a in container[key]]
+        if "workingDir" in container:
+            container["workingDir"] = tr(container["workingDir"])
+        container.pop("volumeMounts", None)
+
+    def _prepare(self, ns: str, pod_spec: dict[str, Any], where: Path) -> Path:
+        """Volumes out, paths mapped; returns the work folder (the emptyDir) or `where`."""
+        volumes = self._volumes(ns, pod_spec, where)
+        for c in pod_spec.get("containers") or []:
+            self._map_paths(c, volumes)
+        pod_spec.pop("volumes", None)
+        return volumes.get("kflab-work", where)
+
+    def _run_local(self, obj: dict[str, Any], base: Path, folder: Path) -> subprocess.Popen:
+        manifest = folder / "manifest.json"
+        manifest.write_text(json.dumps(obj))
+        out = (folder / "run_local.log").open("ab")
+        return subprocess.Popen([sys.executable, "-m", "tests.standins.run_local",
+                                 str(self.state), str(manifest), str(base)],
+                                cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+
+    def _folder(self, obj: dict[str, Any]) -> Path:
+        meta = obj["metadata"]
+        path = self.root / "objects" / obj["kind"].lower() / meta["namespace"] / \
+            f"{meta['name']}-{meta['uid'][:8]}-{meta.get('generation')}"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    # --- API writes as the controllers make them --------------------------------------------
+
+    def put_status(self, api: str, kind: str, ns: str, name: str,
+                   status: dict[str, Any]) -> None:
+        """Status().Update: PUT the status subresource with the current resourceVersion."""
+        from kubernetes.dynamic.exceptions import ConflictError, NotFoundError
+
+        res = self.kube.resource(api, kind)
+        for _ in range(10):
+            try:
+                live = self.kube.dynamic.get(res, name=name, namespace=ns).to_dict()
+            except NotFoundError:
+                return
+            if live.get("status") == status:
+                return
+            live["status"] = status
+            try:
+                self.kube.dynamic.replace(res.status, body=live, name=name, namespace=ns)
+                return
+            except ConflictError:
+                time.sleep(0.1)
+            except NotFoundError:
+                return
+
+    def _pod(self, ns: str, name: str, labels: dict[str, str], spec: dict[str, Any],
+             owner: dict[str, Any]) -> None:
+        from lab.kube.objects import apply
+
+        spec = copy.deepcopy(spec)
+        spec["nodeName"] = NODE
+        meta = owner["metadata"]
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": name, "namespace": ns, "labels": labels,
+                            "ownerReferences": [{"apiVersion": owner["apiVersion"],
+                                                 "kind": owner["kind"], "name": meta["name"],
+                                                 "uid": meta["uid"], "controller": True}]},
+               "spec": spec}
+        apply(self.kube, pod, manager=MANAGER, force=True)
+
+    def _pod_phase(self, ns: str, name: str, phase: str) -> None:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        ready = "True" if phase == "Running" else "False"
+        self.put_status("v1", "Pod", ns, name, {
+            "phase": phase, "hostIP": "127.0.0.1", "podIP": "127.0.0.1", "startTime": stamp,
+            "conditions": [{"type": "Ready", "status": ready, "lastTransitionTime": stamp}]})
+
+    def _delete_pods(self, ns: str, selector: str) -> None:
+        from lab.kube.logs import pods
+
+        res = self.kube.resource("v1", "Pod")
+        for pod in pods(self.kube, ns, selector):
+            # the kubelet's last word on a deleted pod: remove it now (grace period 0)
+            with contextlib.suppress(Exception):
+                self.kube.dynamic.delete(res, name=pod["metadata"]["name"], namespace=ns,
+                                         body={"apiVersion": "v1", "kind": "DeleteOptions",
+                                               "gracePeriodSeconds": 0})
+
+    def _register_logs(self, ns: str, pod: str, spec: dict[str, Any], source: Any) -> None:
+        for c in spec.get("containers") or []:
+            self.kubelet.logs[(ns, pod, c["name"])] = source
+
+    # --- Training Operator --------------------------------------------------------------------
+
+    def _run_pytorchjob(self, job: dict[str, Any]) -> None:
+        meta = job["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        folder = self._folder(job)
+        local_obj = _strip(job)
+        base = folder
+        for rep in local_obj["spec"]["pytorchReplicaSpecs"].values():
+            base = self._prepare(ns, rep["template"]["spec"], folder)
+        api = KINDS["PyTorchJob"]
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self.put_status(api, "PyTorchJob", ns, name, {"conditions": [{
+            "type": "Created", "status": "True", "reason": "PyTorchJobCreated",
+            "message": f"PyTorchJob {ns}/{name} is created.", "lastUpdateTime": stamp,
+            "lastTransitionTime": stamp}], "replicaStatuses": {}, "startTime": stamp})
+        pods = []
+        for rtype, rep in job["spec"]["pytorchReplicaSpecs"].items():
+            for i in range(int(rep.get("replicas", 1))):
+                pod = f"{name}-{rtype.lower()}-{i}"
+                labels = {"training.kubeflow.org/job-name": name,
+                          "training.kubeflow.org/replica-type": rtype.lower(),
+                          "training.kubeflow.org/replica-index": str(i),
+                          "training.kubeflow.org/operator-name": "pytorchjob-controller"}
+                self._pod(ns, pod, labels, rep["template"]["spec"], job)
+                self._pod_phase(ns, pod, "Running")
+                replica = f"{rtype.lower()}-{i}"
+                self._register_logs(ns, pod, rep["template"]["spec"],
+                                    lambda r=replica: list(self.local().logs(
+                                        "PyTorchJob", name, ns, r)))
+                pods.append(pod)
+        proc = self._run_local(local_obj, base, folder)
+        while proc.poll() is None:
+            self._mirror(api, "PyTorchJob", ns, name)
+            time.sleep(0.5)
+        final = self._mirror(api, "PyTorchJob", ns, name)
+        done = "Succeeded" if any(c.get("type") == "Succeeded" and c.get("status") == "True"
+                                  for c in (final or {}).get("conditions") or []) else "Failed"
+        for pod in pods:
+            self._pod_phase(ns, pod, done)
+
+    def _mirror(self, api: str, kind: str, ns: str, name: str) -> dict[str, Any] | None:
+        obj = self.local().get(kind, name, ns)
+        status = (obj or {}).get("status")
+        if status:
+            self.put_status(api, kind, ns, name, status)
+        return status
+
+    # --- Katib ------------------------------------------------------------------------------
+
+    def _run_experiment(self, exp: dict[str, Any]) -> None:
+        meta = exp["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        folder = self._folder(exp)
+        local_obj = _strip(exp)
+        trial_spec = local_obj["spec"]["trialTemplate"].get("trialSpec") or {}
+        pod_spec = (trial_spec.get("spec") or {}).get("template", {}).get("spec")
+        base = self._prepare(ns, pod_spec, folder) if pod_spec else folder
+        proc = self._run_local(local_obj, base, folder)
+        made: set[str] = set()
+        while True:
+            running = proc.poll() is None
+            self._mirror_trials(exp, made)
+            self._mirror("kubeflow.org/v1beta1", "Experiment", ns, name)
+            if not running:
+                break
+            time.sleep(0.5)
+        self._mirror_trials(exp, made)
+        self._mirror("kubeflow.org/v1beta1", "Experiment", ns, name)
+
+    def _mirror_trials(self, exp: dict[str, Any], made: set[str]) -> None:
+        from lab.kube.objects import apply
+
+        meta = exp["metadata"]
+        ns, exp_name = meta["namespace"], meta["name"]
+        server_pod = ((exp["spec"]["trialTemplate"].get("trialSpec") or {}).get("spec") or {}) \
+            .get("template", {}).get("spec")
+        for trial in self.local().list("Trial", ns):
+            labels = trial["metadata"].get("labels") or {}
+            if labels.get("katib.kubeflow.org/experiment") != exp_name:
+                continue
+            tname = trial["metadata"]["name"]
+            if tname not in made:
+                body = _strip(trial)
+                body["metadata"]["ownerReferences"] = [{
+                    "apiVersion": exp["apiVersion"], "kind": "Experiment", "name": exp_name,
+                    "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}]
+                apply(self.kube, body, manager=MANAGER, force=True)
+                if server_pod:
+                    pod = f"{tname}-standin"
+                    self._pod(ns, pod, {"katib.kubeflow.org/trial": tname,
+                                        "katib.kubeflow.org/experiment": exp_name,
+                                        "job-name": tname}, server_pod, body | {
+                        "apiVersion": "kubeflow.org/v1beta1", "kind": "Trial",
+                        "metadata": {**body["metadata"], "uid": meta["uid"]}})
+                    self._register_logs(ns, pod, server_pod, lambda t=tname: list(
+                        self.local().logs("Trial", t, ns)))
+                made.add(tname)
+            if trial.get("status"):
+                self.put_status("kubeflow.org/v1beta1", "Trial", ns, tname, trial["status"])
+                conds = {c["type"]: c["status"] for c in trial["status"].get("conditions") or []}
+                phase = ("Succeeded" if conds.get("Succeeded") == "True" else
+                         "Failed" if conds.get("Failed") == "True" else "Running")
+                if server_pod:
+                    self._pod_phase(ns, f"{tname}-standin", phase)
+
+    # --- KServe -----------------------------------------------------------------------------
+
+    def _run_inferenceservice(self, isvc: dict[str, Any]) -> None:
+        from lab.kube.objects import apply
+
+        meta = isvc["metadata"]
+        ns, name, gen = meta["namespace"], meta["name"], meta.get("generation")
+        folder = self._folder(isvc)
+        local_obj = _strip(isvc)
+        predictor = local_obj["spec"]["predictor"]
+        model = predictor.get("model") or {}
+        volumes = self._volumes(ns, predictor, folder)
+        for m in model.pop("volumeMounts", []) or []:
+            if m["mountPath"] == "/mnt/models" and m["name"] in volumes:
+                model["storageUri"] = f"file://{volumes[m['name']]}"
+        predictor.pop("volumes", None)
+        proc = self._run_local(local_obj, folder, folder)
+        proc.wait()
+        local = self.local().get("InferenceService", name, ns) or {}
+        lstatus = local.get("status") or {}
+        url = str(lstatus.get("url") or "")
+        port = int(url.rsplit(":", 1)[1]) if url.count(":") == 2 else None
+        svc = f"{name}-predictor"
+        app = f"isvc.{svc}"
+        apply(self.kube, {"apiVersion": "v1", "kind": "Service",
+                          "metadata": {"name": svc, "namespace": ns,
+                                       "labels": {"serving.kserve.io/inferenceservice": name}},
+                          "spec": {"selector": {"app": app},
+                                   "ports": [{"name": "http", "port": 80,
+                                              "targetPort": 8080, "protocol": "TCP"}]}},
+              manager=MANAGER, force=True)
+        self._delete_pods(ns, f"serving.kserve.io/inferenceservice={name}")
+        pod = f"{svc}-{gen}-standin"
+        pod_spec = {"containers": [{"name": "kserve-container",
+                                    "image": "kserve-model-server:standin",
+                                    "ports": [{"containerPort": 8080, "name": "http1",
+                                               "protocol": "TCP"}]}]}
+        self._pod(ns, pod, {"app": app, "component": "predictor",
+                            "serving.kserve.io/inferenceservice": name}, pod_spec, isvc)
+        self._register_logs(ns, pod, pod_spec, lambda: list(
+            self.local().logs("InferenceService", name, ns)))
+        ok = port is not None and any(c.get("type") == "Ready" and c.get("status") == "True"
+                                      for c in lstatus.get("conditions") or [])
+        if port is not None:
+            self.kubelet.ports[(ns, pod, 8080)] = port
+        self._pod_phase(ns, pod, "Running" if ok else "Failed")
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+        def cond(ctype: str) -> dict[str, Any]:
+            if ok:
+                return {"type": ctype, "status": "True", "lastTransitionTime": stamp}
+            ready = next((c for c in lstatus.get("conditions") or []
+                          if c.get("type") == "Ready"), {})
+            return {"type": ctype, "status": "False", "lastTransitionTime": stamp,
+                    "reason": ready.get("reason") or "PredictorNotReady",
+                    "message": ready.get("message") or "the model server did not start"}
+
+        status: dict[str, Any] = {
+            "observedGeneration": gen,
+            "conditions": [cond("IngressReady"), cond("PredictorReady"), cond("Ready")],
+            "modelStatus": {"transitionStatus": "UpToDate" if ok else "BlockedByFailedLoad",
+                            "states": {"activeModelState": "Loaded" if ok else "FailedToLoad",
+                                       "targetModelState": "Loaded"}}}
+        if ok:
+            status["url"] = f"http://{name}-{ns}.example.com"
+            status["address"] = {"url": f"http://{svc}.{ns}.svc.cluster.local"}
+            status["components"] = {"predictor": {
+                "url": f"http://{svc}-{ns}.example.com"}}
+        self.put_status(KINDS["InferenceService"], "InferenceService", ns, name, status)

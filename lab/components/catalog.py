@@ -10,10 +10,11 @@ from typing import Any
 
 import yaml
 
+from lab import content
 from lab.errors import InputError
 from lab.kube.names import check_namespace
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = content.root()  # the clone, or the copy a wheel carries (lab/content.py)
 VERSIONS_FILE = REPO_ROOT / "manifests" / "versions.yaml"
 OVERLAYS_DIR = REPO_ROOT / "manifests" / "overlays"
 SHA256 = re.compile(r"^[0-9a-f]{64}$")

@@ -19,13 +19,13 @@ from typing import Any
 
 import jinja2
 
-from lab import doctor
+from lab import content, doctor
 from lab.config import VIRTUALBOX_GPU_ADVICE, Profile
 from lab.errors import LabError, ToolMissing
 from lab.providers.base import Capabilities, Gpu, Inventory, Say, State, ssh_argv_for
 from lab.state import remove
 
-TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "vagrant"
+TEMPLATE_DIR = content.vagrant_dir()
 INSTALL_HINT = {
     "libvirt": "install Vagrant and its libvirt plugin (e.g. `sudo apt install vagrant "
                "vagrant-libvirt libvirt-daemon-system`; docs/install.md)",

@@ -19,12 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lab import content
 from lab.backends.local.procs import ChildGroup
 from lab.errors import LabError
 from lab.providers.base import Inventory
 from lab.state import remove, write_json
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = content.root()  # the clone, or the copy a wheel carries (lab/content.py)
 PLAYBOOK = REPO / "playbooks" / "site.yml"
 CALLBACKS = Path(__file__).resolve().parent / "callbacks"
 ROLES = ("node", "k3s", "gpu", "kubeflow", "verify")

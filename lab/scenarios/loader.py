@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from lab import content
 from lab.errors import InputError, LabError
 from lab.scenarios.actions import ACTION_TYPES
 from lab.scenarios.checks import CHECK_TYPES, COMMON_FIELDS
@@ -24,7 +25,7 @@ DEFAULT_TIMEOUT = 30.0
 def search_path() -> list[Path]:
     """Where scenarios are found: $KFLAB_SCENARIOS (os.pathsep-separated), then the bundled set."""
     paths = [Path(p) for p in os.environ.get("KFLAB_SCENARIOS", "").split(os.pathsep) if p]
-    bundled = Path(__file__).resolve().parents[2] / "scenarios"
+    bundled = content.scenarios_dir()
     return [*paths, bundled]
 
 

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lab import state
+from lab import content, state
 from lab.backends.local.procs import iter_log
 from lab.backends.local.serving import spec as serving_spec
 from lab.errors import LabError
@@ -69,7 +69,7 @@ def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = Tru
     if spec.grpc:
         argv.append("--grpc")
     env = {**os.environ, **dict(spec.env)}  # e.g. PREDICT_PROBA, as in the container
-    root = str(Path(__file__).resolve().parents[3])  # so the server imports this `lab`
+    root = str(content.import_root())  # so the server imports this `lab`
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     env["PYTHONUNBUFFERED"] = "1"
     backend.procs.spawn(proc_id(spec.namespace, spec.name), argv,

@@ -1,4 +1,4 @@
-"""Commands about this machine and kflab itself: version, doctor, init."""
+"""Commands about this machine and kflab itself: version, completion, doctor, init."""
 
 from __future__ import annotations
 
@@ -8,14 +8,39 @@ from pathlib import Path
 
 import click
 
-from lab import __version__
 from lab.cli.root import PROVIDER_CHOICE, cli, profile_option
 
 
 @cli.command()
-def version() -> None:
-    """Print kflab's version."""
-    click.echo(f"kflab {__version__}")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def version(as_json: bool) -> None:
+    """kflab's version, the versions of the engines it drives (kfp, optuna, torch, kserve,
+    ansible-core, kubernetes) and of the pinned cluster components."""
+    from lab.cli.root import print_about
+
+    print_about(as_json)
+
+
+@cli.command()
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the shell completion script for SHELL (bash 4.4+, zsh, fish).
+
+    \b
+    bash:  kflab completion bash > ~/.kflab-complete.bash
+           and add `source ~/.kflab-complete.bash` to ~/.bashrc
+    zsh:   kflab completion zsh > ~/.kflab-complete.zsh
+           and add `source ~/.kflab-complete.zsh` to ~/.zshrc (after compinit)
+    fish:  kflab completion fish > ~/.config/fish/completions/kflab.fish
+    """
+    from click.shell_completion import get_completion_class
+
+    from lab.errors import LabError
+
+    cls = get_completion_class(shell)
+    if cls is None:  # click ships all three; a future click might not
+        raise LabError(f"this click has no {shell} completion", hint="upgrade click")
+    click.echo(cls(cli, {}, "kflab", "_KFLAB_COMPLETE").source())
 
 
 

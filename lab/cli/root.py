@@ -8,8 +8,6 @@ from typing import Any
 
 import click
 
-from lab import __version__
-
 
 class Obj:
     """Per-invocation context: the state folder option and the backend built from it."""
@@ -50,7 +48,9 @@ pass_obj = click.make_pass_decorator(Obj)
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--state", envvar="KFLAB_STATE", type=click.Path(file_okay=False),
               help="State folder (default ~/.kflab; env KFLAB_STATE).")
-@click.version_option(__version__, prog_name="kflab")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=lambda ctx, _p, value: value and (print_about(), ctx.exit()),
+              help="Show kflab's version, its engines' and the pinned components', and exit.")
 @click.pass_context
 def cli(ctx: click.Context, state: str | None) -> None:
     """kflab: a lightweight local Kubeflow lab with checked, hands-on scenarios.
@@ -116,6 +116,28 @@ def checked_name(kind: str, name: str, param: str = "NAME") -> str:
         raise click.BadParameter(f"not a valid {kind} name: {problem}; {name_hint(kind)}",
                                  param_hint=param)
     return name
+
+
+def print_about(as_json: bool = False) -> None:
+    """kflab's version, the engines it drives and the pinned cluster components."""
+    import json
+
+    from lab.about import about
+
+    info = about()
+    if as_json:
+        click.echo(json.dumps(info.as_dict(), indent=2))
+        return
+    from lab.about import ENGINES
+
+    click.echo(f"kflab {info.kflab}  (Python {info.python}, {info.system})")
+    click.echo(f"content: {info.content}")
+    click.echo("engines:")
+    for name, version in info.engines.items():
+        click.echo(f"  {name:<14} {version:<16} {ENGINES[name]}")
+    click.echo("pinned cluster components (manifests/versions.yaml):")
+    for name, version in info.components.items():
+        click.echo(f"  {name:<20} {version}")
 
 
 def say(text: str) -> None:

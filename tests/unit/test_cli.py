@@ -33,7 +33,7 @@ def test_help_does_not_import_heavy_libraries() -> None:
 
 
 def test_version(kflab) -> None:
-    assert kflab("version").stdout.strip() == f"kflab {__version__}"
+    assert kflab("version").stdout.startswith(f"kflab {__version__}  (Python ")
 
 
 def test_doctor_json(kflab) -> None:

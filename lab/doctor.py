@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import platform
 import shutil
 import subprocess
 from dataclasses import asdict, dataclass, field
@@ -59,6 +60,9 @@ class Host:
     root: Path = Path("/")
     which: object = shutil.which
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    # The one platform seam: "Darwin" takes the macOS checks (lab/doctor_macos.py).
+    system: str = field(default_factory=platform.system)
+    machine: str = field(default_factory=platform.machine)
 
     def read(self, rel: str) -> str:
         try:
@@ -278,6 +282,10 @@ def _virtualization_row(host: Host, needs: Needs) -> Row:
 
 def diagnose(needs: Needs | None = None, host: Host | None = None) -> list[Row]:
     needs, host = needs or Needs(), host or Host()
+    if host.system == "Darwin":
+        from lab.doctor_macos import diagnose_macos
+
+        return diagnose_macos(needs, host)
     rows: list[Row] = []
     vm = needs.provider.startswith("vagrant")
     on_node = needs.provider in ("vagrant-virtualbox", "vagrant-libvirt", "wsl2", "host")
@@ -355,12 +363,16 @@ def diagnose(needs: Needs | None = None, host: Host | None = None) -> list[Row]:
     if needs.provider == "existing":
         rows += existing_rows(needs, host)
 
+    rows.append(local_backend_row())
+    return rows
+
+
+def local_backend_row() -> Row:
     missing = [m for m in ("kfp", "optuna", "torch", "kserve", "sklearn")
                if importlib.util.find_spec(m) is None]
-    rows.append(Row("local backend", "pass" if not missing else "warn",
-                    "ML stack installed" if not missing else f"missing: {', '.join(missing)}",
-                    "" if not missing else "pip install 'kflab[local]'"))
-    return rows
+    return Row("local backend", "pass" if not missing else "warn",
+               "ML stack installed" if not missing else f"missing: {', '.join(missing)}",
+               "" if not missing else "pip install 'kflab[local]'")
 
 
 def as_dicts(rows: list[Row]) -> list[dict[str, str]]:

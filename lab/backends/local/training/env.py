@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -32,24 +30,31 @@ _SCRUB = re.compile(r"^(MASTER_ADDR|MASTER_PORT|WORLD_SIZE|RANK|LOCAL_RANK|LOCAL
 
 
 def visible_gpus(environ: dict[str, str] | None = None) -> list[str]:
-    """GPU ids this machine offers: CUDA_VISIBLE_DEVICES when set, else the driver's count."""
+    """GPU ids this machine offers: CUDA_VISIBLE_DEVICES when set, else NVML's device count
+    (NVIDIA's own library, as nvidia-smi uses; no driver, or a Mac, means no GPUs)."""
     env = os.environ if environ is None else environ
     if env.get("CUDA_VISIBLE_DEVICES") is not None:
         return [g.strip() for g in env["CUDA_VISIBLE_DEVICES"].split(",")
                 if g.strip() and g.strip() != "-1"]
-    proc_dir = Path("/proc/driver/nvidia/gpus")
-    if proc_dir.is_dir():
-        return [str(i) for i in range(len(list(proc_dir.iterdir())))]
-    smi = shutil.which("nvidia-smi")
-    if smi:
-        try:
-            out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=10,
-                                 check=False).stdout
-        except (OSError, subprocess.TimeoutExpired):
-            return []
-        return [str(i) for i, _ in enumerate(ln for ln in out.splitlines()
-                                             if ln.startswith("GPU "))]
-    return []
+    return [str(i) for i in range(nvml_device_count())]
+
+
+def nvml_device_count() -> int:
+    """NVIDIA GPUs the driver reports; 0 without nvidia-ml-py, the driver or a GPU."""
+    try:
+        import pynvml
+    except ImportError:
+        return 0
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return 0
+    try:
+        return int(pynvml.nvmlDeviceGetCount())
+    except pynvml.NVMLError:
+        return 0
+    finally:
+        pynvml.nvmlShutdown()
 
 
 def plan_gpus(job: JobSpec, available: list[str]) -> dict[str, list[str]]:

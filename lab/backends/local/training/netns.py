@@ -66,6 +66,10 @@ def _loopback_up() -> None:
 
 def hold() -> int:
     """Create the namespaces, bring loopback up, say `ready`, then wait to be killed."""
+    if not sys.platform.startswith("linux"):  # e.g. macOS: the replicas use the host network
+        print(f"unavailable: network namespaces are Linux-only (this is {sys.platform})",
+              flush=True)
+        return 1
     libc = _libc()
     uid, gid = os.geteuid(), os.getegid()
     try:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import sys
 from pathlib import Path
 
@@ -55,6 +56,13 @@ def nvml_device_count() -> int:
         return 0
     finally:
         pynvml.nvmlShutdown()
+
+
+def loopback_ifname() -> str:
+    """The loopback interface's name for GLOO/NCCL_SOCKET_IFNAME: `lo` on Linux (also inside
+    the job's private namespace), `lo0` on macOS and the BSDs."""
+    names = {name for _, name in socket.if_nameindex()}
+    return next((n for n in ("lo", "lo0") if n in names), "lo")
 
 
 def plan_gpus(job: JobSpec, available: list[str]) -> dict[str, list[str]]:

@@ -30,6 +30,7 @@ from lab.backends.local.procs import ChildGroup, free_port
 from lab.backends.local.training import status as st
 from lab.backends.local.training.env import (
     localize,
+    loopback_ifname,
     replica_env,
     service_names,
 )
@@ -101,7 +102,7 @@ class Supervisor:
             own = dict(rep.env)
             for var in LOOPBACK_IFNAME:  # gloo and NCCL pair sockets: loopback only
                 if var not in own:
-                    env[var] = "lo"
+                    env[var] = loopback_ifname()
             cwd = self.base_dir / rep.working_dir if rep.working_dir else self.base_dir
             log = state.path(self.run_dir, f"{rep.name(i)}.log")
             self.instances.append(Instance(rep, i, env, log, cwd))

@@ -177,6 +177,22 @@ print("Vagrant.configure" in vagrant.render(profile))
     assert out[2] == "True"
 
 
+def test_installed_up_dry_run_reads_its_roles(installed: dict) -> None:
+    """`kflab up --dry-run` from elsewhere: the profile validated, the roles' tasks and
+    defaults read from the packaged playbooks; no vagrant on PATH, so it stops there."""
+    (installed["cwd"] / "lab.yaml").write_text("provider: vagrant-virtualbox\nname: wheel\n"
+                                               "gpu: off\n")
+    env = {**installed["env"], "PATH": str(installed["venv"] / "bin")}
+    try:
+        res = run([installed["kflab"], "up", "--dry-run"], cwd=installed["cwd"], env=env,
+                  timeout=300)
+    finally:
+        (installed["cwd"] / "lab.yaml").unlink()
+    assert "kflab up would stop here: vagrant is not installed" in res.stdout
+    assert "/etc/sysctl.d/" in res.stdout  # from the node role's own task files
+    assert "nothing was changed (dry run)" in res.stdout
+
+
 def test_installed_components_images(installed: dict) -> None:
     upstream = SHARED / "upstream" / "kubeflow-manifests-26.03"
     if not upstream.is_dir():

@@ -14,7 +14,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from lab.components.catalog import REPO_ROOT, load
+from lab.components.catalog import load
 from lab.components.footprint import Footprint, footprint, quantity
 from lab.components.render import images, render
 from lab.kube.namespaces import LAB_LABELS

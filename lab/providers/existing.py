@@ -3,6 +3,10 @@
 Nothing is provisioned on its nodes (node, k3s and gpu roles are skipped); components are
 optional. kflab keeps its own flattened copy of that one context (0600) so that the rest of
 kflab, and the kubeflow role, never touch the user's kubeconfig file.
+
+The kubeflow and verify roles run on this machine, as the user (no become): with
+kflab_provider=existing the playbooks' group_vars make them call `kubectl --kubeconfig
+<that copy>` and work in <lab folder>/work instead of the node's /var/lib/kflab.
 """
 
 from __future__ import annotations
@@ -104,7 +108,7 @@ class ExistingProvider:
                      f"existing cluster ({'configured' if ok else 'run `kflab up`'})")
 
     def inventory(self) -> Inventory | None:
-        # The kubeflow role runs against the API from this machine.
+        # The kubeflow and verify roles run against the API from this machine, as the user.
         return Inventory(connection="local", host="localhost", become=False)
 
     def kubeconfig(self) -> Path:

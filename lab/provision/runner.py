@@ -69,9 +69,14 @@ class Outcome:
 def extra_vars(profile: Any, kubeconfig: Path, gpu: bool, *,
                versions_file: Path = REPO / "manifests" / "versions.yaml",
                github_url: str = "https://github.com") -> dict[str, Any]:
-    """The contract with playbooks/site.yml (see docs and the roles' defaults)."""
+    """The contract with playbooks/site.yml (see docs and the roles' defaults).
+
+    kflab_provider tells the roles whose machine it is (a VM's swap and disk are theirs to
+    change, a user's own machine's are not; an existing cluster is reached with the user's
+    kubectl from here); kflab_lab_dir is where the verify role leaves verify.json."""
     return {
         "kflab_lab_name": profile.name,
+        "kflab_provider": profile.provider,
         "kflab_lab_dir": str(kubeconfig.parent),  # the verify role leaves verify.json here
         "kflab_components": list(profile.components),
         "kflab_gpu": gpu,

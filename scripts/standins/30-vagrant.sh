@@ -26,6 +26,9 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 node_defaults="$here/../../playbooks/roles/node/defaults/main.yml"
 node_pkgs="$(sed -n 's/^node_packages: *\[\(.*\)\].*/\1/p' "$node_defaults" | tr -d ' ')"
 [ -n "$node_pkgs" ] || { echo "30-vagrant: no 'node_packages: [...]' line in $node_defaults"; exit 1; }
+# ... and the VM-only ones (growpart), so the role converges offline in a VM too
+vm_pkgs="$(sed -n 's/^node_vm_packages: *\[\(.*\)\].*/\1/p' "$node_defaults" | tr -d ' ')"
+node_pkgs="$node_pkgs${vm_pkgs:+,$vm_pkgs}"
 KEY="$( { cat "${BASH_SOURCE[0]}"; echo "$node_pkgs"; } | sha256sum | cut -c1-12)"
 BOX="$CACHE/kflab-deb12-$KEY.box"
 VERSION_FILE="$CACHE/kflab-deb12-$KEY.version"   # the box version this build was added as

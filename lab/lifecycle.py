@@ -105,8 +105,11 @@ def up(profile: Profile, state: Path, say: Say, *, only: list[str] | None = None
         provider.preflight()
     provider.require_tool()
     if playbook is None:  # our own roles: their downloads must be pinned
+        # `gpu: auto` may find no GPU: the gpu role's pins are checked once detection says
+        # there is one (below), not on a CPU-only machine.
         require_pinned(runner.tags_for(provider.capabilities.provisions_node,
-                                       profile.gpu_wanted, profile.components, only))
+                                       profile.gpu != "auto" and profile.gpu_wanted,
+                                       profile.components, only))
     if provider.capabilities.own_machine and not yes:
         if confirm is None:
             raise LabError(
@@ -125,6 +128,8 @@ def up(profile: Profile, state: Path, say: Say, *, only: list[str] | None = None
     record(state, profile, phase="playbook", ok=False, created=True, phases=phases)
     gpu = profile.gpu_wanted and bool(provider.gpus())
     tags = runner.tags_for(provider.capabilities.provisions_node, gpu, profile.components, only)
+    if playbook is None and gpu:
+        require_pinned(tags)
     plan = _plan(profile, provider, state, tags, gpu, playbook, ask_become_pass)
     if plan is None:
         say("nothing to provision")
@@ -226,16 +231,17 @@ def preview(profile: Profile, state: Path, say: Say, *, only: list[str] | None =
         provider.require_tool()
     except LabError as exc:
         shown.blockers.append(str(exc))
-    if playbook is None:
-        try:
-            require_pinned(runner.tags_for(provider.capabilities.provisions_node,
-                                           profile.gpu_wanted, profile.components, only))
-        except LabError as exc:
-            shown.blockers.append(str(exc).splitlines()[0])
     shown.provider_lines = provider.describe(profile)
     reachable = provider.reachable()
     gpu = profile.gpu_wanted and bool(provider.gpus())
     tags = runner.tags_for(provider.capabilities.provisions_node, gpu, profile.components, only)
+    if playbook is None:  # `gpu: auto` needs the gpu role's pins only where a GPU is found
+        try:
+            require_pinned(runner.tags_for(provider.capabilities.provisions_node,
+                                           gpu or (profile.gpu != "auto" and profile.gpu_wanted),
+                                           profile.components, only))
+        except LabError as exc:
+            shown.blockers.append(str(exc).splitlines()[0])
     book = playbook or runner.PLAYBOOK
     extra = runner.extra_vars(profile, provider.kubeconfig(), gpu, **_pins())
     shown.roles = tags

@@ -167,3 +167,50 @@ def test_pinned_check_follows_the_roles(monkeypatch: pytest.MonkeyPatch) -> None
         lifecycle.require_pinned(["node", "k3s", "gpu"])
     monkeypatch.setattr(catalog, "load", lambda *a, **k: pinned)
     lifecycle.require_pinned(["node", "k3s", "gpu", "kubeflow", "verify"])
+
+
+class _NodeProvider:
+    """A provider that provisions a node and reports `gpus` (the seam, not a real machine);
+    no inventory, so `up` stops before Ansible."""
+
+    from lab.providers.base import Capabilities
+
+    capabilities = Capabilities()
+    name = "standin"
+
+    def __init__(self, gpus: list) -> None:
+        self._gpus = gpus
+
+    def create(self, profile, say) -> None:
+        pass
+
+    def gpus(self) -> list:
+        return self._gpus
+
+    def inventory(self) -> None:
+        return None
+
+    def kubeconfig(self) -> Path:
+        return Path("/nonexistent/kubeconfig")
+
+
+@pytest.mark.parametrize(("gpu", "found", "checked"), [
+    ("auto", [], [["node", "k3s", "kubeflow", "verify"]]),  # CPU-only: no NVIDIA key needed
+    ("auto", ["H100"], [["node", "k3s", "kubeflow", "verify"],
+                        ["node", "k3s", "gpu", "kubeflow", "verify"]]),
+    ("off", ["H100"], [["node", "k3s", "kubeflow", "verify"]]),
+    (("0000:01:00.0",), ["H100"], [["node", "k3s", "gpu", "kubeflow", "verify"]] * 2),
+])
+def test_gpu_auto_checks_the_gpu_pins_only_after_a_gpu_is_found(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpu, found, checked) -> None:
+    """Defect 10: with `gpu: auto`, `kflab up` demanded the NVIDIA key's pin on a CPU-only
+    host; the decision belongs after detection (provider.gpus())."""
+    from lab import lifecycle
+    from lab.config import Profile
+
+    calls: list[list[str]] = []
+    monkeypatch.setattr(lifecycle, "require_pinned", lambda roles: calls.append(list(roles)))
+    monkeypatch.setattr(lifecycle, "get_provider", lambda p, s: _NodeProvider(found))
+    profile = Profile(provider="vagrant-libvirt", gpu=gpu, components=("katib",))
+    lifecycle.up(profile, tmp_path, lambda line: None, force=True)
+    assert calls == checked

@@ -1,10 +1,11 @@
 """node + gpu (no-GPU path) + verify roles, for real, through site.yml and its tags, against a
 systemd container (podman + runc, built by scripts/standins/20-systemd-target.sh) reached over
-SSH like a VM; checked with testinfra; a second run must report changed=0.
+SSH like a VM (kflab_provider vagrant-libvirt); checked with testinfra; a second run must
+report changed=0. (A user's own machine: tests/integration/test_roles_host.py.)
 
 The container has no Kubernetes, so verify runs with verify_cluster=false (its node half); the
-cluster half (Deployments Available, CRD smoke objects by server-side dry run) needs k3s and
-is covered offline by tests/unit/test_overlays.py validating the same smoke objects."""
+cluster half runs workloads on a real cluster: its objects and programs are tested offline by
+tests/unit/test_verify_workloads.py."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ def contract_vars(tmp: Path) -> dict:
     """The VARS.json the kflab runner passes (issue 3's contract), plus verify_cluster."""
     return {"kflab_components": ["cert-manager", "pipelines", "katib", "training-operator",
                                  "kserve"],
+            "kflab_provider": "vagrant-libvirt",
             "kflab_gpu": True, "kflab_offline_dir": "",
             "kflab_kubeconfig_dest": str(tmp / "kubeconfig"),
             "kflab_versions_file": str(REPO / "manifests" / "versions.yaml"),
@@ -61,7 +63,8 @@ def test_first_run_changes_then_second_run_changes_nothing(converged):
 
 
 def test_node_packages_installed(host):
-    for pkg in ("conntrack", "iptables", "socat", "curl", "ca-certificates"):
+    for pkg in ("conntrack", "iptables", "socat", "curl", "ca-certificates",
+                "cloud-guest-utils"):  # growpart: a VM's root grows to its disk
         assert host.package(pkg).is_installed, pkg
 
 

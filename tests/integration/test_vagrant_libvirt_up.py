@@ -165,6 +165,11 @@ def test_up_node_role_testinfra_converges(vm: dict) -> None:
         host.file("/etc/fstab").content_string
     assert host.service("ssh").is_running
     assert host.socket("tcp://0.0.0.0:22").is_listening
+    # the box's 4 GiB image became the profile's 20 GiB disk: the node role grew the root
+    # partition and its ext4 filesystem to fill it (growpart + resize2fs)
+    assert first["Grow the root partition to the end of the disk"] == ("ok", True)
+    root_gib = int(host.check_output("df --output=size -B1G / | tail -n 1").strip())
+    assert root_gib >= 18, root_gib
 
     # resumable and converged: `kflab up --only node` again keeps the VM (same boot)
     # and the role reports nothing changed, in the output and in the event log

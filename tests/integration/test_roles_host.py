@@ -181,8 +181,15 @@ def test_uninstall_removes_what_kflab_made_and_keeps_the_users_kubectl(host_node
     """Defect 9: `kflab down --destroy` called k3s-uninstall.sh, which nothing installed."""
     script = "/usr/local/bin/kflab-uninstall.sh"
     assert sh(host_node, f"stat -c %a {script}").stdout.strip() == "755"
+    # what a running k3s leaves (pod IPs of its CNI network cbr0, kubelet's pod folders) next
+    # to another CNI user's state (podman), which must stay
+    sh(host_node, "mkdir -p /var/lib/cni/networks/cbr0 /var/lib/cni/networks/podman "
+                  "/var/lib/kubelet/pods/x && touch /var/lib/cni/networks/cbr0/10.42.0.5 "
+                  "/var/lib/cni/networks/podman/10.88.0.2")
     run = sh(host_node, script, check=False)
     assert run.returncode == 0, run.stdout + run.stderr
+    assert sh(host_node, "ls /var/lib/cni/networks").stdout.split() == ["podman"]
+    sh(host_node, "rm -rf /var/lib/cni")
     assert sh(host_node, "systemctl is-active k3s", check=False).stdout.strip() != "active"
     assert sh(host_node, "pgrep -f '[k]3s server'", check=False).returncode != 0
     assert sh(host_node, "cat /usr/local/bin/kubectl").stdout == USER_KUBECTL

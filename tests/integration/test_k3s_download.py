@@ -38,6 +38,10 @@ PLAY = """
       ansible.builtin.import_role:
         name: k3s
         tasks_from: download
+    - name: Then its links (tasks/install.yml's first step)
+      ansible.builtin.import_role:
+        name: k3s
+        tasks_from: links
 """
 
 

@@ -143,9 +143,12 @@ def test_playbook_vars_carry_the_pins_in_use(tmp_path: Path) -> None:
 
     from lab.provision import runner
 
-    prof = SimpleNamespace(name="l", components=(), offline="", api_port=6443, versions={})
+    prof = SimpleNamespace(name="l", provider="host", components=(), offline="", api_port=6443,
+                           versions={})
     default = runner.extra_vars(prof, tmp_path / "kc", False)
     assert default["kflab_versions_file"].endswith("manifests/versions.yaml")
+    # whose machine it is, and where verify.json lands (the kubeconfig's lab folder)
+    assert default["kflab_provider"] == "host" and default["kflab_lab_dir"] == str(tmp_path)
     assert default["kflab_github_url"] == "https://github.com"
     moved = runner.extra_vars(prof, tmp_path / "kc", False, versions_file=tmp_path / "v.yaml",
                               github_url="http://127.0.0.1:9")

@@ -184,6 +184,12 @@ class _NodeProvider:
     def __init__(self, gpus: list) -> None:
         self._gpus = gpus
 
+    def preflight(self) -> None:
+        pass
+
+    def require_tool(self) -> None:
+        pass
+
     def create(self, profile, say) -> None:
         pass
 
@@ -217,3 +223,28 @@ def test_gpu_auto_checks_the_gpu_pins_only_after_a_gpu_is_found(
     profile = Profile(provider="vagrant-libvirt", gpu=gpu, components=("katib",))
     lifecycle.up(profile, tmp_path, lambda line: None, force=True)
     assert calls == checked
+
+
+@pytest.mark.parametrize(("gpu", "found", "checked"), [
+    ("auto", [], ["node", "k3s", "kubeflow", "verify"]),
+    ("auto", ["H100"], ["node", "k3s", "gpu", "kubeflow", "verify"]),
+])
+def test_dry_run_checks_the_gpu_pins_only_where_a_gpu_is_found(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpu, found, checked) -> None:
+    """The same decision in `kflab up --dry-run` (a VM that does not exist yet)."""
+    from lab import lifecycle
+    from lab.config import Profile
+
+    class _Unmade(_NodeProvider):
+        def describe(self, profile) -> list[str]:
+            return ["a VM (stand-in)"]
+
+        def reachable(self) -> bool:
+            return False
+
+    calls: list[list[str]] = []
+    monkeypatch.setattr(lifecycle, "require_pinned", lambda roles: calls.append(list(roles)))
+    monkeypatch.setattr(lifecycle, "get_provider", lambda p, s: _Unmade(found))
+    profile = Profile(provider="vagrant-libvirt", gpu=gpu, components=("katib",))
+    lifecycle.preview(profile, tmp_path, lambda line: None, checks=False)
+    assert calls == [checked]

@@ -27,6 +27,7 @@ from typing import Any
 import jsonschema
 import kubernetes_validate
 import pytest
+import yaml
 
 from lab.backends.local.procs import free_port
 from lab.components.catalog import REPO_ROOT, load
@@ -51,8 +52,10 @@ kv = _module("kflab_verify", FILES / "kflab_verify.py")
 def config(tmp: Path | None = None, components: list[str] | None = None,
            gpu: bool = True) -> dict[str, Any]:
     """The configuration the role writes (tasks/cluster.yml), from the real catalog."""
-    images = dict(zip(("python", "sklearn"), CATALOG.images["verify"], strict=True))
-    images["cuda"] = CATALOG.images["gpu"][1]
+    named = yaml.safe_load((REPO_ROOT / "manifests" / "versions.yaml").read_text())[
+        "images"]["verify"]  # the role reads them by name, as here
+    images = {"python": named["python"], "sklearn": named["sklearn"],
+              "cuda": named["gpu"]["cuda"]}
     return {"kubectl": ["kubectl"], "namespace": CATALOG.lab_namespace,
             "kfp_namespace": "kubeflow",
             "components": components or [c.name for c in CATALOG.components if not c.gpu_only],

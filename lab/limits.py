@@ -42,3 +42,12 @@ MAX_FEASIBLE_VALUES = 10_000
 def limit(what: str, value: object, maximum: object, name: str) -> str:
     """The sentence every limit error uses, so users can find the limit by its name."""
     return f"{what} {value} is over kflab's limit of {maximum} ({name}, see docs/limits.md)"
+
+# --- hand-ins for grading (a student's folder or archive, read on the instructor's machine) ---
+
+# A lab's work folder and run records are a few MB (pipeline-classifiers: ~1.5 MB, katib-hpo
+# with every trial's logs: ~20 MB); 1 GiB leaves room for model files and refuses a disk-filling
+# archive before it is unpacked.
+MAX_HANDIN_BYTES = 1024 * 1024 * 1024
+# Files in one hand-in: a lab makes hundreds; an archive of millions of empty files is a bomb.
+MAX_HANDIN_FILES = 50_000

@@ -12,7 +12,16 @@ from pathlib import Path
 
 import click
 
-from lab.cli import components, guided, host, lab, pipeline, resources, scenario  # noqa: F401
+from lab.cli import (  # noqa: F401
+    components,
+    grading,
+    guided,
+    host,
+    lab,
+    pipeline,
+    resources,
+    scenario,
+)
 from lab.cli.root import cli
 from lab.errors import LabError
 from lab.ui import printable

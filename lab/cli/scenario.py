@@ -60,7 +60,7 @@ def scenario_validate(paths: tuple[str, ...]) -> None:
 
 
 def _run_many(obj: Obj, names: tuple[str, ...], all_: bool, mode: str, json_out: str | None,
-              junit_out: str | None) -> None:
+              junit_out: str | None, html_out: str | None = None) -> None:
     from lab.scenarios import report
     from lab.scenarios.loader import find, load_all
     from lab.scenarios.runner import run_scenario
@@ -81,6 +81,12 @@ def _run_many(obj: Obj, names: tuple[str, ...], all_: bool, mode: str, json_out:
             console().print(f"[yellow]skipped: {esc(res.steps[0].skip_reason)}[/]")
         results.append(res)
     summary(results)
+    from lab.scenarios import htmlreport
+
+    for res in results:  # for `kflab report NAME`, until the next run of the scenario
+        htmlreport.save_last(report.result_dict(res))
+    if html_out:
+        Path(html_out).write_text(htmlreport.render_results(results))
     if json_out:
         report.write_json(results, Path(json_out))
     if junit_out:
@@ -90,6 +96,8 @@ def _run_many(obj: Obj, names: tuple[str, ...], all_: bool, mode: str, json_out:
 
 
 def _report_options(f: Any) -> Any:
+    f = click.option("--html", "html_out", type=click.Path(dir_okay=False),
+                     help="Write a self-contained HTML report (steps, checks, plots).")(f)
     f = click.option("--junit", "junit_out", type=click.Path(dir_okay=False),
                      help="Write results as JUnit XML.")(f)
     f = click.option("--json", "json_out", type=click.Path(dir_okay=False),
@@ -104,8 +112,8 @@ def _mode_command(mode: str, doc: str) -> None:
     @backend_options
     @pass_obj
     def command(obj: Obj, names: tuple[str, ...], all_: bool, json_out: str | None,
-                junit_out: str | None) -> None:
-        _run_many(obj, names, all_, mode, json_out, junit_out)
+                junit_out: str | None, html_out: str | None) -> None:
+        _run_many(obj, names, all_, mode, json_out, junit_out, html_out)
 
 
 _mode_command("auto", "Run scenarios unattended (auto mode): each step's solution, then "

@@ -15,7 +15,7 @@ from lab import state
 from lab.backends import Choice
 from lab.errors import LabError
 from lab.kube.conditions import now
-from lab.scenarios import loader
+from lab.scenarios import journal, loader
 from lab.scenarios.context import Context, tool_env
 from lab.scenarios.model import Scenario, Step
 from lab.scenarios.runner import CheckResult, copy_assets, run_checks, solve_step
@@ -88,6 +88,8 @@ def start(scenario: Scenario, state_root: Path, workdir: Path, *, restart: bool,
         raise LabError(f"'{scenario.id}' cannot run on the {choice.name} backend: {why}",
                        hint="pick another backend with --backend")
     progress = read_json(_progress_file(state_root, scenario.id), fix=RESTART)
+    journal.record(state_root, scenario.id, "resume" if progress and not restart else
+                   "restart" if progress else "start")
     if progress is None or restart:
         progress = {"scenario": scenario.id, "workdir": str(workdir.resolve()), "current": 0,
                     "started_at": now(), "steps": {}, "backend": choice.to_dict()}
@@ -122,6 +124,7 @@ def check(session: Session, wait: float = GUIDED_WAIT) -> tuple[bool, list[Check
     step = dataclasses.replace(session.step, checks=session.step.needs + session.step.checks)
     results = run_checks(step, session.context(), wait=True, budget=wait)
     ok = all(r.ok for r in results)
+    journal.record(session.state_root, session.scenario.id, "check", session.step.id, ok=ok)
     if ok:
         record["passed_at"] = now()
         session.progress["current"] = session.index + 1
@@ -137,11 +140,15 @@ def hint(session: Session) -> tuple[int, int, str | None]:
         return len(hints), len(hints), None
     record["hints"] += 1
     session.save()
+    journal.record(session.state_root, session.scenario.id, "hint", session.step.id,
+                   n=record["hints"])
     return record["hints"], len(hints), hints[record["hints"] - 1]
 
 
 def solve(session: Session) -> list[str]:
     """Run the reference solution of the current step (the learner's files are kept)."""
+    # Logged before it runs: a solution that fails half-way has still shown the learner code.
+    journal.record(session.state_root, session.scenario.id, "solve", session.step.id)
     done = solve_step(session.step, session.context())
     session.step_record()["solved"] = True
     session.save()

@@ -5,12 +5,24 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 from lab.scenarios.runner import ScenarioResult
 
 
+def result_dict(result: ScenarioResult) -> dict[str, Any]:
+    """A result as JSON data. A check's `message` is the text a learner reads when it fails,
+    so it is kept for failing checks only (null for a passing one)."""
+    data = result.to_dict()
+    for step in data["steps"]:
+        for check in [*step["checks"], *(step["before"] or [])]:
+            if check["ok"]:
+                check["message"] = None
+    return data
+
+
 def write_json(results: list[ScenarioResult], path: Path) -> None:
-    path.write_text(json.dumps([r.to_dict() for r in results], indent=2) + "\n")
+    path.write_text(json.dumps([result_dict(r) for r in results], indent=2) + "\n")
 
 
 def to_junit(results: list[ScenarioResult]) -> ET.Element:

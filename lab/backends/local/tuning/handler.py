@@ -342,9 +342,10 @@ class _Run:
         try:
             made.append(tuning_plots.objective_plot(
                 state.path(out, "objective.png"), rows, self.spec.objective.metric,
-                self.spec.objective.type == "maximize"))
+                self.spec.objective.type == "maximize", self.spec.name, self.spec.algorithm))
             made.append(tuning_plots.importance_plot(state.path(out, "importance.png"),
-                                                         self.study))
+                                                     self.study, self.spec.name,
+                                                     self.spec.algorithm))
         except Exception as exc:  # plots are a bonus: never fail the experiment for them
             self.backend.emit({"event": "message", "text": f"plots skipped: {exc}"})
         paths = [str(p) for p in made if p is not None]

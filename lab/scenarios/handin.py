@@ -1,0 +1,400 @@
+"""Hand-ins: what a student gives an instructor, and how the instructor's kflab opens it.
+
+`kflab progress export` writes one folder (or a .tar.gz of it):
+
+    kflab-export.json           who, when, which scenarios, the original paths
+    state/progress/<id>.json    the guided progress (attempts, hints, solved by `kflab solve`)
+    state/progress/<id>.events.jsonl   the journal of every start, check, hint and solve
+    state/resources/...         the objects the student's runs made (their status is the record)
+    state/runs/...              their logs, artifacts and plots
+    work/<id>/...               the student's work folder for each scenario
+
+Grading never reads a hand-in in place: `unpack` copies it into a fresh sandbox (regular files
+and folders only; links and devices are left out and said so), within size and count limits,
+and rewrites the absolute paths the records hold (artifact paths, plots) from the student's
+machine to the sandbox, so every check reads the student's files and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import tarfile
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lab import __version__, state
+from lab.errors import LabError
+from lab.kube.conditions import now
+from lab.limits import MAX_HANDIN_BYTES, MAX_HANDIN_FILES, limit
+from lab.scenarios import journal
+
+MANIFEST = "kflab-export.json"
+FORMAT = 1
+STATE_PARTS = ("resources", "runs")  # what of the state folder travels besides progress
+# Left out of work folders: caches and environments a student may keep there (big, not work).
+SKIP_NAMES = frozenset({"__pycache__", ".venv", "venv", ".git", ".ipynb_checkpoints", ".kflab"})
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
+_STUDENT_BAD = re.compile(r"[\x00-\x1f\x7f-\x9f/\\]")
+MAX_MANIFEST_BYTES = 1024 * 1024
+
+
+@dataclass
+class Budget:
+    """Counts what a copy has taken so far against the hand-in limits."""
+
+    files: int = 0
+    bytes: int = 0
+    left_out: list[str] = field(default_factory=list)
+
+    def take(self, size: int, where: str) -> None:
+        self.files += 1
+        self.bytes += size
+        if self.files > MAX_HANDIN_FILES:
+            raise LabError(limit(f"{where}: files in the hand-in:", f"more than {self.files - 1}",
+                                 MAX_HANDIN_FILES, "MAX_HANDIN_FILES"),
+                           hint="leave data sets and environments out of the work folder")
+        if self.bytes > MAX_HANDIN_BYTES:
+            raise LabError(limit(f"{where}: size of the hand-in:", f"{self.bytes} bytes",
+                                 MAX_HANDIN_BYTES, "MAX_HANDIN_BYTES"),
+                           hint="leave data sets, models you can re-create and environments "
+                                "out of the work folder")
+
+
+def student_name(raw: str, where: str = "--student") -> str:
+    """A student's name or id as it will appear in grade files: printable, one line."""
+    name = raw.strip() if isinstance(raw, str) else ""
+    if not name or len(name) > 100 or _STUDENT_BAD.search(name):
+        raise LabError(f"{where}: {raw!r} is not a usable student name",
+                       hint="give 1 to 100 printable characters, without '/' or '\\', "
+                            "e.g. --student 'Ada Lovelace' or a student number")
+    return name
+
+
+def slug(name: str) -> str:
+    """A file-system-safe folder name for a student (grades/<slug>/)."""
+    text = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "student"
+    return text[:80]
+
+
+# --- export (the student's side) -------------------------------------------------------------
+
+def export(state_root: Path, sids: list[str], student: str, out: Path) -> dict[str, Any]:
+    """Write a hand-in for `sids` (every scenario with saved progress when empty) to `out`
+    (a folder, or an archive when `out` ends in .tar.gz/.tgz). Returns the manifest."""
+    student = student_name(student)
+    progress_dir = state.path(state_root, "progress")
+    if not sids:
+        sids = sorted(p.name[:-5] for p in progress_dir.glob("*.json")
+                      if not p.name.startswith("."))
+    if not sids:
+        raise LabError(f"no scenario progress in the state folder {state_root}",
+                       hint="start one with `kflab scenario start NAME`, or point --state at "
+                            "the folder you worked with")
+    archive = out.name.endswith(ARCHIVE_SUFFIXES)
+    if out.exists() and (archive or not out.is_dir() or any(out.iterdir())):
+        raise LabError(f"{out} already exists", hint="give a new path with --out")
+    manifest: dict[str, Any] = {"kind": "kflab-export", "format": FORMAT, "kflab": __version__,
+                                "student": student, "exported_at": now(),
+                                "state_root": str(state_root.resolve()), "scenarios": {}}
+    budget = Budget()
+    with tempfile.TemporaryDirectory(prefix=".kflab-export-",
+                                     dir=out.parent if archive else None) as tmp:
+        root = Path(tmp) / slug(student) if archive else out
+        for sid in sids:
+            progress = state.read_json(state.path(state_root, "progress", f"{sid}.json"))
+            if progress is None:
+                raise LabError(f"no saved progress for scenario '{sid}' in {state_root}",
+                               hint="list what you worked on with `ls "
+                                    f"{progress_dir}`, or start it with "
+                                    f"`kflab scenario start {sid}`")
+            workdir = Path(str(progress.get("workdir", "")))
+            if not workdir.is_dir():
+                raise LabError(f"the work folder of '{sid}' ({workdir}) is gone",
+                               hint="restore it, or start again with "
+                                    f"`kflab scenario start {sid} --restart`")
+            for name in (f"{sid}.json", f"{sid}.events.jsonl"):
+                src = state.path(state_root, "progress", name)
+                if src.is_file() and not src.is_symlink():
+                    copy_file(src, root / "state" / "progress" / name, budget)
+            copy_tree(workdir, root / "work" / sid, budget, skip=SKIP_NAMES)
+            manifest["scenarios"][sid] = {"workdir": str(workdir.resolve()),
+                                          "current": progress.get("current"),
+                                          "started_at": progress.get("started_at")}
+        for part in STATE_PARTS:
+            src = state.path(state_root, part)
+            if src.is_dir():
+                copy_tree(src, root / "state" / part, budget)
+        manifest["left_out"] = budget.left_out
+        manifest["files"], manifest["bytes"] = budget.files, budget.bytes
+        (root / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        if archive:
+            _write_archive(root, out)
+    return manifest
+
+
+def _write_archive(root: Path, out: Path) -> None:
+    mode = "w" if out.name.endswith(".tar") else "w:gz"
+    part = out.with_name(f".{out.name}.part")
+    try:
+        with tarfile.open(part, mode) as tar:
+            tar.add(root, arcname=root.name)
+        os.replace(part, out)
+    finally:
+        part.unlink(missing_ok=True)
+
+
+def copy_file(src: Path, dest: Path, budget: Budget) -> None:
+    size = src.stat().st_size
+    budget.take(size, str(src))
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dest, follow_symlinks=False)
+    dest.chmod(0o755 if os.access(src, os.X_OK) else 0o644)
+
+
+def copy_tree(src: Path, dest: Path, budget: Budget, *, skip: frozenset[str] = frozenset(),
+              label: str | None = None) -> None:
+    """Copy regular files and folders only; a link (to anything) or a device is left out and
+    noted, so a copy never reaches outside `src`."""
+    label = label or str(src)
+    dest.mkdir(parents=True, exist_ok=True)
+    for top, dirs, files in os.walk(src, followlinks=False):
+        rel = Path(top).relative_to(src)
+        keep = []
+        for d in sorted(dirs):
+            full = Path(top) / d
+            if d in skip:
+                budget.left_out.append(f"{label}/{rel / d}/ (not part of the work)")
+            elif full.is_symlink():
+                budget.left_out.append(f"{label}/{rel / d} (a link)")
+            else:
+                keep.append(d)
+                (dest / rel / d).mkdir(parents=True, exist_ok=True)
+        dirs[:] = keep
+        for f in sorted(files):
+            full = Path(top) / f
+            mode = full.lstat().st_mode
+            if stat.S_ISLNK(mode):
+                budget.left_out.append(f"{label}/{rel / f} (a link)")
+            elif not stat.S_ISREG(mode):
+                budget.left_out.append(f"{label}/{rel / f} (not a regular file)")
+            elif f not in skip:
+                copy_file(full, dest / rel / f, budget)
+
+
+# --- open (the instructor's side) ------------------------------------------------------------
+
+@dataclass
+class HandIn:
+    """A hand-in unpacked into a grading sandbox."""
+
+    student: str
+    source: str  # what the instructor named (folder or archive)
+    progress: dict[str, Any]
+    events: list[dict[str, Any]]
+    notes: list[str]
+    exported_at: str | None = None
+
+
+def unpack(source: Path, sid: str, dest_state: Path, dest_work: Path, *,
+           student: str | None = None, student_state: Path | None = None) -> HandIn:
+    """Copy the hand-in `source` for scenario `sid` into the sandbox folders.
+
+    `source` is what `kflab progress export` wrote (a folder or an archive), or a work folder
+    whose state folder is `student_state` (default: `source/.kflab`).
+    """
+    if not source.exists():
+        raise LabError(f"{source} does not exist",
+                       hint="name a student's hand-in folder or archive")
+    budget = Budget()
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="handin-", dir=dest_state.parent) as tmp:
+        if source.is_file():
+            if not source.name.endswith(ARCHIVE_SUFFIXES):
+                raise LabError(f"{source} is neither a folder nor a .tar.gz/.tgz/.tar archive",
+                               hint="hand in what `kflab progress export` writes")
+            root = _extract(source, Path(tmp), budget)
+        else:
+            root = source
+        manifest = _manifest(root) if (root / MANIFEST).exists() else None
+        if manifest is not None:
+            if student_state is not None:
+                raise LabError(f"{source} is a kflab export: it carries its own state folder",
+                               hint="leave out --student-state")
+            s_state, s_work = root / "state", root / "work" / sid
+            info = manifest["scenarios"].get(sid)
+            if info is None:
+                raise LabError(f"{source} holds no work for scenario '{sid}' (it has: "
+                               f"{', '.join(sorted(manifest['scenarios'])) or 'none'})",
+                               hint="grade one of those, or ask the student to export this one")
+            old_state, old_work = manifest["state_root"], info["workdir"]
+            name = student or manifest["student"]
+        else:
+            s_state = student_state or root / ".kflab"
+            s_work = root
+            old_state, old_work = str(s_state.resolve()), None
+            name = student or root.resolve().name
+        name = student_name(name, "student name" if student is None else "--student")
+        if not (s_state / "progress" / f"{sid}.json").is_file():
+            raise LabError(f"no kflab progress for '{sid}' in {source}"
+                           + ("" if manifest else f" (looked in {s_state}/progress)"),
+                           hint="hand in the folder or archive that `kflab progress export "
+                                "--student NAME --out PATH` writes, or name the student's "
+                                "state folder with --student-state")
+        if not s_work.is_dir():
+            raise LabError(f"{source} has no work folder for '{sid}'",
+                           hint="export again with `kflab progress export`")
+        # Only this scenario's progress and journal, and the records its checks read.
+        for name_ in (f"{sid}.json", f"{sid}.events.jsonl"):
+            src = s_state / "progress" / name_
+            if src.is_file() and not src.is_symlink():
+                copy_file(src, dest_state / "progress" / name_, budget)
+        for part in STATE_PARTS:
+            if (s_state / part).is_dir() and not (s_state / part).is_symlink():
+                copy_tree(s_state / part, dest_state / part, budget, label=f"state/{part}")
+        copy_tree(s_work, dest_work, budget, skip=SKIP_NAMES if manifest is None else frozenset(),
+                  label="work")
+    progress = state.read_json(dest_state / "progress" / f"{sid}.json",
+                               fix="ask the student to export again") or {}
+    old_work = old_work or str(progress.get("workdir") or "")
+    rebased = rebase(dest_state, {old_state: str(dest_state), old_work: str(dest_work)})
+    if rebased:
+        notes.append(f"paths in {rebased} record(s) moved from the student's machine to the "
+                     "grading sandbox")
+    events, bad = journal.read(dest_state / "progress" / f"{sid}.events.jsonl")
+    if bad:
+        notes.append(f"{bad} unreadable line(s) in the journal were ignored")
+    if budget.left_out:
+        notes.append("left out of the hand-in: " + ", ".join(budget.left_out[:20])
+                     + (f" and {len(budget.left_out) - 20} more" if len(budget.left_out) > 20
+                        else ""))
+    return HandIn(name, str(source), normalise_progress(progress), events, notes,
+                  manifest.get("exported_at") if manifest else None)
+
+
+def _manifest(root: Path) -> dict[str, Any]:
+    path = root / MANIFEST
+    where = str(path)
+    if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_MANIFEST_BYTES:
+        raise LabError(f"{where}: not a regular file of at most {MAX_MANIFEST_BYTES} bytes",
+                       hint="export the hand-in again with `kflab progress export`")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as exc:
+        raise LabError(f"{where}: not readable JSON ({str(exc)[:200]})",
+                       hint="export the hand-in again with `kflab progress export`") from None
+    problems = []
+    if not isinstance(data, dict) or data.get("kind") != "kflab-export":
+        problems.append("kind: expected 'kflab-export'")
+        data = data if isinstance(data, dict) else {}
+    if data.get("format") != FORMAT:
+        problems.append(f"format: expected {FORMAT}, got {data.get('format')!r} (export it "
+                        "with this kflab version)")
+    for key in ("student", "state_root"):
+        if not isinstance(data.get(key), str):
+            problems.append(f"{key}: expected text")
+    scenarios = data.get("scenarios")
+    if not isinstance(scenarios, dict) or not all(
+            isinstance(v, dict) and isinstance(v.get("workdir"), str)
+            for v in scenarios.values()):
+        problems.append("scenarios: expected a mapping of scenario id to {workdir: ...}")
+    if problems:
+        raise LabError(f"{where}: field '{problems[0].split(':')[0]}': "
+                       f"{problems[0].split(': ', 1)[1]}",
+                       hint="export the hand-in again with `kflab progress export`")
+    return data
+
+
+def _extract(archive: Path, into: Path, budget: Budget) -> Path:
+    """Extract an archive safely (Python's 'data' filter: no absolute paths, no '..', no links
+    out of the folder; links and devices are left out entirely) and return the folder that
+    holds the export (the archive's single top folder, or its root)."""
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            for member in tar:
+                if member.isdir():
+                    pass
+                elif member.isreg():
+                    budget.take(member.size, f"{archive}: {member.name}")
+                else:
+                    budget.left_out.append(f"{member.name} (not a regular file)")
+                    continue
+                try:
+                    tar.extract(member, into, filter="data")
+                except tarfile.FilterError as exc:
+                    raise LabError(f"{archive}: unsafe member {member.name!r}: {exc}",
+                                   hint="export the hand-in again with `kflab progress "
+                                        "export`; do not build the archive by hand") from None
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise LabError(f"{archive}: not a readable archive ({exc})",
+                       hint="hand in what `kflab progress export --out NAME.tar.gz` "
+                            "writes") from None
+    entries = [p for p in into.iterdir()]
+    if len(entries) == 1 and entries[0].is_dir() and not (into / MANIFEST).exists():
+        return entries[0]
+    return into
+
+
+# --- paths recorded on the student's machine -------------------------------------------------
+
+def rebase(state_root: Path, moves: dict[str, str]) -> int:
+    """Rewrite absolute paths in the records under `state_root/resources` from the student's
+    folders to the sandbox's; returns how many records changed."""
+    pairs = [(old.rstrip("/"), new) for old, new in moves.items()
+             if old and old.startswith("/") and old.rstrip("/")]
+    if not pairs:
+        return 0
+    # Longest first, and only at a path boundary: /home/a/lab2 is not inside /home/a/lab.
+    pairs.sort(key=lambda p: len(p[0]), reverse=True)
+    pattern = re.compile("(?:^|(?<=[\\s,:=/]))(?:" + "|".join(
+        f"({re.escape(old)})" for old, _ in pairs) + ")(?=/|$|,)")
+
+    def fix(value: Any) -> Any:
+        if isinstance(value, str):
+            return pattern.sub(lambda m: pairs[m.lastindex - 1][1], value)  # type: ignore[operator]
+        if isinstance(value, list):
+            return [fix(v) for v in value]
+        if isinstance(value, dict):
+            return {k: fix(v) for k, v in value.items()}
+        return value
+
+    changed = 0
+    base = state_root / "resources"
+    for path in sorted(base.rglob("*.json")) if base.is_dir() else []:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, OSError):
+            continue  # the store reports a corrupt record when a check reads it
+        new = fix(data)
+        if new != data:
+            path.write_text(json.dumps(new, indent=2) + "\n")
+            changed += 1
+    return changed
+
+
+def normalise_progress(raw: Any) -> dict[str, Any]:
+    """The progress record with every field the grade reads, of the right type (a hand-in
+    is student-controlled: a wrong type reads as nothing recorded)."""
+    raw = raw if isinstance(raw, dict) else {}
+    steps = raw.get("steps") if isinstance(raw.get("steps"), dict) else {}
+
+    def count(v: Any) -> int:
+        return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0
+
+    clean = {}
+    for sid, rec in steps.items():
+        rec = rec if isinstance(rec, dict) else {}
+        clean[str(sid)] = {"attempts": count(rec.get("attempts")),
+                           "hints": count(rec.get("hints")),
+                           "solved": rec.get("solved") is True,
+                           "passed_at": rec.get("passed_at")
+                           if isinstance(rec.get("passed_at"), str) else None}
+    return {"current": count(raw.get("current")),
+            "started_at": raw.get("started_at") if isinstance(raw.get("started_at"), str)
+            else None,
+            "steps": clean}

@@ -1,0 +1,215 @@
+"""HTML report of a scenario run or a grade: steps, every check with pass/fail, the failing
+checks' messages, and the Katib plots the run drew, in one self-contained file.
+
+Sources: a result just returned (`kflab scenario run --html FILE`), the last unattended run
+or grade of a scenario (`kflab report NAME`: each run saves `report.json` in its sandbox, kept
+until the next run of that scenario), or a JSON file written by `--json` or by a grade.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from lab import state
+from lab.errors import LabError
+from lab.kube.conditions import now
+from lab.scenarios.htmlpage import duration, esc, page, png, table, td
+
+PLOTS_ANNOTATION = "kflab.dev/plots"  # written by the local backend's Katib engine
+SAVED = "report.json"
+
+
+def experiment_plots(state_root: Path) -> list[dict[str, Any]]:
+    """The PNG plots the local backend drew for the Experiments in a state folder
+    ({experiment, name, png}), read now: the sandbox that holds them is removed by the next
+    run. Records are read, never changed; only PNG files inside the state folder are read
+    (the annotation may come from a student's hand-in)."""
+    plots: list[dict[str, Any]] = []
+    root = state_root.resolve()
+    for record in sorted((root / "resources" / "experiments").glob("*/*.json")):
+        try:
+            exp = json.loads(record.read_text(encoding="utf-8"))
+            meta = exp.get("metadata") or {}
+            raws = str((meta.get("annotations") or {}).get(PLOTS_ANNOTATION, "")).split(",")
+        except (OSError, ValueError, AttributeError):
+            continue
+        for raw in filter(None, raws):
+            try:
+                path = Path(raw).resolve()
+                data = path.read_bytes() if path.is_relative_to(root) and path.is_file() \
+                    else b""
+            except (OSError, ValueError):
+                data = b""
+            if data.startswith(b"\x89PNG"):
+                plots.append({"experiment": str(meta.get("name", "")), "name": path.name,
+                              "png": data})
+    return plots
+
+
+# --- rendering -------------------------------------------------------------------------------
+
+def _check_items(checks: list[dict[str, Any]]) -> str:
+    items = []
+    for c in checks:
+        ok = bool(c.get("ok"))
+        text = f"<span class=\"{'check-ok' if ok else 'check-fail'}\">{esc(c.get('label'))}</span>"
+        if not ok and c.get("message"):
+            text += f"<br>{esc(c.get('message'))}"
+        if c.get("observed"):
+            text += f"<br><span class=\"observed\">{esc(c.get('observed'))}</span>"
+        items.append(f"<li>{text}</li>")
+    return f"<ul>{''.join(items)}</ul>" if items else ""
+
+
+def _plots_html(plots: list[dict[str, Any]]) -> str:
+    if not plots:
+        return ""
+    figs = "\n".join(png(p["png"], f"{p['name']} of experiment {p['experiment']}",
+                         f"experiment {p['experiment']}: {p['name']}") for p in plots)
+    return f"<h3>Experiment plots</h3>\n{figs}"
+
+
+def steps_table(result: dict[str, Any], grades: dict[str, dict[str, Any]] | None = None) -> str:
+    """One row per step: status, its checks (messages for failing ones only), and for a
+    grade what the student's session recorded."""
+    headers = ["#", "step", "status", "checks"]
+    if grades is not None:
+        headers += ["attempts", "hints", "kflab solve"]
+    rows = []
+    for i, step in enumerate(result.get("steps") or [], 1):
+        g = (grades or {}).get(step.get("id"), {})
+        status = g.get("status") or step.get("status", "")
+        detail = _check_items(step.get("checks") or [])
+        if step.get("error"):
+            detail += f"<p class=\"failed\">{esc(step['error'])}</p>"
+        if step.get("skip_reason"):
+            detail += f"<p>skipped: {esc(step['skip_reason'])}</p>"
+        if status == "changed":
+            detail += (f"<p>passed in the student's session at {esc(g.get('passed_in_session'))}"
+                       "; its checks fail on the state handed in</p>")
+        row = [td(i, "num"), f"<td><b>{esc(step.get('title'))}</b><br>"
+               f"<span class=\"observed\">{esc(step.get('id'))}</span></td>",
+               td(status, status), f"<td>{detail}</td>"]
+        if grades is not None:
+            row += [td(g.get("attempts", ""), "num"), td(g.get("hints", ""), "num"),
+                    td("used" if g.get("solved_by_solve") else "", "changed"
+                       if g.get("solved_by_solve") else "")]
+        rows.append(row)
+    return table(headers, rows, "steps")
+
+
+def run_section(result: dict[str, Any], plots: list[dict[str, Any]],
+                notes: list[str] | None = None) -> str:
+    passed = sum(s.get("status") == "passed" for s in result.get("steps") or [])
+    head = (f"<h2>{esc(result.get('title'))} <span class=\"observed\">({esc(result.get('id'))})"
+            "</span></h2>\n"
+            f"<p class=\"meta\">{esc(result.get('mode'))} mode on the "
+            f"{esc(result.get('backend'))} backend, started {esc(result.get('started_at'))}, "
+            f"{esc(round(float(result.get('seconds') or 0), 1))} s: "
+            f"<span class=\"{esc(result.get('status'))}\">{esc(result.get('status'))}</span>, "
+            f"{passed}/{len(result.get('steps') or [])} steps passed</p>")
+    body = head + steps_table(result) + _plots_html(plots)
+    if notes:
+        body += "<ul class=\"notes\">" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>"
+    return body
+
+
+def render_runs(entries: list[tuple[dict[str, Any], list[dict[str, Any]], list[str]]]) -> str:
+    """A report of unattended runs: (result data, plots, notes) per scenario."""
+    title = "kflab report: " + ", ".join(str(r.get("id")) for r, _, _ in entries)
+    body = (f"<h1>{esc(title)}</h1>\n<p class=\"meta\">written {esc(now())} by kflab</p>\n"
+            + "\n".join(run_section(*e) for e in entries))
+    return page(title, body)
+
+
+def render_results(results: list[Any]) -> str:
+    """A report of results just returned by the runner (their sandboxes still exist)."""
+    from lab.scenarios.report import result_dict
+
+    return render_runs([(result_dict(r), experiment_plots(Path(r.workdir).parent / "state")
+                         if r.workdir else [], []) for r in results])
+
+
+def render_grade(grade: dict[str, Any], plots: list[dict[str, Any]]) -> str:
+    """A grade of one student for one scenario."""
+    s = grade.get("summary") or {}
+    title = f"{grade.get('student')}: {grade.get('scenario')}"
+    facts = [("student", grade.get("student")), ("scenario", grade.get("title")),
+             ("result", f"{s.get('status')}: {s.get('steps_passed')}/{s.get('steps_total')} "
+                        "steps verified"),
+             ("kflab solve used on", ", ".join(s.get("solved_by_solve") or []) or "no step"),
+             ("attempts / hints", f"{s.get('attempts')} / {s.get('hints')}"),
+             ("time spent", f"{duration(s.get('time_spent_s'))} (from {grade.get('started_at')} "
+                            f"to {grade.get('last_activity')})"),
+             ("hand-in", grade.get("handin")), ("graded", grade.get("graded_at"))]
+    rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in facts)
+    grades = {g.get("id"): g for g in grade.get("steps") or []}
+    body = (f"<h1>{esc(title)}</h1>\n<table class=\"facts\">{rows}</table>\n"
+            + steps_table(grade.get("result") or {}, grades) + _plots_html(plots))
+    notes = grade.get("notes") or []
+    if notes:
+        body += "<h3>Notes</h3><ul class=\"notes\">" + \
+            "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>"
+    return page(f"kflab grade: {title}", body)
+
+
+# --- the last run of a scenario, and reports from files --------------------------------------
+
+def save_last(result_data: dict[str, Any], kind: str = "run") -> None:
+    """Keep a run's or grade's data in its sandbox for `kflab report NAME`."""
+    workdir = result_data.get("workdir") or (result_data.get("result") or {}).get("workdir")
+    if not workdir:
+        return
+    run = Path(workdir).parent
+    if run.is_dir():
+        state.write_json(run / SAVED, {"kind": kind, "data": result_data})
+
+
+def last(state_root: Path, sid: str) -> tuple[dict[str, Any], Path]:
+    """The newest saved run or grade of scenario `sid`, and its sandbox folder."""
+    base = state.path(state_root, "sandboxes", sid)
+    runs = sorted((p for p in base.iterdir() if (p / SAVED).is_file()),
+                  key=lambda p: p.name) if base.is_dir() else []
+    if not runs:
+        raise LabError(f"no finished run or grade of '{sid}' in {state_root}",
+                       hint=f"run it with `kflab scenario run {sid}` (or grade a hand-in), "
+                            "then ask for the report; the last one is kept until the next")
+    saved = state.read_json(state.confine(state_root, runs[-1] / SAVED))
+    return saved or {}, runs[-1]
+
+
+def render_saved(saved: dict[str, Any], sandbox: Path | None) -> str:
+    data = saved.get("data") or {}
+    plots = experiment_plots(sandbox / "state") if sandbox else []
+    if saved.get("kind") == "grade":
+        return render_grade(data, plots)
+    return render_runs([(data, plots, [])])
+
+
+def render_file(path: Path) -> str:
+    """HTML for a JSON file written by `kflab scenario run --json` or by `kflab scenario grade`
+    (a grade folder holds grade.json and its plots/)."""
+    if path.is_dir():
+        path = path / "grade.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise LabError(f"{path}: not readable JSON ({str(exc)[:200]})",
+                       hint="give a file written by `--json` or a grade folder") from None
+    if isinstance(data, dict) and data.get("kind") == "kflab-grade":
+        from lab.scenarios.gradebook import plot_file
+
+        plots = []
+        for p in data.get("plots") or []:
+            f = path.parent / "plots" / plot_file(p)
+            if f.is_file() and f.resolve().is_relative_to(path.parent.resolve()):
+                plots.append({**p, "png": f.read_bytes()})
+        return render_grade(data, plots)
+    if isinstance(data, list) and all(isinstance(r, dict) and "steps" in r for r in data):
+        # Plots come from the run's sandbox while it is there (until the next run).
+        return render_runs([(r, experiment_plots(
+            Path(str(r.get("workdir") or "/nonexistent")).parent / "state"), []) for r in data])
+    raise LabError(f"{path}: not a kflab result (expected the JSON of `kflab scenario run "
+                   "--json` or a grade.json)", hint="give a file kflab wrote")

@@ -1,0 +1,269 @@
+"""Grading real hand-ins: three students drive the guided flow through the CLI (one completes
+it with the real steps, one stops half-way, one uses `kflab solve`), export their work, and
+the instructor grades the three folders and collects the class."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lab.errors import LabError
+from lab.scenarios import actions, grading, handin, loader
+from tests.conftest import run_kflab
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+Kflab = Callable[..., Any]
+
+
+SCENARIOS = {"KFLAB_SCENARIOS": str(DATA / "scenarios")}
+
+
+@pytest.fixture
+def scenarios_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    monkeypatch.setenv("KFLAB_SCENARIOS", SCENARIOS["KFLAB_SCENARIOS"])
+    return SCENARIOS
+
+
+def student(home: Path) -> Callable[..., Any]:
+    """The CLI as one student runs it: their own state folder, from their home folder."""
+    home.mkdir(parents=True, exist_ok=True)
+
+    def run(*args: str, ok: bool | None = True) -> Any:
+        out = run_kflab(*args, cwd=home, env={**SCENARIOS, "KFLAB_STATE": str(home / "state")})
+        if ok is not None:
+            assert (out.returncode == 0) == ok, (args, out.stdout, out.stderr)
+        return out
+    return run
+
+
+@pytest.fixture(scope="module")
+def made_handins(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three hand-ins of hello-files made through the real guided flow (once per module)."""
+    base = tmp_path_factory.mktemp("students")
+    # Ada: both steps by hand, one wrong attempt first.
+    ada = student(base / "ada")
+    ada("scenario", "start", "hello-files", "--workdir", "work")
+    ada("check", "--wait", "0", ok=False)
+    (base / "ada" / "work" / "greeting.txt").write_text("hello\n")
+    ada("check")
+    subprocess.run([sys.executable, "count.py"], cwd=base / "ada" / "work", check=True)
+    ada("check")
+    ada("progress", "export", "--student", "Ada Lovelace", "--out", "ada.tar.gz")
+    # Bob: the first step after two hints; the second never done.
+    bob = student(base / "bob")
+    bob("scenario", "start", "hello-files", "--workdir", "work")
+    bob("hint")
+    bob("hint")
+    (base / "bob" / "work" / "greeting.txt").write_text("hello world\n")
+    bob("check")
+    bob("check", "--wait", "0", ok=False)
+    bob("progress", "export", "--student", "Bob", "--out", "bob-handin")
+    # Cy: `kflab solve` on both steps, then a restart and the first step again by hand (the
+    # restart empties progress/<id>.json; the journal still knows about the solve).
+    cy = student(base / "cy")
+    cy("scenario", "start", "hello-files", "--workdir", "work")
+    cy("solve")
+    cy("solve")
+    cy("scenario", "start", "hello-files", "--workdir", "work", "--restart")
+    cy("check")
+    cy("progress", "export", "--student", "=Cy", "--out", "cy.tgz")
+    # The students' own folders are gone: grading must read the hand-ins only.
+    for name in ("ada", "bob", "cy"):
+        shutil.rmtree(base / name / "state")
+        shutil.rmtree(base / name / "work")
+    return base
+
+
+@pytest.fixture
+def handins(made_handins: Path, tmp_path: Path) -> dict[str, Path]:
+    """A private copy of the three hand-ins (tests may change them)."""
+    shutil.copytree(made_handins, tmp_path / "students")
+    base = tmp_path / "students"
+    return {"ada": base / "ada" / "ada.tar.gz", "bob": base / "bob" / "bob-handin",
+            "cy": base / "cy" / "cy.tgz"}
+
+
+def test_three_students_graded_and_collected(kflab: Kflab, tmp_path: Path, handins,
+                                             scenarios_env) -> None:
+    teacher = tmp_path / "teacher"
+    teacher.mkdir()
+    env = {**scenarios_env, "KFLAB_STATE": str(teacher / "state")}
+    for name in ("ada", "bob", "cy"):
+        out = kflab("scenario", "grade", "hello-files", "--work", str(handins[name]),
+                    cwd=teacher, env=env)
+        assert out.returncode == 0, out.stderr
+    grades = teacher / "grades"
+    ada = json.loads((grades / "Ada-Lovelace" / "hello-files" / "grade.json").read_text())
+    bob = json.loads((grades / "Bob" / "hello-files" / "grade.json").read_text())
+    cy = json.loads((grades / "Cy" / "hello-files" / "grade.json").read_text())
+
+    assert ada["summary"] == {"steps_total": 2, "steps_passed": 2, "status": "complete",
+                              "attempts": 3, "hints": 0, "solved_by_solve": [],
+                              "time_spent_s": ada["summary"]["time_spent_s"]}
+    assert [(s["id"], s["status"], s["attempts"], s["solved_by_solve"])
+            for s in ada["steps"]] == [("greet", "passed", 2, False), ("count", "passed", 1, False)]
+    assert ada["summary"]["time_spent_s"] >= 0 and ada["started_at"] <= ada["last_activity"]
+
+    assert bob["summary"]["status"] == "partial"
+    assert [(s["id"], s["status"], s["hints"]) for s in bob["steps"]] == \
+        [("greet", "passed", 2), ("count", "failed", 0)]
+    count_checks = bob["result"]["steps"][1]["checks"]
+    assert count_checks[0]["ok"] is False
+    assert count_checks[0]["message"] == "count.txt must hold the number of words in greeting.txt"
+    # A passing check carries no failure text.
+    assert bob["result"]["steps"][0]["checks"][0]["message"] is None
+
+    assert cy["student"] == "=Cy"
+    assert cy["summary"]["solved_by_solve"] == ["greet", "count"]
+    assert cy["summary"]["status"] == "complete+solve"
+    assert [s["status"] for s in cy["steps"]] == ["passed", "passed"]
+
+    junit = ET.parse(grades / "Bob" / "hello-files" / "grade.xml").getroot()
+    suite = junit.find("testsuite")
+    assert suite is not None and suite.get("name") == "Bob: hello-files"
+    assert (suite.get("tests"), suite.get("failures")) == ("2", "1")
+    failure = suite.find("testcase[@name='count']/failure")
+    assert failure is not None and "count.txt must hold" in failure.get("message", "")
+    props = {p.get("name"): p.get("value")
+             for p in suite.findall("testcase[@name='greet']/properties/property")}
+    assert props["hints"] == "2" and props["solved_by_solve"] == "False"
+    cy_junit = ET.parse(grades / "Cy" / "hello-files" / "grade.xml").getroot()
+    assert [p.get("value") for p in cy_junit.findall(
+        "testsuite/testcase/properties/property[@name='solved_by_solve']")] == ["True", "True"]
+
+    row = next(csv.DictReader(io.StringIO(
+        (grades / "Bob" / "hello-files" / "grade.csv").read_text())))
+    assert (row["student"], row["steps_passed"], row["steps_total"], row["attempts"],
+            row["hints"], row["step:greet"], row["step:count"]) == \
+        ("Bob", "1", "2", "2", "2", "passed", "failed")
+
+    out = kflab("grade", "collect", "grades", "--csv", "class.csv", "--html", "class.html",
+                cwd=teacher, env=env)
+    assert out.returncode == 0, out.stderr
+    rows = list(csv.DictReader(io.StringIO((teacher / "class.csv").read_text())))
+    assert [(r["student"], r["status"], r["solved_by_solve"], r["step:count"]) for r in rows] == [
+        ("'=Cy", "complete+solve", "greet count", "passed+solve"),  # no spreadsheet formula
+        ("Ada Lovelace", "complete", "", "passed"),
+        ("Bob", "partial", "", "failed")]
+    page = (teacher / "class.html").read_text()
+    assert "Ada Lovelace" in page and "count.txt must hold" in page
+    assert "http://" not in page and "https://" not in page and "<script" not in page
+
+
+def test_grading_never_runs_a_solution(handins, state: Path, tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch, scenarios_env) -> None:
+    def refuse(*_: Any) -> str:
+        raise AssertionError("a solve action ran during grading")
+
+    for verb, kind in list(actions.ACTION_TYPES.items()):
+        monkeypatch.setitem(actions.ACTION_TYPES, verb, actions.ActionType(kind.validate, refuse))
+    result = grading.grade(loader.find("hello-files"), handins["bob"], state)
+    assert [s.status for s in result.steps] == ["passed", "failed"]
+    # The sandbox holds Bob's files only: no count.txt appeared, greeting.txt is his.
+    work = Path(result.result.workdir)
+    assert not (work / "count.txt").exists()
+    assert (work / "greeting.txt").read_text() == "hello world\n"
+
+
+def test_a_changed_step_and_the_record_of_a_restart(handins, state: Path, tmp_path: Path,
+                                                    scenarios_env) -> None:
+    """Ada's greeting edited after the step passed: her session says passed, the work does
+    not: the step is `changed`, not silently passed or failed."""
+    folder = tmp_path / "ada-x"
+    with tarfile.open(handins["ada"]) as tar:
+        tar.extractall(folder, filter="data")
+    root = folder / "Ada-Lovelace"
+    (root / "work" / "hello-files" / "greeting.txt").write_text("bye\n")
+    result = grading.grade(loader.find("hello-files"), root, state)
+    assert [s.status for s in result.steps] == ["changed", "passed"]
+    assert result.steps[0].passed_in_session
+
+
+def test_a_work_folder_with_its_state_inside(kflab: Kflab, tmp_path: Path, state: Path,
+                                            scenarios_env) -> None:
+    """No export: the student worked with KFLAB_STATE=./.kflab inside the work folder."""
+    home = tmp_path / "dee"
+    home.mkdir()
+    env = {**scenarios_env, "KFLAB_STATE": str(home / ".kflab")}
+    assert kflab("scenario", "start", "hello-files", "--workdir", ".", cwd=home,
+                 env=env).returncode == 0
+    (home / "greeting.txt").write_text("hello\n")
+    assert kflab("check", cwd=home, env=env).returncode == 0
+    result = grading.grade(loader.find("hello-files"), home, state)
+    assert result.student == "dee"
+    assert [s.status for s in result.steps] == ["passed", "failed"]
+    assert not (Path(result.result.workdir) / ".kflab").exists()
+
+
+def test_bad_hand_ins_are_clear_errors(tmp_path: Path, state: Path, scenarios_env) -> None:
+    hello = loader.find("hello-files")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(LabError, match="no kflab progress for 'hello-files'"):
+        grading.grade(hello, empty, state)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / handin.MANIFEST).write_text('{"kind": "kflab-export", "format": 99}')
+    with pytest.raises(LabError, match="field 'format'"):
+        grading.grade(hello, bad, state)
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(LabError, match="neither a folder nor"):
+        grading.grade(hello, tmp_path / "notes.txt", state)
+    evil = tmp_path / "evil.tar.gz"
+    with tarfile.open(evil, "w:gz") as tar:
+        info = tarfile.TarInfo("../../escape.txt")
+        info.size = 1
+        tar.addfile(info, io.BytesIO(b"x"))
+    with pytest.raises(LabError, match="unsafe member"):
+        grading.grade(hello, evil, state)
+    assert not (tmp_path / "escape.txt").exists() and not (state.parent / "escape.txt").exists()
+
+
+def test_links_in_a_hand_in_are_left_out(handins, state: Path, tmp_path: Path,
+                                         scenarios_env) -> None:
+    """A hand-in cannot make a check read the instructor's files through a link."""
+    secret = tmp_path / "instructor-secret.txt"
+    secret.write_text("hello from the instructor\n")
+    root = handins["bob"]
+    greeting = root / "work" / "hello-files" / "greeting.txt"
+    greeting.unlink()
+    greeting.symlink_to(secret)
+    result = grading.grade(loader.find("hello-files"), root, state)
+    assert result.steps[0].status == "changed"  # no greeting.txt in the sandbox
+    assert any("greeting.txt (a link)" in n for n in result.notes)
+
+
+def test_export_refuses_bad_names_and_an_existing_target(tmp_path: Path, state: Path) -> None:
+    with pytest.raises(LabError, match="not a usable student name"):
+        handin.student_name("a\x1b[31mb")
+    with pytest.raises(LabError, match="no scenario progress"):
+        handin.export(state, [], "Ada", tmp_path / "out")
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "f").write_text("x")
+    (state / "progress").mkdir()
+    (state / "progress" / "x.json").write_text(json.dumps({"workdir": str(tmp_path)}))
+    with pytest.raises(LabError, match="already exists"):
+        handin.export(state, ["x"], "Ada", tmp_path / "taken")
+
+
+def test_rebase_moves_only_whole_path_prefixes(tmp_path: Path) -> None:
+    rec = tmp_path / "resources" / "pipelineruns" / "default" / "r.json"
+    rec.parent.mkdir(parents=True)
+    rec.write_text(json.dumps({"a": "/home/s/lab/x", "b": "/home/s/lab2/x",
+                               "c": "file:///home/s/lab/m", "d": ["/home/s/lab"],
+                               "e": "/var/home/s/lab/x", "f": "/home/s/lab/a.png,/home/s/lab/b"}))
+    assert handin.rebase(tmp_path, {"/home/s/lab": "/sb/work"}) == 1
+    assert json.loads(rec.read_text()) == {
+        "a": "/sb/work/x", "b": "/home/s/lab2/x", "c": "file:///sb/work/m", "d": ["/sb/work"],
+        "e": "/var/home/s/lab/x", "f": "/sb/work/a.png,/sb/work/b"}

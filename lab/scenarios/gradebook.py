@@ -23,9 +23,9 @@ from lab.kube.conditions import now
 from lab.scenarios.htmlpage import duration, esc, page, table, td
 
 GRADE_FILE = "grade.json"
-COLUMNS = ["student", "scenario", "status", "steps_passed", "steps_total", "attempts", "hints",
-           "solved_by_solve", "time_spent_s", "time_spent", "started_at", "last_activity",
-           "graded_at"]
+COLUMNS = ["student", "scenario", "status", "steps_passed", "steps_total", "steps_skipped",
+           "attempts", "hints", "solved_by_solve", "time_spent_s", "time_spent", "started_at",
+           "last_activity", "graded_at"]
 MAX_GRADE_BYTES = 16 * 1024 * 1024
 
 
@@ -46,7 +46,8 @@ def row(grade: dict[str, Any]) -> dict[str, str]:
     s = grade.get("summary") or {}
     out = {"student": grade.get("student"), "scenario": grade.get("scenario"),
            "status": s.get("status"), "steps_passed": s.get("steps_passed"),
-           "steps_total": s.get("steps_total"), "attempts": s.get("attempts"),
+           "steps_total": s.get("steps_total"), "steps_skipped": s.get("steps_skipped"),
+           "attempts": s.get("attempts"),
            "hints": s.get("hints"), "solved_by_solve": " ".join(s.get("solved_by_solve") or []),
            "time_spent_s": s.get("time_spent_s"), "time_spent": duration(s.get("time_spent_s")),
            "started_at": grade.get("started_at"), "last_activity": grade.get("last_activity"),
@@ -212,7 +213,7 @@ def class_page(grades: list[dict[str, Any]], notes: list[str]) -> str:
                 if st is None:
                     cells.append(td(""))
                     continue
-                tag = "<span class=\"tag\">solve</span>" if st.get("solved_by_solve") else ""
+                tag = " <span class=\"tag\">solve</span>" if st.get("solved_by_solve") else ""
                 cells.append(f"<td class=\"{esc(st.get('status'))}\">{esc(st.get('status'))}"
                              f"{tag}</td>")
             cells += [td(s.get("attempts"), "num"), td(s.get("hints"), "num"),

@@ -71,9 +71,13 @@ class Grade:
 
     @property
     def status(self) -> str:
-        """complete: every step verified; partial: some; failed: none. `+solve` when the
-        student ran `kflab solve` on any step (what it did may be what is verified)."""
-        if self.steps and self.steps_passed == len(self.steps):
+        """complete: every step verified; partial: some; failed: none; skipped: no step could
+        be graded here (a precondition such as a GPU does not hold on this machine). `+solve`
+        when the student ran `kflab solve` on any step (what it did may be what is verified)."""
+        skipped = sum(s.status == "skipped" for s in self.steps)
+        if self.steps and skipped == len(self.steps):
+            base = "skipped"
+        elif self.steps and self.steps_passed == len(self.steps):
             base = "complete"
         else:
             base = "partial" if self.steps_passed else "failed"
@@ -81,6 +85,7 @@ class Grade:
 
     def summary(self) -> dict[str, Any]:
         return {"steps_total": len(self.steps), "steps_passed": self.steps_passed,
+                "steps_skipped": sum(s.status == "skipped" for s in self.steps),
                 "status": self.status,
                 "attempts": sum(s.attempts for s in self.steps),
                 "hints": sum(s.hints for s in self.steps),

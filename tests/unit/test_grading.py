@@ -108,7 +108,8 @@ def test_three_students_graded_and_collected(kflab: Kflab, tmp_path: Path, handi
     bob = json.loads((grades / "Bob" / "hello-files" / "grade.json").read_text())
     cy = json.loads((grades / "Cy" / "hello-files" / "grade.json").read_text())
 
-    assert ada["summary"] == {"steps_total": 2, "steps_passed": 2, "status": "complete",
+    assert ada["summary"] == {"steps_total": 2, "steps_passed": 2, "steps_skipped": 0,
+                              "status": "complete",
                               "attempts": 3, "hints": 0, "solved_by_solve": [],
                               "time_spent_s": ada["summary"]["time_spent_s"]}
     assert [(s["id"], s["status"], s["attempts"], s["solved_by_solve"])
@@ -267,3 +268,67 @@ def test_rebase_moves_only_whole_path_prefixes(tmp_path: Path) -> None:
     assert json.loads(rec.read_text()) == {
         "a": "/sb/work/x", "b": "/home/s/lab2/x", "c": "file:///sb/work/m", "d": ["/sb/work"],
         "e": "/var/home/s/lab/x", "f": "/sb/work/a.png,/sb/work/b"}
+
+
+STATE_RUN = """\
+id: state-run
+title: A pipeline run read back from the state
+level: beginner
+duration: 1m
+requires: [pipelines]
+steps:
+  - id: run
+    title: Run the tiny pipeline as first-run
+    text: steps/run.md
+    solve:
+      - pipeline: {file: tiny.py, name: first-run}
+    checks:
+      - type: pipeline-run
+        name: first-run
+        artifact: {task: train, name: model}
+        message: run tiny.py with --name first-run
+      - type: command
+        argv: [kflab, get, run, first-run]
+        message: kflab get run first-run finds no run
+"""
+
+
+def test_checks_read_the_students_state_not_the_instructors(kflab: Kflab, tmp_path: Path,
+                                                           monkeypatch) -> None:
+    """A real pipeline run: Ada ran it, Eve did not. Grading Eve from Ada's own state folder
+    (the instructor's state holding a successful first-run) must still fail her; grading Ada
+    after her machine is gone reads the artifact from the copy of her records."""
+    folder = tmp_path / "scenarios" / "state-run"
+    (folder / "steps").mkdir(parents=True)
+    (folder / "assets").mkdir()
+    (folder / "scenario.yaml").write_text(STATE_RUN)
+    (folder / "steps" / "run.md").write_text("# Run\n")
+    shutil.copy(DATA / "pipelines" / "tiny.py", folder / "assets" / "tiny.py")
+    env = {"KFLAB_SCENARIOS": str(folder.parent)}
+    monkeypatch.setenv("KFLAB_SCENARIOS", env["KFLAB_SCENARIOS"])
+
+    def as_(name: str, *args: str) -> Any:
+        home = tmp_path / name
+        home.mkdir(exist_ok=True)
+        out = kflab(*args, cwd=home, env={**env, "KFLAB_STATE": str(home / "state")})
+        assert out.returncode == 0, (args, out.stdout, out.stderr)
+        return out
+
+    as_("ada", "scenario", "start", "state-run", "--workdir", "work")
+    out = kflab("pipeline", "run", "tiny.py", "--name", "first-run", cwd=tmp_path / "ada" / "work",
+                env={**env, "KFLAB_STATE": str(tmp_path / "ada" / "state")})
+    assert out.returncode == 0, out.stdout + out.stderr
+    as_("ada", "check")
+    as_("ada", "progress", "export", "--student", "Ada", "--out", "ada.tar.gz")
+    as_("eve", "scenario", "start", "state-run", "--workdir", "work")
+    as_("eve", "progress", "export", "--student", "Eve", "--out", "eve.tar.gz")
+
+    scenario = loader.find("state-run")
+    eve = grading.grade(scenario, tmp_path / "eve" / "eve.tar.gz", tmp_path / "ada" / "state")
+    assert [c.ok for c in eve.result.steps[0].checks] == [False, False]
+
+    shutil.rmtree(tmp_path / "ada" / "state")
+    shutil.rmtree(tmp_path / "ada" / "work")
+    ada = grading.grade(scenario, tmp_path / "ada" / "ada.tar.gz", tmp_path / "teacher")
+    assert [c.ok for c in ada.result.steps[0].checks] == [True, True], ada.result.steps[0]
+    assert any("moved from the student's machine" in n for n in ada.notes)

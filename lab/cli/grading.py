@@ -83,10 +83,10 @@ def scenario_grade(obj: Obj, name: str, work: str, student: str | None,
         out_.print(f"  {marks.get(step.status, '?')} {esc(step.id)}: {esc(step.status)} "
                    f"({extra})")
     for note in result.notes:
-        out_.print(f"  [dim]note: {esc(note)}[/]")
+        out_.print(f"  [dim]note: {esc(note)}[/]", soft_wrap=True)
     summary = result.summary()
     out_.print(f"{esc(summary['status'])}: {summary['steps_passed']}/{summary['steps_total']} "
-               f"steps verified; grade files in {esc(files['json'].parent)}")
+               f"steps verified; grade files in {esc(files['json'].parent)}", soft_wrap=True)
 
 
 @cli.group()

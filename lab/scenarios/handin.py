@@ -262,10 +262,7 @@ def unpack(source: Path, sid: str, dest_state: Path, dest_work: Path, *,
     progress = state.read_json(dest_state / "progress" / f"{sid}.json",
                                fix="ask the student to export again") or {}
     old_work = old_work or str(progress.get("workdir") or "")
-    rebased = rebase(dest_state, {old_state: str(dest_state), old_work: str(dest_work)})
-    if rebased:
-        notes.append(f"paths in {rebased} record(s) moved from the student's machine to the "
-                     "grading sandbox")
+    rebase(dest_state, {old_state: str(dest_state), old_work: str(dest_work)})
     events, bad = journal.read(dest_state / "progress" / f"{sid}.events.jsonl")
     if bad:
         notes.append(f"{bad} unreadable line(s) in the journal were ignored")

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import base64
 import html
-
-from lab.ui import printable
+import re
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 CSS = """
@@ -39,9 +38,13 @@ details { margin: .3rem 0; }
 """
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
 def esc(value: object) -> str:
     """Text for HTML: escaped, control characters shown as \\xNN."""
-    return html.escape(printable("" if value is None else value), quote=True)
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", "" if value is None else str(value))
+    return html.escape(text, quote=True)
 
 
 def page(title: str, body: str) -> str:

@@ -114,9 +114,14 @@ def grade(scenario: Scenario, source: Path, state_root: Path, *, student: str | 
         sb_state.mkdir(parents=True, exist_ok=True)
         handin = handins.unpack(source, scenario.id, sb_state, sb_work, student=student,
                                 student_state=student_state)
+        if handin.backend != "local":
+            raise LabError(f"{source}: {handin.student} did '{scenario.id}' on the "
+                           f"{handin.backend} backend: that work lives in the cluster, not in "
+                           "the hand-in", hint="grade hand-ins of work done on the local "
+                           "backend (docs/grading.md)")
         backend = get_backend("local", str(sb_state))
         # No `source`: a `copy` solve action could not find a reference file even if called.
-        ctx = Context(backend, sb_work, tool_env(sb_state), source=None)
+        ctx = Context(backend, sb_work, grading_env(sb_state, backend), source=None)
         result = ScenarioResult(scenario.id, scenario.title, "grade", backend.name, graded_at,
                                 workdir=str(sb_work))
         notes = list(handin.notes)
@@ -135,6 +140,18 @@ def grade(scenario: Scenario, source: Path, state_root: Path, *, student: str | 
     started, last, spent = _times(handin)
     return Grade(handin.student, scenario.id, scenario.title, handin.source, graded_at, result,
                  steps, started, last, spent, handin.exported_at, notes, plots)
+
+
+def grading_env(sandbox_state: Path, backend: Any) -> dict[str, str]:
+    """The environment of commands a check runs: the sandbox's state on the local backend,
+    whatever the instructor's own shell selects (a cluster context, another namespace)."""
+    from lab.backends import CONTEXT_ENV, ENV_VAR, NAMESPACE_ENV
+
+    env = tool_env(sandbox_state, backend)
+    for key in (CONTEXT_ENV, NAMESPACE_ENV, "KUBECONFIG"):
+        env.pop(key, None)
+    env[ENV_VAR] = "local"
+    return env
 
 
 def _check_step(step: Any, ctx: Context, wait: float) -> StepResult:

@@ -125,7 +125,11 @@ def export(state_root: Path, sids: list[str], student: str, out: Path) -> dict[s
             copy_tree(workdir, root / "work" / sid, budget, skip=SKIP_NAMES)
             manifest["scenarios"][sid] = {"workdir": str(workdir.resolve()),
                                           "current": progress.get("current"),
-                                          "started_at": progress.get("started_at")}
+                                          "started_at": progress.get("started_at"),
+                                          "backend": session_backend(progress)}
+            if session_backend(progress) != "local":
+                budget.left_out.append(f"the {session_backend(progress)} backend's objects of "
+                                       f"'{sid}' (they live in the cluster, not in a hand-in)")
         for part in STATE_PARTS:
             src = state.path(state_root, part)
             if src.is_dir():
@@ -199,6 +203,7 @@ class HandIn:
     events: list[dict[str, Any]]
     notes: list[str]
     exported_at: str | None = None
+    backend: str = "local"  # where the student's session ran its workloads
 
 
 def unpack(source: Path, sid: str, dest_state: Path, dest_work: Path, *,
@@ -270,8 +275,15 @@ def unpack(source: Path, sid: str, dest_state: Path, dest_work: Path, *,
         notes.append("left out of the hand-in: " + ", ".join(budget.left_out[:20])
                      + (f" and {len(budget.left_out) - 20} more" if len(budget.left_out) > 20
                         else ""))
-    return HandIn(name, str(source), normalise_progress(progress), events, notes,
-                  manifest.get("exported_at") if manifest else None)
+    return HandIn(name, str(source.resolve()), normalise_progress(progress), events, notes,
+                  manifest.get("exported_at") if manifest else None, session_backend(progress))
+
+
+def session_backend(progress: Any) -> str:
+    """Which backend a guided session ran on ('local' when the record does not say)."""
+    saved = progress.get("backend") if isinstance(progress, dict) else None
+    name = saved.get("name") if isinstance(saved, dict) else None
+    return name if isinstance(name, str) and name else "local"
 
 
 def _manifest(root: Path) -> dict[str, Any]:

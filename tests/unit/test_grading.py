@@ -231,6 +231,16 @@ def test_bad_hand_ins_are_clear_errors(tmp_path: Path, state: Path, scenarios_en
     assert not (tmp_path / "escape.txt").exists() and not (state.parent / "escape.txt").exists()
 
 
+def test_work_done_on_a_cluster_is_not_graded_from_a_hand_in(handins, state: Path,
+                                                             scenarios_env) -> None:
+    record = handins["bob"] / "state" / "progress" / "hello-files.json"
+    progress = json.loads(record.read_text())
+    progress["backend"] = {"name": "cluster", "context": "lab"}
+    record.write_text(json.dumps(progress))
+    with pytest.raises(LabError, match="on the cluster backend: that work lives in the cluster"):
+        grading.grade(loader.find("hello-files"), handins["bob"], state)
+
+
 def test_links_in_a_hand_in_are_left_out(handins, state: Path, tmp_path: Path,
                                          scenarios_env) -> None:
     """A hand-in cannot make a check read the instructor's files through a link."""
@@ -329,5 +339,8 @@ def test_checks_read_the_students_state_not_the_instructors(kflab: Kflab, tmp_pa
 
     shutil.rmtree(tmp_path / "ada" / "state")
     shutil.rmtree(tmp_path / "ada" / "work")
+    # The instructor's shell points at a cluster: the checks still read Ada's local records.
+    monkeypatch.setenv("KFLAB_CONTEXT", "the-instructors-cluster")
+    monkeypatch.setenv("KFLAB_BACKEND", "cluster")
     ada = grading.grade(scenario, tmp_path / "ada" / "ada.tar.gz", tmp_path / "teacher")
     assert [c.ok for c in ada.result.steps[0].checks] == [True, True], ada.result.steps[0]

@@ -161,6 +161,14 @@ def test_three_students_graded_and_collected(kflab: Kflab, tmp_path: Path, handi
     assert "Ada Lovelace" in page and "count.txt must hold" in page
     assert "http://" not in page and "https://" not in page and "<script" not in page
 
+    # One student's page again from the grade folder, and the last grade by scenario name.
+    out = kflab("report", "grades/Bob/hello-files", "-o", "bob.html", cwd=teacher, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "count.txt must hold" in (teacher / "bob.html").read_text()
+    out = kflab("report", "hello-files", "-o", "last.html", cwd=teacher, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "=Cy: hello-files" in (teacher / "last.html").read_text()  # graded last
+
 
 def test_grading_never_runs_a_solution(handins, state: Path, tmp_path: Path,
                                        monkeypatch: pytest.MonkeyPatch, scenarios_env) -> None:

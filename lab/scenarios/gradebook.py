@@ -21,6 +21,7 @@ from typing import Any
 from lab.errors import LabError
 from lab.kube.conditions import now
 from lab.scenarios.htmlpage import duration, esc, page, table, td
+from lab.scenarios.htmlreport import result_problem
 
 GRADE_FILE = "grade.json"
 COLUMNS = ["student", "scenario", "status", "steps_passed", "steps_total", "steps_skipped",
@@ -47,8 +48,8 @@ def row(grade: dict[str, Any]) -> dict[str, str]:
     out = {"student": grade.get("student"), "scenario": grade.get("scenario"),
            "status": s.get("status"), "steps_passed": s.get("steps_passed"),
            "steps_total": s.get("steps_total"), "steps_skipped": s.get("steps_skipped"),
-           "attempts": s.get("attempts"),
-           "hints": s.get("hints"), "solved_by_solve": " ".join(s.get("solved_by_solve") or []),
+           "attempts": s.get("attempts"), "hints": s.get("hints"),
+           "solved_by_solve": " ".join(map(str, s.get("solved_by_solve") or [])),
            "time_spent_s": s.get("time_spent_s"), "time_spent": duration(s.get("time_spent_s")),
            "started_at": grade.get("started_at"), "last_activity": grade.get("last_activity"),
            "graded_at": grade.get("graded_at")}
@@ -157,10 +158,20 @@ def load(path: Path) -> dict[str, Any]:
     except (OSError, ValueError) as exc:
         raise LabError(f"{path}: not a readable grade ({str(exc)[:200]})",
                        hint="grade the hand-in again with `kflab scenario grade`") from None
-    if not isinstance(data, dict) or data.get("kind") != "kflab-grade" or \
-            not isinstance(data.get("steps"), list) or not isinstance(data.get("summary"), dict):
+    if not isinstance(data, dict) or data.get("kind") != "kflab-grade":
         raise LabError(f"{path}: field 'kind': not a grade written by `kflab scenario grade`",
                        hint="name grade.json files or the folders holding them")
+    problem = None
+    if not isinstance(data.get("summary"), dict):
+        problem = "summary: expected a mapping"
+    elif not isinstance(data.get("steps"), list) or \
+            not all(isinstance(s, dict) for s in data["steps"]):
+        problem = "steps: expected a list of mappings"
+    elif (inner := result_problem(data.get("result"))) is not None:
+        problem = f"result.{inner}"
+    if problem:
+        raise LabError(f"{path}: field '{problem.split(':')[0]}': {problem.split(': ', 1)[1]}",
+                       hint="grade the hand-in again with `kflab scenario grade`")
     return data
 
 

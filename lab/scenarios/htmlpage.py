@@ -73,8 +73,9 @@ def td(text: object, cls: str = "") -> str:
     return f"<td class=\"{esc(cls)}\">{esc(text)}</td>" if cls else f"<td>{esc(text)}</td>"
 
 
-def duration(seconds: int | float | None) -> str:
-    if seconds is None:
+def duration(seconds: object) -> str:
+    """h:mm:ss, or nothing for a value that is not a number of seconds."""
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
         return ""
     s = int(seconds)
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"

@@ -48,6 +48,23 @@ def experiment_plots(state_root: Path) -> list[dict[str, Any]]:
     return plots
 
 
+def result_problem(data: Any) -> str | None:
+    """Where a result read back from a file lacks the shape a report needs (the field), or
+    None. Files may have been edited: a report is refused, never half drawn."""
+    if not isinstance(data, dict):
+        return "(top): expected a mapping"
+    steps = data.get("steps")
+    if not isinstance(steps, list):
+        return "steps: expected a list"
+    for i, step in enumerate(steps):
+        if not isinstance(step, dict):
+            return f"steps[{i}]: expected a mapping"
+        checks = step.get("checks")
+        if not isinstance(checks, list) or not all(isinstance(c, dict) for c in checks):
+            return f"steps[{i}].checks: expected a list of mappings"
+    return None
+
+
 # --- rendering -------------------------------------------------------------------------------
 
 def _check_items(checks: list[dict[str, Any]]) -> str:
@@ -207,7 +224,13 @@ def render_file(path: Path) -> str:
             if f.is_file() and f.resolve().is_relative_to(path.parent.resolve()):
                 plots.append({**p, "png": f.read_bytes()})
         return render_grade(data, plots)
-    if isinstance(data, list) and all(isinstance(r, dict) and "steps" in r for r in data):
+    if isinstance(data, list) and data and all(isinstance(r, dict) and "steps" in r
+                                               for r in data):
+        for i, r in enumerate(data):
+            if (problem := result_problem(r)) is not None:
+                raise LabError(f"{path}: field '[{i}].{problem.split(':')[0]}': "
+                               f"{problem.split(': ', 1)[1]}",
+                               hint="give the JSON file `kflab scenario run --json` wrote")
         # Plots come from the run's sandbox while it is there (until the next run).
         return render_runs([(r, experiment_plots(
             Path(str(r.get("workdir") or "/nonexistent")).parent / "state"), []) for r in data])

@@ -352,3 +352,20 @@ def test_checks_read_the_students_state_not_the_instructors(kflab: Kflab, tmp_pa
     monkeypatch.setenv("KFLAB_BACKEND", "cluster")
     ada = grading.grade(scenario, tmp_path / "ada" / "ada.tar.gz", tmp_path / "teacher")
     assert [c.ok for c in ada.result.steps[0].checks] == [True, True], ada.result.steps[0]
+
+
+def test_collect_and_report_refuse_edited_files(tmp_path: Path, kflab: Kflab) -> None:
+    """Grade and result files are read back from disk: a wrong shape is an error naming the
+    file and the field (exit 2), never a traceback."""
+    bad = tmp_path / "g" / "grade.json"
+    bad.parent.mkdir()
+    bad.write_text(json.dumps({"kind": "kflab-grade", "summary": {}, "steps": [],
+                               "result": {"steps": [{"checks": "x"}]}}))
+    out = kflab("grade", "collect", str(bad), cwd=tmp_path)
+    assert out.returncode == 2 and "field 'result.steps[0].checks'" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+    (tmp_path / "r.json").write_text(json.dumps([{"steps": [1]}]))
+    out = kflab("report", str(tmp_path / "r.json"), cwd=tmp_path)
+    assert out.returncode == 2 and "field '[0].steps[0]'" in out.stderr, out.stderr
+    out = kflab("report", "no-such-scenario", cwd=tmp_path)
+    assert out.returncode == 2 and "Traceback" not in out.stderr

@@ -99,6 +99,10 @@ def export(state_root: Path, sids: list[str], student: str, out: Path) -> dict[s
     archive = out.name.endswith(ARCHIVE_SUFFIXES)
     if out.exists() and (archive or not out.is_dir() or any(out.iterdir())):
         raise LabError(f"{out} already exists", hint="give a new path with --out")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise state.io_error(exc, out.parent, "create") from None
     manifest: dict[str, Any] = {"kind": "kflab-export", "format": FORMAT, "kflab": __version__,
                                 "student": student, "exported_at": now(),
                                 "state_root": str(state_root.resolve()), "scenarios": {}}
@@ -122,7 +126,8 @@ def export(state_root: Path, sids: list[str], student: str, out: Path) -> dict[s
                 src = state.path(state_root, "progress", name)
                 if src.is_file() and not src.is_symlink():
                     copy_file(src, root / "state" / "progress" / name, budget)
-            copy_tree(workdir, root / "work" / sid, budget, skip=SKIP_NAMES)
+            copy_tree(workdir, root / "work" / sid, budget, skip=SKIP_NAMES,
+                      avoid=(out, Path(tmp), state_root), exports=True)
             manifest["scenarios"][sid] = {"workdir": str(workdir.resolve()),
                                           "current": progress.get("current"),
                                           "started_at": progress.get("started_at"),
@@ -147,10 +152,35 @@ def _write_archive(root: Path, out: Path) -> None:
     part = out.with_name(f".{out.name}.part")
     try:
         with tarfile.open(part, mode) as tar:
-            tar.add(root, arcname=root.name)
+            # The manifest first: an export is recognised by its first members (is_export).
+            tar.add(root, arcname=root.name, recursive=False)
+            tar.add(root / MANIFEST, arcname=f"{root.name}/{MANIFEST}")
+            for child in sorted(root.iterdir()):
+                if child.name != MANIFEST:
+                    tar.add(child, arcname=f"{root.name}/{child.name}")
         os.replace(part, out)
     finally:
         part.unlink(missing_ok=True)
+
+
+def is_export(path: Path) -> bool:
+    """Whether `path` is a hand-in written by `kflab progress export` (a folder with the
+    manifest, or an archive whose first members hold it), so that a later export from the same
+    work folder leaves it out."""
+    if path.is_dir():
+        return (path / MANIFEST).is_file()
+    if not path.name.endswith(ARCHIVE_SUFFIXES):
+        return False
+    try:
+        with tarfile.open(path, "r:*") as tar:
+            for i, member in enumerate(tar):
+                if member.name.rsplit("/", 1)[-1] == MANIFEST:
+                    return True
+                if i >= 2:
+                    return False
+    except (tarfile.TarError, EOFError, OSError):
+        return False
+    return False
 
 
 def copy_file(src: Path, dest: Path, budget: Budget) -> None:
@@ -162,20 +192,28 @@ def copy_file(src: Path, dest: Path, budget: Budget) -> None:
 
 
 def copy_tree(src: Path, dest: Path, budget: Budget, *, skip: frozenset[str] = frozenset(),
-              label: str | None = None) -> None:
+              label: str | None = None, avoid: tuple[Path, ...] = (),
+              exports: bool = False) -> None:
     """Copy regular files and folders only; a link (to anything) or a device is left out and
-    noted, so a copy never reaches outside `src`."""
+    noted, so a copy never reaches outside `src`. Paths in `avoid` (the export being written,
+    a state folder kept inside the work folder) are passed over; with `exports`, so are
+    earlier exports (noted)."""
     label = label or str(src)
     dest.mkdir(parents=True, exist_ok=True)
+    avoided = {a.resolve() for a in (*avoid, dest)}
     for top, dirs, files in os.walk(src, followlinks=False):
         rel = Path(top).relative_to(src)
         keep = []
         for d in sorted(dirs):
             full = Path(top) / d
+            if full.resolve() in avoided:
+                continue
             if d in skip:
                 budget.left_out.append(f"{label}/{rel / d}/ (not part of the work)")
             elif full.is_symlink():
                 budget.left_out.append(f"{label}/{rel / d} (a link)")
+            elif exports and is_export(full):
+                budget.left_out.append(f"{label}/{rel / d}/ (an earlier export)")
             else:
                 keep.append(d)
                 (dest / rel / d).mkdir(parents=True, exist_ok=True)
@@ -183,10 +221,14 @@ def copy_tree(src: Path, dest: Path, budget: Budget, *, skip: frozenset[str] = f
         for f in sorted(files):
             full = Path(top) / f
             mode = full.lstat().st_mode
+            if full.resolve() in avoided and not stat.S_ISLNK(mode):
+                continue
             if stat.S_ISLNK(mode):
                 budget.left_out.append(f"{label}/{rel / f} (a link)")
             elif not stat.S_ISREG(mode):
                 budget.left_out.append(f"{label}/{rel / f} (not a regular file)")
+            elif exports and is_export(full):
+                budget.left_out.append(f"{label}/{rel / f} (an earlier export)")
             elif f not in skip:
                 copy_file(full, dest / rel / f, budget)
 

@@ -276,6 +276,24 @@ def test_export_refuses_bad_names_and_an_existing_target(tmp_path: Path, state: 
         handin.export(state, ["x"], "Ada", tmp_path / "taken")
 
 
+def test_export_from_inside_the_work_folder(kflab: Kflab, tmp_path: Path,
+                                            scenarios_env) -> None:
+    """`kflab progress export --out x.tar.gz` run in the work folder, twice, with the state
+    kept there too: the export never contains itself, an earlier export or the state."""
+    work = tmp_path / "w"
+    work.mkdir()
+    env = {**scenarios_env, "KFLAB_STATE": str(work / "mystate")}
+    assert kflab("scenario", "start", "hello-files", "--workdir", ".", cwd=work,
+                 env=env).returncode == 0
+    for name in ("first.tar.gz", "again", "third.tgz"):
+        out = kflab("progress", "export", "--student", "Di", "--out", name, cwd=work, env=env)
+        assert out.returncode == 0, out.stderr
+    with tarfile.open(work / "third.tgz") as tar:
+        names = sorted(m.name for m in tar.getmembers() if m.isfile())
+    assert names == ["Di/kflab-export.json", "Di/state/progress/hello-files.events.jsonl",
+                     "Di/state/progress/hello-files.json", "Di/work/hello-files/count.py"]
+
+
 def test_rebase_moves_only_whole_path_prefixes(tmp_path: Path) -> None:
     rec = tmp_path / "resources" / "pipelineruns" / "default" / "r.json"
     rec.parent.mkdir(parents=True)

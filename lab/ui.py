@@ -130,22 +130,28 @@ class Column:
 
 
 def print_table(columns: list[Column], rows: list[list[str]]) -> None:
-    """A table whose key columns (names) are never truncated: on a terminal the other
-    columns wrap to make room; where that cannot fit, or when output is piped, plain
-    aligned columns as kubectl prints them (long lines are left to the terminal)."""
+    """A table whose key columns (names) are never truncated. On a terminal the other
+    columns wrap between words to make room; where even that cannot fit, each row becomes a
+    short block (its names first, then `HEADER: value` wrapped between words). Piped: plain
+    aligned columns as kubectl prints them, nothing wrapped or cut."""
     from rich.table import Table
 
     rows = [[printable(c) for c in row] for row in rows]
     widths = [max([len(c.header), *(len(r[i]) for r in rows)]) for i, c in enumerate(columns)]
     out = console()
-    need = sum(w if c.key else min(w, 8) for c, w in zip(columns, widths, strict=True)) \
-        + 3 * (len(columns) - 1)
-    if not out.is_terminal or need > out.width:
+    if not out.is_terminal:
         for row in [[c.header for c in columns], *rows]:
             line = "   ".join(text.ljust(w) for text, w in zip(row, widths, strict=True))
             out.print(cell(line.rstrip()), soft_wrap=True)
         return
-    table = Table(box=None, header_style="bold", pad_edge=False, padding=(0, 3, 0, 0))
+    words = [max([len(w) for r in rows for w in r[i].split()] + [len(c.header)])
+             for i, c in enumerate(columns)]
+    need = sum(w if c.key else min(w, ww) for c, w, ww in zip(columns, widths, words,
+                                                               strict=True))
+    if need + 2 * (len(columns) - 1) > out.width:
+        _records(columns, rows, out.width)
+        return
+    table = Table(box=None, header_style="bold", pad_edge=False, padding=(0, 2, 0, 0))
     for c, w in zip(columns, widths, strict=True):
         if c.key:
             table.add_column(c.header, no_wrap=True, min_width=w)
@@ -154,6 +160,18 @@ def print_table(columns: list[Column], rows: list[list[str]]) -> None:
     for row in rows:
         table.add_row(*map(cell, row))
     out.print(table)
+
+
+def _records(columns: list[Column], rows: list[list[str]], width: int) -> None:
+    """Rows as blocks, for a terminal too narrow for the table: names never cut."""
+    out = console()
+    for row in rows:
+        keys = [v for c, v in zip(columns, row, strict=True) if c.key and v]
+        rest = [f"{c.header}:\u00a0{v}" for c, v in zip(columns, row, strict=True)
+                if not c.key and v]
+        out.print(cell("  ".join(keys)), style="bold", soft_wrap=True)
+        out.print(cell(wrap("    " + "   ".join(rest), min(width, TEXT_WIDTH), "")),
+                  soft_wrap=True)
 
 
 def resource_rows(kind: Any, objects: list[dict[str, Any]], namespaces: bool = False,

@@ -103,9 +103,11 @@ def scenario_status(obj: Obj, name: str | None) -> None:
          [session.progress["steps"].get(st.id) or {} for st in steps])
     if session.finished:
         return
-    click.echo(f"Now: step {session.index + 1}, {session.step.title!r}: "
-               f"`kflab scenario show {session.scenario.id} --step {session.index + 1}` shows "
-               "it again; then kflab check / hint / solve.")
+    from lab.ui import echo_wrapped
+
+    echo_wrapped(f"Now: step {session.index + 1}, {session.step.title!r}: "
+                 f"`kflab scenario show {session.scenario.id} --step {session.index + 1}` "
+                 "shows it again; then kflab check / hint / solve.")
 
 
 @scenario.command("validate")

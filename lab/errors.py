@@ -6,6 +6,8 @@ from __future__ import annotations
 class LabError(Exception):
     """An error with a message written for the user: what is wrong and how to fix it."""
 
+    exit_code = 2  # bad input or a state the user must fix
+
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)
         self.hint = hint
@@ -13,6 +15,12 @@ class LabError(Exception):
     def __str__(self) -> str:
         base = super().__str__()
         return f"{base}\n  fix: {self.hint}" if self.hint else base
+
+
+class NotFound(LabError):
+    """A named resource does not exist: exit code 1, as kubectl's `NotFound`."""
+
+    exit_code = 1
 
 
 class InputError(LabError):

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -33,7 +34,57 @@ def console() -> Console:
         # Bind the real stdout now: a pipeline run redirects sys.stdout to its log meanwhile.
         # No emoji codes either: a user's ":warning:" stays text.
         _console = Console(file=sys.stdout, highlight=False, emoji=False)
+        # Piped or redirected: lines are never re-wrapped (grep, CI logs, copy and paste).
+        _console.soft_wrap = not _console.is_terminal
     return _console
+
+
+TEXT_WIDTH = 100  # prose (steps, hints, errors) stays readable on a 220-column terminal
+
+
+def text_width() -> int:
+    """How wide prose is printed: the terminal's width, at most TEXT_WIDTH."""
+    return min(console().width, TEXT_WIDTH)
+
+
+def wrap(text: str, width: int | None, indent: str = "  ") -> str:
+    """Wrap each line of `text` at `width` on word boundaries only: a word, a path, a flag
+    or a URL is never split (a longer one overflows instead). Continuation lines keep the
+    line's own indentation plus `indent`. No width (piped output): unchanged."""
+    import textwrap
+
+    if not width:
+        return text
+    out: list[str] = []
+    for line in text.splitlines() or [""]:
+        lead = line[:len(line) - len(line.lstrip())]
+        out.extend(textwrap.wrap(line, width, subsequent_indent=lead + indent,
+                                 break_long_words=False, break_on_hyphens=False)
+                   or [line])
+    return "\n".join(out)
+
+
+def stream_width(stream: Any) -> int | None:
+    """TEXT_WIDTH-capped width of the terminal `stream` writes to; None when it is not a
+    terminal (then nothing is wrapped)."""
+    import shutil
+
+    try:
+        if not stream.isatty():
+            return None
+    except (AttributeError, ValueError):
+        return None
+    return min(shutil.get_terminal_size().columns, TEXT_WIDTH)
+
+
+def echo_wrapped(text: str, *, err: bool = False, indent: str = "  ", **style: Any) -> None:
+    """click.echo/secho of prose, wrapped on word boundaries to the terminal (capped)."""
+    import sys
+
+    import click
+
+    stream = sys.stderr if err else sys.stdout
+    click.secho(wrap(text, stream_width(stream), indent), err=err, **style)
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -72,34 +123,94 @@ def age(stamp: str | None) -> str:
     return f"{secs}s"
 
 
-def resource_table(kind: Any, objects: list[dict[str, Any]], namespaces: bool = False) -> None:
-    import jmespath
-    import jmespath.exceptions
+@dataclass(frozen=True)
+class Column:
+    header: str
+    key: bool = False  # a name the user types: never wrapped, never cut
+
+
+def print_table(columns: list[Column], rows: list[list[str]]) -> None:
+    """A table whose key columns (names) are never truncated. On a terminal the other
+    columns wrap between words to make room; where even that cannot fit, each row becomes a
+    short block (its names first, then `HEADER: value` wrapped between words). Piped: plain
+    aligned columns as kubectl prints them, nothing wrapped or cut."""
     from rich.table import Table
 
-    table = Table(box=None, header_style="bold")
-    if namespaces:
-        table.add_column("NAMESPACE")
-    table.add_column("NAME")
-    for header, _ in kind.columns:
-        table.add_column(header)
-    table.add_column("AGE")
+    rows = [[printable(c) for c in row] for row in rows]
+    widths = [max([len(c.header), *(len(r[i]) for r in rows)]) for i, c in enumerate(columns)]
+    out = console()
+    if not out.is_terminal:
+        for row in [[c.header for c in columns], *rows]:
+            line = "   ".join(text.ljust(w) for text, w in zip(row, widths, strict=True))
+            out.print(cell(line.rstrip()), soft_wrap=True)
+        return
+    words = [max([len(w) for r in rows for w in r[i].split()] + [len(c.header)])
+             for i, c in enumerate(columns)]
+    need = sum(w if c.key else min(w, ww) for c, w, ww in zip(columns, widths, words,
+                                                               strict=True))
+    if need + 2 * (len(columns) - 1) > out.width:
+        _records(columns, rows, out.width)
+        return
+    table = Table(box=None, header_style="bold", pad_edge=False, padding=(0, 2, 0, 0))
+    for c, w in zip(columns, widths, strict=True):
+        if c.key:
+            table.add_column(c.header, no_wrap=True, min_width=w)
+        else:
+            table.add_column(c.header, overflow="fold")
+    for row in rows:
+        table.add_row(*map(cell, row))
+    out.print(table)
+
+
+def _records(columns: list[Column], rows: list[list[str]], width: int) -> None:
+    """Rows as blocks, for a terminal too narrow for the table: names never cut."""
+    out = console()
+    for row in rows:
+        keys = [v for c, v in zip(columns, row, strict=True) if c.key and v]
+        rest = [f"{c.header}:\u00a0{v}" for c, v in zip(columns, row, strict=True)
+                if not c.key and v]
+        out.print(cell("  ".join(keys)), style="bold", soft_wrap=True)
+        out.print(cell(wrap("    " + "   ".join(rest), min(width, TEXT_WIDTH), "")),
+                  soft_wrap=True)
+
+
+def resource_rows(kind: Any, objects: list[dict[str, Any]], namespaces: bool = False,
+                  wide: bool = False) -> tuple[list[Column], list[list[str]]]:
+    """The columns and cells of `kflab get KIND` (kubectl's layout; `wide` adds the
+    failure reason)."""
+    import jmespath
+    import jmespath.exceptions
+
+    columns = ([Column("NAMESPACE", key=True)] if namespaces else []) + [Column("NAME", True)]
+    columns += [Column(header) for header, _ in kind.columns] + [Column("AGE")]
+    if wide:
+        columns.append(Column("REASON"))
+    rows = []
     for obj in objects:
         meta = obj.get("metadata", {})
         cells = [meta.get("namespace", "")] if namespaces else []
         cells.append(meta.get("name", ""))
         for _, query in kind.columns:
             try:
-                value = jmespath.search(query, obj)
+                value = query(obj) if callable(query) else jmespath.search(query, obj)
             except jmespath.exceptions.JMESPathError:  # e.g. length() of a missing list
                 value = None
             cells.append("" if value is None else str(value))
         cells.append(age(meta.get("creationTimestamp")))
-        table.add_row(*map(cell, cells))
-    if objects:
-        console().print(table)
-    else:
+        if wide:
+            from lab.backends.failures import reason
+
+            cells.append(reason(obj) or "")
+        rows.append([str(c) for c in cells])
+    return columns, rows
+
+
+def resource_table(kind: Any, objects: list[dict[str, Any]], namespaces: bool = False,
+                   wide: bool = False) -> None:
+    if not objects:
         console().print(f"No {kind.plural} found.")
+        return
+    print_table(*resource_rows(kind, objects, namespaces, wide))
 
 
 class Progress:
@@ -195,8 +306,11 @@ class TrialTable:
         hidden = max(0, len(rows) - self.MAX_ROWS)
         caption = f"{hidden} earlier trials not shown (kflab get trials)" if hidden else None
         table = Table(box=None, header_style="bold", caption=caption, caption_justify="left")
-        for col in ("TRIAL", "STATE", self.ev["metric"].upper(), "TIME", *self.ev["params"]):
-            table.add_column(esc(col))
+        # the trial name is what `kflab logs trial NAME` needs: never cut
+        width = max([5, *(len(name) for name in self.rows)])
+        table.add_column("TRIAL", no_wrap=True, min_width=width)
+        for col in ("STATE", self.ev["metric"].upper(), "TIME", *self.ev["params"]):
+            table.add_column(esc(col), overflow="fold")
         for name, row in rows[hidden:]:
             state = row["state"]
             table.add_row(cell(name), f"[{STATE_COLOR.get(state, 'white')}]{esc(state)}[/]",
@@ -248,12 +362,62 @@ def summary(results: list[ScenarioResult]) -> None:
 
 
 def check_lines(results: list[Any]) -> None:
+    out = console()
     for res in results:
         if res.ok:
-            console().print(f"  [green]✔[/] {esc(res.label)}")
-        else:
-            console().print(f"  [red]✘[/] {esc(res.label)}: {esc(res.message)}\n"
-                            f"    [dim]{esc(res.observed)}[/]")
+            out.print(f"  [green]✔[/] {esc(res.label)}", width=text_width())
+            continue
+        failed = getattr(res, "failed", None)
+        if failed:  # the resource failed: say so and why, never "not yet"
+            lines = str(failed).splitlines()
+            out.print(f"  [red]✘ {esc(res.label)}: failed[/]", width=text_width())
+            for line in lines:
+                out.print(f"    [red]{esc(line)}[/]" if line == lines[0] else
+                          f"    {esc(line)}", width=text_width())
+            continue
+        out.print(f"  [red]✘[/] {esc(res.label)}: {esc(res.message)}", width=text_width())
+        out.print(f"    [dim]{esc(res.observed)}[/]", width=text_width())
+
+
+class CheckWait:
+    """A live line while a guided check waits for a resource to settle: what it waits for,
+    what it sees, how long so far. On a terminal it is redrawn in place and removed when the
+    check ends; elsewhere one line says what is waited for."""
+
+    def __init__(self) -> None:
+        self.live: Any = None
+        self.told: set[str] = set()
+
+    def __enter__(self) -> CheckWait:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+    def __call__(self, label: str, outcome: Any, waited: float, limit: float) -> None:
+        out = console()
+        if not out.is_terminal:
+            if label not in self.told:
+                self.told.add(label)
+                out.print(f"  waiting up to {limit:.0f}s for: {esc(label)}")
+            return
+        from rich.text import Text
+
+        line = Text.assemble(("  ⧗ waiting for ", "yellow"), (printable(label), "bold"),
+                             f" ({waited:.1f}s of {limit:.0f}s): ",
+                             (printable(outcome.observed), "dim"))
+        line.truncate(out.width - 1, overflow="ellipsis")  # one line, redrawn in place
+        if self.live is None:
+            from rich.live import Live
+
+            self.live = Live(line, console=out, transient=True, auto_refresh=False)
+            self.live.start()
+        self.live.update(line, refresh=True)
 
 
 def apply_warnings(warnings: list[str]) -> None:
@@ -266,52 +430,170 @@ def apply_warnings(warnings: list[str]) -> None:
         console().print(f"    [yellow]Warning:[/] {esc(warning)}")
 
 
-def show_step(session: Any) -> None:
-    """The current step of a guided scenario in a panel, then what the learner can do next."""
-    from rich.markdown import Markdown
+def step_markdown(text: str) -> Any:
+    """A step's markdown, its code blocks never re-wrapped into misleading lines: a trailing
+    `# comment` that does not fit moves to its own comment line(s), a long shell or Python
+    line continues with a backslash (still valid when pasted), anything else with a marked
+    continuation; every line then fits."""
+    from rich.markdown import CodeBlock, Markdown
+    from rich.syntax import Syntax
+
+    class FittedCode(CodeBlock):
+        def __rich_console__(self, console: Any, options: Any) -> Any:
+            width = max(20, options.max_width - 2)  # Syntax padding
+            code = "\n".join(fit_code_line(line, width, self.lexer_name)
+                             for line in str(self.text).rstrip().splitlines())
+            yield Syntax(code, self.lexer_name, theme=self.theme, word_wrap=False, padding=1)
+
+    class StepMarkdown(Markdown):
+        elements: ClassVar[dict[str, Any]] = {**Markdown.elements, "fence": FittedCode,
+                                              "code_block": FittedCode}
+
+    return StepMarkdown(text)
+
+
+_SHELLISH = ("bash", "sh", "shell", "console", "zsh", "python", "py", "text", "")
+
+
+def fit_code_line(line: str, width: int, lexer: str = "bash") -> str:
+    """One code line made to fit `width` (see step_markdown)."""
+    import textwrap
+
+    if len(line) <= width:
+        return line
+    lead = line[:len(line) - len(line.lstrip())]
+    code, sep, comment = line.partition("  #")
+    if sep and code.strip():  # `cmd   # why`: the comment goes above, as its own lines
+        notes = textwrap.wrap(comment.strip(), width - len(lead) - 2, break_long_words=False)
+        return "\n".join([*(f"{lead}# {n}" for n in notes),
+                          fit_code_line(code.rstrip(), width, lexer)])
+    if line.lstrip().startswith("#"):
+        notes = textwrap.wrap(line.lstrip().lstrip("#").strip(), width - len(lead) - 2,
+                              break_long_words=False)
+        return "\n".join(f"{lead}# {n}" for n in notes)
+    shellish = lexer.lower() in _SHELLISH
+    mark, indent = (" \\", lead + "    ") if shellish else ("", lead + "↪ ")
+    parts = textwrap.wrap(line.strip(), width - len(indent) - len(mark),
+                          break_long_words=False, break_on_hyphens=False)
+    return "\n".join((lead if i == 0 else indent) + p + (mark if i < len(parts) - 1 else "")
+                     for i, p in enumerate(parts))
+
+
+def show_step(session: Any, index: int | None = None) -> None:
+    """A step of a guided scenario in a panel (the current one unless `index`), then what
+    the learner can do next."""
     from rich.panel import Panel
 
-    s, i = session.scenario, session.index
-    console().print(Panel(Markdown(session.step.text),
-                          title=f"{esc(s.id)} — step {i + 1}/{len(s.steps)}: "
-                                f"{esc(session.step.title)}",
-                          subtitle=f"work folder: {esc(session.workdir)}"))
-    console().print("When done: [bold]kflab check[/]   stuck: [bold]kflab hint[/]   "
-                    "show me: [bold]kflab solve[/]")
+    s = session.scenario
+    i = session.index if index is None else index
+    step = s.steps[i]
+    out = console()
+    out.print(Panel(step_markdown(step.text), width=min(out.width, TEXT_WIDTH + 4),
+                    title=f"{esc(s.id)} — step {i + 1}/{len(s.steps)}: {esc(step.title)}",
+                    subtitle=f"work folder: {esc(session.workdir)}"))
+    if index is None or index == session.index:
+        out.print("When done: [bold]kflab check[/]   stuck: [bold]kflab hint[/]   "
+                  "show me: [bold]kflab solve[/]   where am I: [bold]kflab scenario status[/]",
+                  width=text_width())
 
 
-def scenario_table(items: list[Any]) -> None:
-    from rich.table import Table
-
+def scenario_table(items: list[Any], progress: dict[str, str] | None = None) -> None:
+    """The scenarios; `progress` (id -> "2/3", "done") adds where the learner is."""
     from lab.scenarios.model import BACKENDS
 
-    table = Table(header_style="bold", box=None)
-    for col in ("ID", "TITLE", "LEVEL", "TIME", "STEPS", "NEEDS", "BACKENDS"):
-        table.add_column(col)
-    notes = []
+    columns = [Column("ID", key=True), Column("TITLE"), Column("LEVEL"), Column("TIME"),
+               Column("STEPS"), Column("NEEDS"), Column("BACKENDS")]
+    if progress is not None:
+        columns.append(Column("PROGRESS"))
+    rows, notes = [], []
     for s in items:
         runs = ", ".join(s.backends)
         for b in BACKENDS:
             if (why := s.why_not(b)) is not None:
                 runs += f" (not {b}*)"
                 notes.append(f"* {s.id} on {b}: {why}")
-        table.add_row(*map(cell, (s.id, s.title, s.level, s.duration, len(s.steps),
-                                  ", ".join(s.requires), runs)))
-    console().print(table)
+        row = [s.id, s.title, s.level, s.duration, str(len(s.steps)), ", ".join(s.requires),
+               runs]
+        if progress is not None:
+            row.append(progress.get(s.id, "-"))
+        rows.append(row)
+    print_table(columns, rows)
     for note in notes:  # why a scenario cannot run on a backend
         console().print(f"[dim]{esc(note)}[/]")
 
 
-def scenario_overview(s: Any) -> None:
-    from rich.markdown import Markdown
+STEP_MARK = {"passed": "[green]✔ passed[/]", "solved": "[green]✔ solved[/] [dim](kflab solve)[/]",
+             "skipped": "[yellow]- skipped[/]", "current": "[bold cyan]▶ current[/]",
+             "todo": "[dim]· to do[/]"}
 
+
+def scenario_status(session: Any, statuses: list[str], records: list[dict[str, Any]]) -> None:
+    """`kflab scenario status`: the scenario, its steps and where the learner is."""
+    from rich.table import Table
+
+    s = session.scenario
     out = console()
-    out.print(f"[bold]{esc(s.title)}[/] ({esc(s.id)}) — {esc(s.level)}, about {esc(s.duration)}")
+    done = sum(st in ("passed", "solved", "skipped") for st in statuses)
+    out.print(f"[bold]{esc(s.id)}[/] — {esc(s.title)}: {done}/{len(s.steps)} steps done"
+              + (" [green](complete)[/]" if session.finished else ""), width=text_width())
+    out.print(f"  work folder: {esc(session.workdir)}", soft_wrap=True)
+    out.print(f"  backend: {esc(session.backend_choice.name)}    started: "
+              f"{esc(session.progress.get('started_at', '?'))}", width=text_width())
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("#", "STEP", "STATUS", "CHECKS", "HINTS"):
+        table.add_column(col, no_wrap=col in ("#", "STATUS"))
+    for i, (step, st, rec) in enumerate(zip(s.steps, statuses, records, strict=True), 1):
+        attempts = rec.get("attempts", 0)
+        table.add_row(str(i), cell(step.title), STEP_MARK.get(st, esc(st)),
+                      str(attempts) if attempts else "", f"{rec.get('hints', 0)}/"
+                      f"{len(step.hints)}" if step.hints else "")
+    out.print(table, width=text_width())
+
+
+def finish_summary(session: Any, statuses: list[str], running: list[tuple[str, str]]) -> None:
+    """What a learner sees when a scenario is complete: steps, attempts, hints, and what is
+    still running with the command that stops it."""
+    s = session.scenario
+    out = console()
+    counts = {k: statuses.count(k) for k in ("passed", "solved", "skipped")}
+    records = [session.progress["steps"].get(step.id) or {} for step in s.steps]
+    attempts = sum(r.get("attempts", 0) for r in records)
+    hints = sum(r.get("hints", 0) for r in records)
+    parts = [f"{counts['passed']} passed"]
+    if counts["solved"]:
+        parts.append(f"{counts['solved']} with kflab solve")
+    if counts["skipped"]:
+        parts.append(f"{counts['skipped']} skipped")
+    out.print(f"[bold green]Scenario '{esc(s.id)}' complete.[/] Steps: {', '.join(parts)}; "
+              f"{attempts} check(s), {hints} hint(s).", width=text_width())
+    for step, st in zip(s.steps, statuses, strict=True):
+        if st == "skipped":
+            why = (session.progress["steps"].get(step.id) or {}).get("skipped", "")
+            out.print(f"  [yellow]skipped:[/] {esc(step.title)} — {esc(why)}",
+                      width=text_width())
+    if running:
+        out.print("Still running (it uses memory and a port until you stop it):",
+                  width=text_width())
+        for what, stop in running:
+            out.print(f"  {esc(what)}: stop it with [bold]{esc(stop)}[/]", soft_wrap=True)
+    else:
+        out.print("Nothing is left running.", width=text_width())
+    out.print("Next: [bold]kflab scenario list[/] shows the other labs; "
+              f"[bold]kflab scenario start {esc(s.id)} --restart[/] does this one again.",
+              width=text_width())
+
+
+def scenario_overview(s: Any, progress: str | None = None) -> None:
+    out = console()
+    out.print(f"[bold]{esc(s.title)}[/] ({esc(s.id)}) — {esc(s.level)}, about {esc(s.duration)}"
+              + (f" — your progress: {esc(progress)}" if progress else ""), width=text_width())
     if s.description:
-        out.print(Markdown(s.description))
+        out.print(step_markdown(s.description), width=text_width())
     for i, step in enumerate(s.steps, 1):
         out.print(f"  {i}. {esc(step.title)} [dim]({len(step.checks)} checks, "
-                  f"{len(step.hints)} hints)[/]")
+                  f"{len(step.hints)} hints)[/]", width=text_width())
+    out.print(f"[dim]Read a step: kflab scenario show {esc(s.id)} --step N[/]",
+              width=text_width())
 
 
 def doctor_table(rows: list[Any], title: str) -> None:

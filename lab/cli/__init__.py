@@ -53,8 +53,10 @@ def main() -> None:
         click.echo(f"\nstopped: {signals.reason(exc)}", err=True)
         sys.exit(signals.exit_code(exc))
     except LabError as exc:
-        click.secho(f"error: {printable(exc)}", fg="red", err=True)
-        sys.exit(2)
+        from lab.ui import echo_wrapped
+
+        echo_wrapped(f"error: {printable(exc)}", err=True, indent="    ", fg="red")
+        sys.exit(exc.exit_code)
     except BrokenPipeError:  # `kflab get runs | head -1`: the reader left, say nothing
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

@@ -1,4 +1,4 @@
-"""The guided loop of a scenario in progress: check, hint, solve."""
+"""The guided loop of a scenario in progress: check, hint, solve, skip."""
 
 from __future__ import annotations
 
@@ -17,23 +17,48 @@ def check(obj: Obj, wait: float) -> None:
     """Verify the current step of the scenario in progress."""
     from lab.kube.manifests import last_warnings
     from lab.scenarios import guided
-    from lab.ui import apply_warnings, check_lines, console, esc, show_step
+    from lab.ui import CheckWait, apply_warnings, check_lines, console, esc, text_width
 
     session = guided.active(obj.state)
     step = session.step
-    ok, results = guided.check(session, wait)
+    missing = guided.unmet(session)
+    if missing is not None:
+        console().print(f"[yellow]Step '{esc(step.title)}' cannot run here: {esc(missing)}.[/]"
+                        " `kflab skip` moves past it (recorded as skipped).", width=text_width())
+        sys.exit(1)
+    with CheckWait() as waiting:
+        ok, results = guided.check(session, wait, on_wait=waiting)
     check_lines(results)
     if not ok:
         apply_warnings(last_warnings(obj.state))
-        console().print(f"[red]Step '{esc(step.title)}' is not done yet.[/] "
-                        "Try `kflab hint` for help.")
+        if any(getattr(r, "failed", None) for r in results):
+            console().print(f"[red]Step '{esc(step.title)}': something you ran failed "
+                            "(above).[/] Fix it and run it again; `kflab hint` helps.",
+                            width=text_width())
+        else:
+            console().print(f"[red]Step '{esc(step.title)}' is not done yet.[/] "
+                            "Try `kflab hint` for help.", width=text_width())
         sys.exit(1)
-    console().print(f"[green]Step '{esc(step.title)}' passed.[/]")
+    console().print(f"[green]Step '{esc(step.title)}' passed.[/]", width=text_width())
+    _next(session)
+
+
+def _next(session: object) -> None:
+    """After a step is passed or skipped: the finish summary, or the next step (announcing
+    when it cannot run here)."""
+    from lab.scenarios import guided
+    from lab.ui import console, esc, finish_summary, show_step, text_width
+
+    assert isinstance(session, guided.Session)
     if session.finished:
-        console().print(f"[bold green]Scenario '{esc(session.scenario.id)}' complete. "
-                        "Well done![/]")
-    else:
-        show_step(session)
+        statuses = [guided.step_status(session, i) for i in range(len(session.scenario.steps))]
+        finish_summary(session, statuses, guided.still_running(session))
+        return
+    show_step(session)
+    missing = guided.unmet(session)
+    if missing is not None:
+        console().print(f"[yellow]This step cannot run here: {esc(missing)}.[/] "
+                        "`kflab skip` moves past it.", width=text_width())
 
 
 @cli.command()
@@ -41,13 +66,14 @@ def check(obj: Obj, wait: float) -> None:
 def hint(obj: Obj) -> None:
     """Show the next hint for the current step."""
     from lab.scenarios import guided
+    from lab.ui import echo_wrapped
 
     session = guided.active(obj.state)
     n, total, text = guided.hint(session)
     if text is None:
-        click.echo("No more hints for this step. `kflab solve` shows the reference solution.")
+        echo_wrapped("No more hints for this step. `kflab solve` shows the reference solution.")
     else:
-        click.echo(f"Hint {n}/{total}: {text}")
+        echo_wrapped(f"Hint {n}/{total}: {text}", indent="  ")
 
 
 @cli.command()
@@ -61,3 +87,16 @@ def solve(obj: Obj) -> None:
         click.echo(f"  {line}")
     click.get_current_context().invoke(check)
 
+
+@cli.command()
+@pass_obj
+def skip(obj: Obj) -> None:
+    """Move past a step this machine cannot run (e.g. it needs a GPU); recorded as skipped."""
+    from lab.scenarios import guided
+    from lab.ui import console, esc, text_width
+
+    session = guided.active(obj.state)
+    title = session.step.title
+    why = guided.skip(session)
+    console().print(f"[yellow]Skipped '{esc(title)}'[/]: {esc(why)}", width=text_width())
+    _next(session)

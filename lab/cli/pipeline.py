@@ -35,12 +35,14 @@ def pipeline_run(obj: Obj, file: str, name: str | None, function: str | None,
         else slug(path.stem, "PipelineRun", fallback="pipeline")
     manifest = pipeline_run_manifest(path.name, run_name, parse_arguments(list(params)),
                                      function)
-    res = obj.backend(progress=True).apply(manifest, base_dir=path.parent)
+    backend = obj.backend(progress=True)
+    res = backend.apply(manifest, base_dir=path.parent)
     status = res["status"]
     click.echo(f"pipelinerun/{res['metadata']['name']} {status['state']}")
-    if status.get("error"):
-        click.echo(status["error"]["message"], err=True)
-        if status.get("log"):
-            click.echo(f"log: {status['log']}", err=True)
     if status["state"] != "SUCCEEDED":
+        from lab.backends.failures import explain
+
+        found = explain(backend, res)  # the failing task's own error, not just its name
+        for line in found.lines() if found else [(status.get("error") or {}).get("message", "")]:
+            click.echo(line, err=True)
         sys.exit(1)

@@ -86,40 +86,119 @@ def predict(obj: Obj, name: str, file: str, protocol: str | None, namespace: str
 
 
 
+OUTPUT_HELP = ("Output format: name, wide, yaml, json or jsonpath=TEMPLATE (kubectl's "
+               "JSONPath, e.g. jsonpath='{.items[*].metadata.name}'); default a table.")
+
+
+def _output(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is None or value in ("table", "wide", "name", "json", "yaml") or \
+            value.startswith("jsonpath="):
+        return value
+    raise click.BadParameter(f"unknown output format {value!r}: use name, wide, yaml, json "
+                             "or jsonpath=TEMPLATE")
+
+
+def _resources(obj: Obj, args: tuple[str, ...], namespace: str, all_namespaces: bool,
+               selector: str | None) -> tuple[Any, list[dict[str, Any]], bool]:
+    """(kind, objects, named) for get/describe: names given must exist (kubectl's NotFound,
+    exit 1, after printing those found)."""
+    from lab.errors import NotFound
+    from lab.kube import selectors
+    from lab.kube.kinds import parse_refs
+
+    refs = parse_refs(args)
+    kinds = {k.kind for k, _ in refs}
+    if len(kinds) > 1:
+        raise LabError("one resource type at a time", hint=f"got {', '.join(sorted(kinds))}")
+    kind = refs[0][0]
+    reqs = selectors.parse(selector) if selector else None
+    backend = obj.backend()
+    if refs[0][1] is None:
+        items = backend.list(kind.kind, None if all_namespaces else namespace)
+        if reqs is not None:
+            items = [o for o in items if selectors.matches(reqs, o)]
+        return kind, items, False
+    if reqs is not None:
+        raise LabError("a label selector (-l) and names cannot be used together",
+                       hint="drop the names, or -l")
+    items, missing = [], []
+    for _, name in refs:
+        assert name is not None
+        found = backend.get(kind.kind, checked_name(kind.kind, name), namespace)
+        if found is None:
+            missing.append(name)
+        else:
+            items.append(found)
+    if missing:
+        obj.missing = NotFound(
+            f"{kind.kind} {', '.join(repr(m) for m in missing)} not found in namespace "
+            f"'{namespace}'", hint=f"list them with `kflab get {kind.plural}`")
+    return kind, items, True
+
+
 @cli.command()
-@click.argument("kind")
-@click.argument("name", required=False)
+@click.argument("resources", nargs=-1)
 @namespace_option
-@click.option("-A", "--all-namespaces", is_flag=True)
-@click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table")
+@click.option("-A", "--all-namespaces", is_flag=True, help="List across every namespace.")
+@click.option("-o", "--output", callback=_output, help=OUTPUT_HELP)
+@click.option("-l", "--selector", help="Label selector, e.g. -l app=web,tier!=db.")
 @backend_options
 @pass_obj
-def get(obj: Obj, kind: str, name: str | None, namespace: str, all_namespaces: bool,
-        output: str) -> None:
-    """List resources, or show one (e.g. `kflab get runs`, `kflab get isvc NAME -o yaml`)."""
-    from lab.kube.kinds import lookup
-    from lab.ui import resource_table
+def get(obj: Obj, resources: tuple[str, ...], namespace: str, all_namespaces: bool,
+        output: str | None, selector: str | None) -> None:
+    """List resources, or show some: `kflab get runs`, `kflab get run/first-run -o yaml`,
+    `kflab get trials -l katib.kubeflow.org/experiment=random`. No type: the types."""
+    from lab.ui import print_table, resource_table
 
-    k = lookup(kind)
-    if name:
-        checked_name(k.kind, name)
-    choice = obj.choice()
-    backend = obj.backend()
-    where = describe_backend(choice, backend)
-    click.echo(f"# backend: {where}", err=True)
-    if name:
-        found = backend.get(k.kind, name, namespace)
-        if found is None:
-            raise LabError(f"{k.kind} '{name}' not found in namespace '{namespace}'",
-                           hint=f"list them with `kflab get {k.plural}`")
-        items = [found]
-    else:
-        items = backend.list(k.kind, None if all_namespaces else namespace)
-    if output == "table":
-        resource_table(k, items, namespaces=all_namespaces)
+    if not resources:
+        from lab.kube.kinds import KINDS
+        from lab.ui import Column
+
+        print_table([Column("NAME", True), Column("SHORTNAMES", True), Column("APIVERSION"),
+                     Column("KIND", True)],
+                    [[k.plural, ",".join(s for s in k.short if s not in (k.kind.lower(),
+                                                                         k.plural)),
+                      k.api_version, k.kind] for k in KINDS])
+        click.echo("\nUse: kflab get TYPE [NAME...] (or TYPE/NAME), e.g. kflab get runs",
+                   err=True)
         return
-    data: Any = items[0] if name else {"apiVersion": "v1", "kind": "List", "items": items}
-    _dump(data, output)
+    obj.missing = None
+    kind, items, named = _resources(obj, resources, namespace, all_namespaces, selector)
+    click.echo(f"# backend: {describe_backend(obj.choice(), obj.backend())}", err=True)
+    if output in (None, "table", "wide"):
+        if items or not named:
+            resource_table(kind, items, namespaces=all_namespaces, wide=output == "wide")
+        if named and output != "wide":
+            _failures(obj, items)
+    elif output == "name":
+        for o in items:
+            click.echo(f"{kind.kind.lower()}.{kind.group}/{o['metadata']['name']}"
+                       if kind.group else f"{kind.kind.lower()}/{o['metadata']['name']}")
+    else:
+        asked = len(resources) if "/" in resources[0] else len(resources) - 1
+        single = named and asked == 1 and len(items) == 1  # one name: the object itself
+        data: Any = items[0] if single else {"apiVersion": "v1", "kind": "List",
+                                             "items": items}
+        _dump(data, output)
+    if obj.missing is not None:
+        raise obj.missing
+
+
+def _failures(obj: Obj, items: list[dict[str, Any]]) -> None:
+    """Below `get NAME`'s table: why each named resource failed, with its failing part's
+    last log lines (a pipeline task's error) and where the whole log is."""
+    from lab.backends import failures
+    from lab.ui import console, esc
+
+    backend = obj.backend()
+    for o in items:
+        found = failures.explain(backend, o)
+        if found is None:
+            continue
+        lines = found.lines()
+        console().print(f"[red]{esc(o['metadata']['name'])}: {esc(lines[0])}[/]")
+        for line in lines[1:]:
+            console().print(f"  {esc(line)}", soft_wrap=True)
 
 
 def describe_backend(choice: Any, backend: Any) -> str:
@@ -134,6 +213,10 @@ def describe_backend(choice: Any, backend: Any) -> str:
 def _dump(data: Any, output: str) -> None:
     if output == "json":
         click.echo(json.dumps(data, indent=2))
+    elif output.startswith("jsonpath="):
+        from lab.kube.jsonpath import render
+
+        click.echo(render(output[len("jsonpath="):], data), nl=False)
     else:
         import yaml
 
@@ -141,45 +224,100 @@ def _dump(data: Any, output: str) -> None:
 
 
 @cli.command()
-@click.argument("kind")
-@click.argument("name")
+@click.argument("resources", nargs=-1, required=True)
 @namespace_option
+@click.option("-l", "--selector", help="Label selector, e.g. -l app=web.")
 @backend_options
 @pass_obj
-def describe(obj: Obj, kind: str, name: str, namespace: str) -> None:
-    """Show a resource in full, status included."""
-    click.get_current_context().invoke(get, kind=kind, name=name, namespace=namespace,
-                                       all_namespaces=False, output="yaml")
+def describe(obj: Obj, resources: tuple[str, ...], namespace: str,
+             selector: str | None) -> None:
+    """Show resources in full, kubectl's layout, with a history from their status
+    (`kflab describe exp random`, `kflab describe run/first-run`)."""
+    from lab.backends import failures
+    from lab.kube.describe import render
+
+    obj.missing = None
+    _, items, _ = _resources(obj, resources, namespace, False, selector)
+    backend = obj.backend()
+    for i, o in enumerate(items):
+        found = failures.explain(backend, o)
+        click.echo(("\n" if i else "") + render(o, found.lines() if found else None))
+    if obj.missing is not None:
+        raise obj.missing
 
 
 @cli.command()
-@click.argument("kind")
-@click.argument("name")
+@click.argument("resources", nargs=-1)
+@click.option("-f", "--filename", "files", multiple=True,
+              type=click.Path(exists=True, dir_okay=False),
+              help="Delete what these manifests name (repeatable).")
 @namespace_option
+@click.option("--ignore-not-found", is_flag=True, help="Exit 0 when a resource is absent.")
 @backend_options
 @pass_obj
-def delete(obj: Obj, kind: str, name: str, namespace: str) -> None:
-    """Delete a resource and stop whatever runs for it."""
-    from lab.kube.kinds import lookup
+def delete(obj: Obj, resources: tuple[str, ...], files: tuple[str, ...], namespace: str,
+           ignore_not_found: bool) -> None:
+    """Delete resources and stop whatever runs for them: `kflab delete isvc NAME`,
+    `kflab delete run/first-run`, `kflab delete -f experiment.yaml`."""
+    from lab.errors import NotFound
+    from lab.kube.kinds import lookup, parse_refs
+    from lab.kube.manifests import load_manifests
 
-    k = lookup(kind)
-    checked_name(k.kind, name)
-    if not obj.backend().delete(k.kind, name, namespace):
-        raise LabError(f"{k.kind} '{name}' not found in namespace '{namespace}'")
-    click.echo(f"{k.kind.lower()}/{name} deleted")
+    targets: list[tuple[str, str, str]] = []
+    if files and resources:
+        raise click.UsageError("give -f FILE or resources, not both")
+    for f in files:  # every document is read and checked before anything is deleted
+        for doc in load_manifests(Path(f)):
+            meta = doc.data["metadata"]
+            targets.append((lookup(doc.data["kind"]).kind, meta["name"],
+                            meta.get("namespace") or namespace))
+    for kind, name in parse_refs(resources):
+        if name is None:
+            raise click.UsageError(f"name the {kind.plural} to delete (or use -f FILE)")
+        targets.append((kind.kind, checked_name(kind.kind, name), namespace))
+    if not targets:
+        raise click.UsageError("name what to delete: TYPE NAME, TYPE/NAME or -f FILE")
+    backend = obj.backend()
+    missing = []
+    for kind_name, name, ns in targets:
+        if backend.delete(kind_name, name, ns):
+            click.echo(f"{kind_name.lower()}/{name} deleted")
+        else:
+            missing.append(f"{kind_name} '{name}' not found in namespace '{ns}'")
+    if missing and not ignore_not_found:
+        raise NotFound("; ".join(missing))
 
 
 @cli.command()
-@click.argument("kind")
-@click.argument("name")
+@click.argument("resources", nargs=-1, required=True)
 @namespace_option
-@click.option("--replica", help="One replica, e.g. worker-1 (training jobs).")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines while it runs.")
+@click.option("--tail", type=click.IntRange(min=0),
+              help="Only the last N lines (of each replica or trial).")
+@click.option("--replica", help="One PyTorchJob replica, e.g. worker-1.")
+@click.option("--task", help="One pipeline task, e.g. train-svm.")
 @backend_options
 @pass_obj
-def logs(obj: Obj, kind: str, name: str, namespace: str, replica: str | None) -> None:
-    """Print a resource's logs (pipeline run, trial, job replica, model server)."""
-    from lab.kube.kinds import lookup
+def logs(obj: Obj, resources: tuple[str, ...], namespace: str, follow: bool,
+         tail: int | None, replica: str | None, task: str | None) -> None:
+    """Print a resource's logs (pipeline run or one --task, trial, job or one --replica,
+    model server): `kflab logs run first-run --task train-svm`, `kflab logs ptj/x -f`."""
+    from lab.kube.kinds import parse_refs
 
-    k = lookup(kind)
-    for line in obj.backend().logs(k.kind, checked_name(k.kind, name), namespace, replica):
+    refs = parse_refs(resources)
+    if len(refs) != 1 or refs[0][1] is None:
+        raise click.UsageError("name one resource: TYPE NAME or TYPE/NAME")
+    kind, name = refs[0]
+    assert name is not None
+    if replica is not None and kind.kind != "PyTorchJob":
+        raise LabError(f"--replica selects a PyTorchJob replica; a {kind.kind} has none",
+                       hint="a pipeline run's step: --task NAME" if kind.kind == "PipelineRun"
+                       else "drop --replica")
+    if task is not None and kind.kind != "PipelineRun":
+        raise LabError(f"--task selects a pipeline run's task; a {kind.kind} has none",
+                       hint="a PyTorchJob replica: --replica NAME"
+                       if kind.kind == "PyTorchJob" else "drop --task")
+    lines = obj.backend().logs(kind.kind, checked_name(kind.kind, name), namespace,
+                               replica or task, follow=follow, tail=tail)
+    for line in lines:
         click.echo(line)

@@ -16,6 +16,7 @@ class Obj:
         self.state_opt = state
         self.backend_opt: str | None = None  # --backend
         self.context_opt: str | None = None  # --context
+        self.missing: Any = None  # a NotFound raised after what was found is printed
 
     @property
     def state(self) -> Path:

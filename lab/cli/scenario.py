@@ -19,33 +19,95 @@ def scenario() -> None:
 
 @scenario.command("list")
 @click.option("--json", "as_json", is_flag=True)
-def scenario_list(as_json: bool) -> None:
+@pass_obj
+def scenario_list(obj: Obj, as_json: bool) -> None:
     """List the available scenarios."""
     from lab.scenarios.loader import load_all
     from lab.scenarios.model import BACKENDS
 
     items = load_all()
+    progress = _progress_column(obj, items)
     if as_json:
         click.echo(json.dumps([{"id": s.id, "title": s.title, "level": s.level,
                                 "duration": s.duration, "requires": list(s.requires),
                                 "steps": len(s.steps), "backends": list(s.backends),
                                 "unsupported": {b: s.why_not(b) for b in BACKENDS
-                                                if s.why_not(b)}}
+                                                if s.why_not(b)},
+                                "progress": progress.get(s.id)}
                                for s in items], indent=2))
         return
     from lab.ui import scenario_table
 
-    scenario_table(items)
+    scenario_table(items, _progress_column(obj, items))
+
+
+def _progress_column(obj: Obj, items: list[Any]) -> dict[str, str]:
+    """id -> "2/3" (in progress), "done" or "2/3 *" for the active one."""
+    from lab.scenarios import guided
+
+    active = guided.active_id(obj.state)
+    out = {}
+    for s in items:
+        saved = guided.progress_of(obj.state, s.id)
+        if saved is None:
+            continue
+        current = min(int(saved.get("current", 0)), len(s.steps))
+        text = "done" if current >= len(s.steps) else f"{current}/{len(s.steps)}"
+        out[s.id] = text + (" (active)" if s.id == active else "")
+    return out
 
 
 @scenario.command("show")
 @click.argument("name")
-def scenario_show(name: str) -> None:
-    """Show a scenario's description and steps."""
+@click.option("--step", "step_no", type=int, help="Show step N (1-based) in full.")
+@pass_obj
+def scenario_show(obj: Obj, name: str, step_no: int | None) -> None:
+    """Show a scenario's description and steps, or one step's text (--step N)."""
+    from lab.scenarios import guided
     from lab.scenarios.loader import find
-    from lab.ui import scenario_overview
+    from lab.ui import scenario_overview, show_step
 
-    scenario_overview(find(name))
+    s = find(name)
+    if step_no is None:
+        scenario_overview(s, _progress_column(obj, [s]).get(s.id))
+        return
+    if not 1 <= step_no <= len(s.steps):
+        raise click.BadParameter(f"{s.id} has steps 1 to {len(s.steps)}", param_hint="--step")
+    saved = guided.progress_of(obj.state, s.id)
+    session = guided.Session(s, saved or {"workdir": s.id, "current": -1, "steps": {}},
+                             obj.state)
+    show_step(session, step_no - 1)
+
+
+@scenario.command("status")
+@click.argument("name", required=False)
+@pass_obj
+def scenario_status(obj: Obj, name: str | None) -> None:
+    """Where am I: the scenario in progress (or NAME), its steps and what is next."""
+    from lab.errors import LabError
+    from lab.scenarios import guided
+    from lab.scenarios.loader import find
+    from lab.ui import scenario_status as show
+
+    if name is None:
+        session = guided.active(obj.state)
+    else:
+        s = find(name)
+        saved = guided.progress_of(obj.state, s.id)
+        if saved is None:
+            raise LabError(f"'{s.id}' has not been started",
+                           hint=f"start it with `kflab scenario start {s.id}`")
+        session = guided.Session(s, saved, obj.state)
+    steps = session.scenario.steps
+    show(session, [guided.step_status(session, i) for i in range(len(steps))],
+         [session.progress["steps"].get(st.id) or {} for st in steps])
+    if session.finished:
+        return
+    from lab.ui import echo_wrapped
+
+    echo_wrapped(f"Now: step {session.index + 1}, {session.step.title!r}: "
+                 f"`kflab scenario show {session.scenario.id} --step {session.index + 1}` "
+                 "shows it again; then kflab check / hint / solve.")
 
 
 @scenario.command("validate")
@@ -126,8 +188,10 @@ _mode_command("test", "Test scenarios: each step's checks must FAIL before its s
 @scenario.command("start")
 @click.argument("name")
 @click.option("--workdir", type=click.Path(file_okay=False),
-              help="Where your files go (default ./NAME).")
-@click.option("--restart", is_flag=True, help="Forget saved progress and begin again.")
+              help="Where your files go (default: where it was started before, else ./NAME).")
+@click.option("--restart", is_flag=True,
+              help="Begin again from the starting files: your old files are moved aside to "
+                   "FOLDER.before-restart, saved progress is forgotten.")
 @backend_options
 @pass_obj
 def scenario_start(obj: Obj, name: str, workdir: str | None, restart: bool) -> None:
@@ -135,16 +199,22 @@ def scenario_start(obj: Obj, name: str, workdir: str | None, restart: bool) -> N
     backend)."""
     from lab.scenarios import guided
     from lab.scenarios.loader import find
+    from lab.ui import console, esc, show_step, text_width
 
     s = find(name)
-    session = guided.start(s, obj.state, Path(workdir or s.id), restart=restart,
+    session = guided.start(s, obj.state, Path(workdir) if workdir else None, restart=restart,
                            backend=obj.choice(),
                            explicit=bool(obj.backend_opt or obj.context_opt))
+    for note in session.notes:
+        console().print(f"[dim]{esc(note)}[/]", width=text_width())
     if session.finished:
         click.echo(f"'{s.id}' is already complete; use --restart to do it again.")
         return
-    from lab.ui import show_step
-
+    # Steps this machine cannot run are announced now, not discovered at the end.
+    for i, why in guided.unmet_steps(session):
+        console().print(f"[yellow]Note: step {i + 1} ({esc(s.steps[i].title)}) cannot run "
+                        f"here: {esc(why)}.[/] When you reach it, `kflab skip` moves past it "
+                        "(recorded as skipped).", width=text_width())
     show_step(session)
 
 

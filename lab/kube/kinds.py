@@ -71,3 +71,26 @@ def for_object(obj: dict) -> Kind:
             hint=f"set apiVersion: {kind.api_version}",
         )
     return kind
+
+
+def parse_refs(args: tuple[str, ...] | list[str]) -> list[tuple[Kind, str | None]]:
+    """kubectl's ways to name resources: `KIND`, `KIND NAME...` or `KIND/NAME...`; returns
+    (kind, name or None for every one of the kind). Names are checked by the caller."""
+    if not args:
+        return []
+    if "/" in args[0]:
+        out = []
+        for arg in args:
+            kind, sep, name = arg.partition("/")
+            if not sep or not kind or not name:
+                raise LabError(f"'{arg}' is not TYPE/NAME",
+                               hint="name resources as TYPE/NAME (e.g. run/first-run) or as "
+                                    "TYPE NAME, not both")
+            out.append((lookup(kind), name))
+        return out
+    kind = lookup(args[0])
+    for name in args[1:]:
+        if "/" in name:
+            raise LabError(f"'{name}': a TYPE/NAME cannot follow a type",
+                           hint=f"write `{args[0]} NAME` or `TYPE/NAME` alone")
+    return [(kind, name) for name in args[1:]] or [(kind, None)]

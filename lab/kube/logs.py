@@ -95,7 +95,8 @@ def _stream(kube: Any, namespace: str, pod: str, container: str, *, follow: bool
 
 
 def pod_logs(kube: Any, namespace: str, selector: str, *, container: str | None = None,
-             tail: int | None = None, follow: bool = False) -> Iterator[tuple[str, str]]:
+             tail: int | None = None, follow: bool = False,
+             only: set[str] | None = None) -> Iterator[tuple[str, str]]:
     """(source, line) for every container of every started pod matching `selector`; source
     is the pod (with `/container` when it has several). `tail`: the last N lines of each.
     `follow` streams until every pod's log ends (Ctrl-C stops it). Pods that have not
@@ -103,8 +104,11 @@ def pod_logs(kube: Any, namespace: str, selector: str, *, container: str | None 
     if tail is not None and tail < 0:
         raise LabError("tail must be 0 or more lines")
     found = pods(kube, namespace, selector)
+    if only is not None:  # e.g. the pod of one pipeline task
+        found = [p for p in found if p["metadata"]["name"] in only]
     if not found:
-        raise LabError(f"no pods match {selector} in namespace {namespace}",
+        raise LabError(f"no pods match {selector} in namespace {namespace}"
+                       + (f" named {', '.join(sorted(only))}" if only else ""),
                        hint="the controller may not have created them yet: `kflab get`")
     ready = [p for p in found if started(p)]
     if not ready:

@@ -31,6 +31,9 @@ from lab.yamlio import load_json, read_text
 class Outcome:
     ok: bool
     observed: str
+    # Set when the resource the check reads has failed (lab.backends.failures): the check
+    # then stops waiting and the learner reads "failed: why", never "not yet".
+    failed: str | None = None
 
 
 @dataclass(frozen=True)
@@ -265,17 +268,55 @@ def register(name: str, check_type: CheckType) -> None:
     CHECK_TYPES[name] = check_type
 
 
-def evaluate(check: Check, ctx: Context, *, wait: bool = True) -> Outcome:
-    """Evaluate until it holds or its timeout passes (once only when `wait` is False)."""
+# Waiting is reported as (outcome so far, seconds waited, seconds it may wait).
+OnWait = Callable[[Outcome, float, float], None]
+
+
+def _resource(check: Check) -> tuple[str, str, str] | None:
+    """(kind, name, namespace) of the one resource a check reads, or None."""
+    p = check.params
+    if check.type == "pipeline-run":
+        return "PipelineRun", p["name"], p.get("namespace", "default")
+    if "kind" in p and "name" in p and check.type in ("condition", "field", "logs"):
+        return p["kind"], p["name"], p.get("namespace", "default")
+    return None
+
+
+def failure(check: Check, ctx: Context) -> str | None:
+    """Why the resource the check reads has failed (its status says so), or None."""
+    from lab.backends import failures
+
+    target = _resource(check)
+    if target is None:
+        return None
+    try:
+        found = failures.explain(ctx.backend, ctx.backend.get(*target))
+    except Exception:  # the check's own outcome stands
+        return None
+    return found.one_line() if found else None
+
+
+def evaluate(check: Check, ctx: Context, *, wait: bool = True,
+             on_wait: OnWait | None = None) -> Outcome:
+    """Evaluate until it holds or its timeout passes (once only when `wait` is False). A
+    resource that has failed ends the wait at once: waiting cannot make it pass."""
     impl = CHECK_TYPES[check.type].evaluate
-    deadline = time.monotonic() + (check.timeout if wait else 0)
+    start = time.monotonic()
+    deadline = start + (check.timeout if wait else 0)
     while True:
         try:
             outcome = impl(ctx, check.params)
         except Exception as exc:  # a check must report, never crash the runner
             outcome = Outcome(False, f"error while checking: {exc}")
-        if outcome.ok or time.monotonic() >= deadline:
+        if outcome.ok:
             return outcome
+        why = outcome.failed or failure(check, ctx)
+        if why is not None:
+            return Outcome(False, outcome.observed, why)
+        if time.monotonic() >= deadline:
+            return outcome
+        if on_wait is not None:
+            on_wait(outcome, time.monotonic() - start, check.timeout)
         time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
 
 

@@ -30,6 +30,7 @@ class Session:
     scenario: Scenario
     progress: dict[str, Any]
     state_root: Path
+    notes: list[str] = dataclasses.field(default_factory=list)  # said once, at start
 
     @property
     def workdir(self) -> Path:
@@ -78,10 +79,36 @@ def _active_file(state_root: Path) -> Path:
     return state.path(state_root, "progress", "active")
 
 
-def start(scenario: Scenario, state_root: Path, workdir: Path, *, restart: bool,
+def default_workdir(scenario: Scenario, state_root: Path, given: Path | None) -> Path:
+    """Where the learner's files go: the folder given, else the one saved with the progress
+    (so `start` from another folder resumes there instead of nesting a new one), else
+    ./<id>."""
+    if given is not None:
+        return given
+    saved = read_json(_progress_file(state_root, scenario.id), fix=RESTART)
+    if saved and saved.get("workdir"):
+        return Path(saved["workdir"])
+    return Path(scenario.id)
+
+
+def move_aside(workdir: Path) -> Path | None:
+    """Keep a work folder's files under `<folder>.before-restart[-N]` so a restarted lab
+    begins from the starting files (and cannot pass on the old attempt's files)."""
+    if not workdir.is_dir() or not any(workdir.iterdir()):
+        return None
+    n = 1
+    while (kept := workdir.with_name(f"{workdir.name}.before-restart"
+                                     f"{'' if n == 1 else f'-{n}'}")).exists():
+        n += 1
+    workdir.rename(kept)
+    return kept
+
+
+def start(scenario: Scenario, state_root: Path, workdir: Path | None, *, restart: bool,
           backend: Choice | None = None, explicit: bool = False) -> Session:
     """Begin (or resume) a scenario; copies the starting files without overwriting any.
-    The backend is saved with the progress, so check/hint/solve act on the same one."""
+    The backend is saved with the progress, so check/hint/solve act on the same one.
+    With `restart`, the old work folder is moved aside first (Session.notes says where)."""
     choice = backend or Choice("local")
     why = scenario.why_not(choice.name)
     if why:
@@ -90,15 +117,22 @@ def start(scenario: Scenario, state_root: Path, workdir: Path, *, restart: bool,
     progress = read_json(_progress_file(state_root, scenario.id), fix=RESTART)
     journal.record(state_root, scenario.id, "resume" if progress and not restart else
                    "restart" if progress else "start")
+    notes: list[str] = []
     if progress is None or restart:
-        progress = {"scenario": scenario.id, "workdir": str(workdir.resolve()), "current": 0,
+        folder = default_workdir(scenario, state_root, workdir).resolve()
+        if restart and (kept := move_aside(folder)) is not None:
+            notes.append(f"your earlier files are kept in {kept}")
+        progress = {"scenario": scenario.id, "workdir": str(folder), "current": 0,
                     "started_at": now(), "steps": {}, "backend": choice.to_dict()}
     elif explicit and Choice.from_dict(progress.get("backend")).name != choice.name:
         raise LabError(f"'{scenario.id}' was started on the "
                        f"{Choice.from_dict(progress.get('backend')).name} backend",
                        hint="resume it there, or begin again on this one with --restart")
+    elif workdir is not None and workdir.resolve() != Path(progress["workdir"]):
+        notes.append(f"resuming in {progress['workdir']} (where it was started); "
+                     "--restart --workdir DIR begins again elsewhere")
     copy_assets(scenario, Path(progress["workdir"]))
-    session = Session(scenario, progress, state_root)
+    session = Session(scenario, progress, state_root, notes)
     session.save()
     _active_file(state_root).write_text(scenario.id)
     return session
@@ -116,13 +150,15 @@ def active(state_root: Path) -> Session:
     return Session(loader.find(sid), progress, state_root)
 
 
-def check(session: Session, wait: float = GUIDED_WAIT) -> tuple[bool, list[CheckResult]]:
-    """Verify the current step; on success advance to the next one."""
+def check(session: Session, wait: float = GUIDED_WAIT,
+          on_wait: Any = None) -> tuple[bool, list[CheckResult]]:
+    """Verify the current step; on success advance to the next one. `on_wait(label,
+    outcome, waited, timeout)` hears about a check still waiting (for a live line)."""
     record = session.step_record()
     record["attempts"] += 1
     # A step's preconditions come first, so a learner without (say) a GPU is told so.
     step = dataclasses.replace(session.step, checks=session.step.needs + session.step.checks)
-    results = run_checks(step, session.context(), wait=True, budget=wait)
+    results = run_checks(step, session.context(), wait=True, budget=wait, on_wait=on_wait)
     ok = all(r.ok for r in results)
     journal.record(session.state_root, session.scenario.id, "check", session.step.id, ok=ok)
     if ok:
@@ -146,10 +182,113 @@ def hint(session: Session) -> tuple[int, int, str | None]:
 
 
 def solve(session: Session) -> list[str]:
-    """Run the reference solution of the current step (the learner's files are kept)."""
+    """Run the reference solution of the current step (the learner's files are kept). A
+    step whose needs this machine lacks is never "solved" by weakening it: skip it."""
+    missing = unmet(session)
+    if missing is not None:
+        raise LabError(f"step '{session.step.title}' cannot run here: {missing}",
+                       hint="`kflab skip` moves past it (recorded as skipped, not solved)")
     # Logged before it runs: a solution that fails half-way has still shown the learner code.
     journal.record(session.state_root, session.scenario.id, "solve", session.step.id)
     done = solve_step(session.step, session.context())
     session.step_record()["solved"] = True
     session.save()
     return done
+
+
+def unmet(session: Session, index: int | None = None) -> str | None:
+    """Why step `index` (default: the current one) cannot run on this machine -- its first
+    precondition (`needs`) that does not hold -- or None."""
+    from lab.scenarios.runner import unmet_needs
+
+    step = session.scenario.steps[session.index if index is None else index]
+    return unmet_needs(step, session.context()) if step.needs else None
+
+
+def unmet_steps(session: Session) -> list[tuple[int, str]]:
+    """(index, why) of every step from the current one on whose needs are unmet."""
+    if session.finished:
+        return []
+    found = []
+    for i in range(session.index, len(session.scenario.steps)):
+        why = unmet(session, i)
+        if why is not None:
+            found.append((i, why))
+    return found
+
+
+def skip(session: Session) -> str:
+    """Move past a step whose needs are unmet; recorded as skipped with the reason. Any other
+    step is refused: it can be done here (`kflab hint`, `kflab solve`)."""
+    why = unmet(session)
+    if why is None:
+        raise LabError(f"step '{session.step.title}' can be done on this machine, so it "
+                       "cannot be skipped",
+                       hint="`kflab hint` helps; `kflab solve` shows the reference solution")
+    journal.record(session.state_root, session.scenario.id, "skip", session.step.id, why=why)
+    record = session.step_record()
+    record["skipped"] = why
+    session.progress["current"] = session.index + 1
+    session.save()
+    return why
+
+
+def step_status(session: Session, index: int) -> str:
+    """passed, solved (passed after `kflab solve`), skipped, current or todo."""
+    step = session.scenario.steps[index]
+    record = session.progress["steps"].get(step.id) or {}
+    if index < session.index:
+        if record.get("skipped"):
+            return "skipped"
+        return "solved" if record.get("solved") else "passed"
+    return "current" if index == session.index else "todo"
+
+
+def progress_of(state_root: Path, sid: str) -> dict[str, Any] | None:
+    """The saved progress of a scenario (None when never started); never raises on a
+    broken file: a listing must still list."""
+    try:
+        return read_json(_progress_file(state_root, sid), fix=RESTART)
+    except (LabError, OSError):
+        return None
+
+
+def active_id(state_root: Path) -> str | None:
+    path = _active_file(state_root)
+    try:
+        return path.read_text().strip() or None if path.exists() else None
+    except OSError:
+        return None
+
+
+# kinds whose resources keep running (or keep a process or pods) after a step passed
+_LONG_LIVED = ("InferenceService", "Experiment", "PyTorchJob", "PipelineRun")
+
+
+def still_running(session: Session) -> list[tuple[str, str]]:
+    """What the scenario left running on its backend, with the command that stops each:
+    model servers always (they serve until deleted), runs only while unfinished."""
+    from lab.backends import failures
+    from lab.kube.conditions import is_true
+    from lab.kube.kinds import lookup
+
+    backend = session.context().backend
+    flag = "" if backend.name == "local" else f" --backend {backend.name}"
+    found = []
+    for kind in _LONG_LIVED:
+        try:
+            items = backend.list(kind, "default")
+        except (LabError, OSError):
+            continue
+        for obj in items:
+            status = obj.get("status") or {}
+            done = (is_true(status, "Succeeded") or status.get("state") in
+                    ("SUCCEEDED", "FAILED", "CANCELED", "SKIPPED") or
+                    failures.reason(obj) is not None)
+            if kind != "InferenceService" and done:
+                continue
+            name = obj["metadata"]["name"]
+            short = lookup(kind).short[-1] if kind == "InferenceService" else kind.lower()
+            what = "model server" if kind == "InferenceService" else kind
+            found.append((f"{what} {name}", f"kflab delete {short} {name}{flag}"))
+    return found

@@ -17,7 +17,7 @@ from typing import Any
 from lab import state
 from lab.kube.conditions import now
 
-EVENTS = ("start", "restart", "resume", "check", "hint", "solve")
+EVENTS = ("start", "restart", "resume", "check", "hint", "solve", "skip")
 MAX_READ_BYTES = 8 * 1024 * 1024  # a year of daily work is a few hundred kB
 
 

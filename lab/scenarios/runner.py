@@ -33,6 +33,7 @@ class CheckResult:
     message: str
     observed: str
     seconds: float
+    failed: str | None = None  # the resource failed, and why (never "not yet")
 
 
 @dataclass
@@ -83,16 +84,21 @@ def copy_assets(scenario: Scenario, workdir: Path) -> None:
 
 
 def run_checks(step: Step, ctx: Context, *, wait: bool, budget: float | None = None,
-               sink: Sink | None = None) -> list[CheckResult]:
-    """Evaluate every check of a step (all of them, so the learner sees every gap)."""
+               sink: Sink | None = None,
+               on_wait: Callable[[str, checks.Outcome, float, float], None] | None = None,
+               ) -> list[CheckResult]:
+    """Evaluate every check of a step (all of them, so the learner sees every gap).
+    `on_wait(label, outcome, waited, timeout)` is told while a check waits."""
     results = []
     for check in step.checks:
         t0 = time.monotonic()
         if budget is not None and wait:
             check = dataclasses.replace(check, timeout=min(check.timeout, budget))
-        outcome = checks.evaluate(check, ctx, wait=wait)
+        told = None if on_wait is None else (
+            lambda o, waited, limit, label=check.label: on_wait(label, o, waited, limit))
+        outcome = checks.evaluate(check, ctx, wait=wait, on_wait=told)
         res = CheckResult(check.label, check.type, outcome.ok, check.message, outcome.observed,
-                          round(time.monotonic() - t0, 3))
+                          round(time.monotonic() - t0, 3), outcome.failed)
         results.append(res)
         if sink:
             sink({"event": "check", "step": step.id, "result": res})

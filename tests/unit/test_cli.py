@@ -62,11 +62,12 @@ def test_pipeline_run_get_describe_logs_delete(kflab, state) -> None:
     assert "t " in table and "SUCCEEDED" in table
     assert json.loads(kflab("get", "run", "t", "-o", "json").stdout)["status"]["state"] == \
         "SUCCEEDED"
-    assert "run_details" in kflab("describe", "run", "t").stdout
+    described = kflab("describe", "run", "t").stdout  # kubectl's layout, not YAML
+    assert "Run Details:" in described and "TaskSucceeded" in described
     assert "Executing task" in kflab("logs", "run", "t").stdout
     assert kflab("delete", "run", "t").returncode == 0
     gone = kflab("get", "run", "t")
-    assert gone.returncode == 2 and "not found" in gone.stderr
+    assert gone.returncode == 1 and "not found" in gone.stderr  # kubectl's NotFound exit
 
 
 def test_failed_pipeline_exits_non_zero_with_the_log(kflab, state) -> None:

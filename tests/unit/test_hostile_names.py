@@ -69,8 +69,10 @@ def test_pipeline_run_name_that_is_a_path(kflab, state: Path, tmp_path: Path,
 @pytest.mark.parametrize(("kind", "name"), [("experiment", "../exp"), ("isvc", "a/b"),
                                              ("run", ".."), ("trial", "x" * 300)])
 def test_hostile_names_on_every_command(kflab, kind: str, name: str) -> None:
-    for args in (("get", kind, name), ("delete", kind, name), ("logs", kind, name)):
-        refused(kflab(*args), "Invalid value")
+    for verb in ("get", "delete", "logs", "describe"):
+        # TYPE NAME with a '/' in the name reads as a misplaced TYPE/NAME: refused as such
+        refused(kflab(verb, kind, name), "TYPE/NAME" if "/" in name else "Invalid value")
+        refused(kflab(verb, f"{kind}/{name}"), "Invalid value")
     refused(kflab("predict", name, "-f", __file__), "Invalid value")
 
 

@@ -144,12 +144,14 @@ class ClusterBackend:
         return bool(self.handler(k.kind).delete(self, k.kind, name, self.ns(namespace)))
 
     def logs(self, kind: str, name: str, namespace: str = "default",
-             replica: str | None = None) -> Iterator[str]:
+             replica: str | None = None, *, follow: bool = False,
+             tail: int | None = None) -> Iterator[str]:
+        """Pod logs as `kubectl logs`: `tail` lines of each pod, `follow` streams them."""
         from lab.backends.cluster.outputs import visible
 
         k = lookup(kind)
         return visible(self.handler(k.kind).logs(self, k.kind, name, self.ns(namespace),
-                                                 replica))
+                                                 replica, follow=follow, tail=tail))
 
     def predict(self, name: str, payload: dict[str, Any], namespace: str = "default",
                 protocol: str | None = "v1") -> dict[str, Any]:

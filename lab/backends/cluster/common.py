@@ -115,13 +115,19 @@ def delete_with_files(backend: Any, kind: str, name: str, namespace: str) -> boo
     return existed
 
 
-def pod_lines(backend: Any, namespace: str, selector: str,
-              container: str | None = None) -> Iterator[str]:
-    """Lines of every pod matching `selector` (several pods: each line says which)."""
+def pod_lines(backend: Any, namespace: str, selector: str, container: str | None = None,
+              *, follow: bool = False, tail: int | None = None,
+              only: set[str] | None = None) -> Iterator[str]:
+    """Lines of every pod matching `selector` (several pods: each line says which); `tail`
+    lines of each, `follow` streams them; `only` keeps those pods (by name)."""
     from lab.kube.logs import pod_logs, pods
 
-    many = len(pods(backend.kube, namespace, selector)) > 1
-    for source, line in pod_logs(backend.kube, namespace, selector, container=container):
+    found = pods(backend.kube, namespace, selector)
+    if only is not None:
+        found = [p for p in found if p["metadata"]["name"] in only]
+    many = len(found) > 1
+    for source, line in pod_logs(backend.kube, namespace, selector, container=container,
+                                 follow=follow, tail=tail, only=only):
         yield f"[{source}] {line}" if many else line
 
 

@@ -23,7 +23,7 @@ from typing import Any
 from lab.backends.local import owners
 from lab.backends.local.procs import Registry
 from lab.backends.local.store import Store
-from lab.errors import InputError, LabError
+from lab.errors import InputError, LabError, NotFound
 from lab.kube import names
 from lab.kube.kinds import for_object, lookup
 from lab.state import StateError, state_dir
@@ -157,12 +157,52 @@ class LocalBackend:
             return gone
 
     def logs(self, kind: str, name: str, namespace: str = "default",
-             replica: str | None = None) -> Iterator[str]:
-        obj = self.store.get(kind, name, namespace)
+             replica: str | None = None, *, follow: bool = False,
+             tail: int | None = None) -> Iterator[str]:
+        """The resource's log lines; `tail`: only the last N (of each replica or trial, as
+        kubectl per pod); `follow`: keep printing new lines while it runs."""
+        k = lookup(kind).kind
+        obj = self.store.get(k, name, namespace)
         if obj is None:
-            raise LabError(f"{lookup(kind).kind} '{name}' not found in namespace '{namespace}'",
+            raise NotFound(f"{k} '{name}' not found in namespace '{namespace}'",
                            hint=f"list them with `kflab get {lookup(kind).plural}`")
-        return self._handler(kind).logs(self, obj, replica)
+        if tail is not None and tail < 0:
+            raise LabError("--tail must be 0 or more lines")
+        handler = self._handler(k)
+        lines = handler.logs(self, obj, replica)
+        if not follow:
+            return _tails(lines, tail, _multi(k, replica)) if tail is not None else lines
+        return self._follow(k, name, namespace, replica, tail)
+
+    def _follow(self, kind: str, name: str, namespace: str, replica: str | None,
+                tail: int | None) -> Iterator[str]:
+        """New lines as they are written, until the resource stops running (a model server:
+        until interrupted). Logs only grow, so each source's lines are counted once."""
+        import time
+
+        handler = self._handler(kind)
+        seen: dict[str, int] = {}
+        first = True
+        while True:
+            obj = self.get(kind, name, namespace)
+            running = obj is not None and (
+                handler.in_progress(obj) if hasattr(handler, "in_progress")
+                else kind in LIVE_KINDS)
+            batch = list(handler.logs(self, obj, replica)) if obj is not None else []
+            fresh: list[str] = []
+            counts: dict[str, int] = {}
+            for line in batch:
+                key = _source(line)
+                counts[key] = counts.get(key, 0) + 1
+                if counts[key] > seen.get(key, 0):
+                    fresh.append(line)
+            seen = counts
+            yield from (_tails(iter(fresh), tail, _multi(kind, replica))
+                        if first and tail is not None else fresh)
+            first = False
+            if not running:
+                return
+            time.sleep(0.5)
 
     def predict(self, name: str, payload: dict[str, Any], namespace: str = "default",
                 protocol: str = "v1") -> dict[str, Any]:
@@ -182,3 +222,26 @@ class LocalBackend:
             if owners.stop(self.root, kind, ns, name, by="kflab down"):
                 stopped.append(f"{lookup(kind).kind.lower()}/{ns}/{name}")
         return stopped + self.procs.stop_all()
+
+
+def _source(line: str) -> str:
+    """Which log a line came from when a resource has several (`[worker-1] ...`)."""
+    if line.startswith("[") and "] " in line:
+        return line[1:line.index("] ")]
+    return ""
+
+
+def _multi(kind: str, replica: str | None) -> bool:
+    """Whether the log interleaves several sources, each line prefixed `[source] `."""
+    return replica is None and kind in ("PyTorchJob", "Experiment")
+
+
+def _tails(lines: Iterator[str], n: int, multi: bool) -> Iterator[str]:
+    """The last `n` lines (of each source, as kubectl --tail per pod)."""
+    import collections
+
+    kept: dict[str, collections.deque[str]] = {}
+    for line in lines:
+        key = _source(line) if multi else ""
+        kept.setdefault(key, collections.deque(maxlen=n)).append(line)
+    return (line for queue in kept.values() for line in queue)

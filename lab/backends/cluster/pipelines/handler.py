@@ -20,7 +20,7 @@ from typing import Any
 
 from lab import state
 from lab.backends import shapes
-from lab.errors import LabError
+from lab.errors import LabError, NotFound
 from lab.state import read_json, write_json
 
 KFP_NAMESPACE = "kubeflow"
@@ -233,13 +233,29 @@ def delete(backend: Any, kind: str, name: str, namespace: str) -> bool:
 
 
 def logs(backend: Any, kind: str, name: str, namespace: str,
-         replica: str | None) -> Iterator[str]:
-    """The run's step pods (KFP labels them pipeline/runid), their `main` container."""
+         replica: str | None, **opts: Any) -> Iterator[str]:
+    """The run's step pods (KFP labels them pipeline/runid), their `main` container;
+    `replica` names one task: the pod(s) KFP's API records for it (`pod_name`)."""
     from lab.backends.cluster.common import pod_lines
 
     runs = _runs(backend, namespace, name)
     if not runs:
-        raise LabError(f"no pipeline run named '{name}'",
+        raise NotFound(f"no pipeline run named '{name}'",
                        hint="list them with `kflab get runs`")
+    only = None
+    if replica is not None:
+        tasks = [t for t in (api(backend).get_run(runs[0]["run_id"]).get("run_details") or {})
+                 .get("task_details") or [] if t.get("display_name") not in HIDDEN_TASKS]
+        task = next((t for t in tasks if t.get("display_name") == replica), None)
+        if task is None:
+            raise LabError(f"pipeline run '{name}' has no task '{replica}'",
+                           hint="its tasks: " + (", ".join(str(t.get("display_name"))
+                                                           for t in tasks) or "none yet"))
+        only = {str(p) for p in [task.get("pod_name"),
+                                 *(c.get("pod_name") for c in task.get("child_tasks") or [])]
+                if p}
+        if not only:
+            raise LabError(f"KFP names no pod for task '{replica}' of run '{name}'",
+                           hint=f"`kflab logs run {name}` shows every step's pod")
     return pod_lines(backend, KFP_NAMESPACE, f"pipeline/runid={runs[0]['run_id']}",
-                     container="main")
+                     container="main", only=only, **opts)

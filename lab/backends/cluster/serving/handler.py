@@ -18,7 +18,7 @@ from typing import Any
 
 from lab.backends.cluster import common
 from lab.backends.cluster.workload import model_volume
-from lab.errors import InputError, LabError
+from lab.errors import InputError, LabError, NotFound
 
 READY_TIMEOUT = 600.0
 CONTAINER = "kserve-container"
@@ -78,10 +78,11 @@ def delete(backend: Any, kind: str, name: str, namespace: str) -> bool:
 
 
 def logs(backend: Any, kind: str, name: str, namespace: str,
-         replica: str | None) -> Iterator[str]:
+         replica: str | None, **opts: Any) -> Iterator[str]:
     from lab.kube.logs import selector_for
 
-    return common.pod_lines(backend, namespace, selector_for(kind, name), container=CONTAINER)
+    return common.pod_lines(backend, namespace, selector_for(kind, name), container=CONTAINER,
+                            **opts)
 
 
 def predictor_service(obj: dict[str, Any]) -> str:
@@ -97,7 +98,7 @@ def predict(backend: Any, name: str, payload: dict[str, Any], namespace: str,
 
     obj = get(backend.kube, backend.ref("InferenceService", name, namespace), missing_ok=True)
     if obj is None:
-        raise LabError(f"InferenceService '{name}' not found in namespace '{namespace}'",
+        raise NotFound(f"InferenceService '{name}' not found in namespace '{namespace}'",
                        hint="apply it first (`kflab apply -f isvc.yaml`)")
     if not ready(obj):
         raise LabError(f"InferenceService '{name}' is not Ready",

@@ -99,7 +99,7 @@ def delete(backend: Any, kind: str, name: str, namespace: str) -> bool:
 
 
 def logs(backend: Any, kind: str, name: str, namespace: str,
-         replica: str | None) -> Iterator[str]:
+         replica: str | None, **opts: Any) -> Iterator[str]:
     """One replica's log (`master-0`, `worker-1`), or every replica's."""
     selector = f"{JOB_LABEL}={name}"
     if replica:
@@ -107,4 +107,4 @@ def logs(backend: Any, kind: str, name: str, namespace: str,
         if not m:
             raise LabError(f"unknown replica {replica!r}", hint="e.g. master-0 or worker-1")
         selector += f",{TYPE_LABEL}={m.group(1)},{INDEX_LABEL}={m.group(2)}"
-    return common.pod_lines(backend, namespace, selector, container=CONTAINER)
+    return common.pod_lines(backend, namespace, selector, container=CONTAINER, **opts)

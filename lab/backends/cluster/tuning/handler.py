@@ -84,8 +84,8 @@ def delete(backend: Any, kind: str, name: str, namespace: str) -> bool:
 
 
 def logs(backend: Any, kind: str, name: str, namespace: str,
-         replica: str | None) -> Iterator[str]:
+         replica: str | None, **opts: Any) -> Iterator[str]:
     """A Trial's pod logs; for an Experiment, every trial pod's (each line says which)."""
     from lab.kube.logs import selector_for
 
-    return common.pod_lines(backend, namespace, selector_for(kind, name))
+    return common.pod_lines(backend, namespace, selector_for(kind, name), **opts)

@@ -6,9 +6,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from lab.backends import shapes
 from lab.backends.local.owners import Lease
 from lab.backends.local.pipelines import runner as pipelines
 from lab.backends.local.procs import iter_log
+from lab.errors import LabError
 from lab.kube.conditions import now
 
 ACTIVE = ("RUNNING", "PENDING")
@@ -53,6 +55,15 @@ def abandon(backend: Any, obj: dict[str, Any], why: str, save: bool = True) -> d
 
 
 def logs(backend: Any, obj: dict[str, Any], replica: str | None) -> Iterator[str]:
+    """The run's log; `replica` names one task: only that task's output (kfp.local runs one
+    task at a time and marks where each starts and ends)."""
     meta = obj["metadata"]  # the run folder, never a path read back from the stored object
-    return iter_log(backend.store.run_path("PipelineRun", meta["name"],
-                                           meta.get("namespace", "default")) / "run.log")
+    lines = iter_log(backend.store.run_path("PipelineRun", meta["name"],
+                                            meta.get("namespace", "default")) / "run.log")
+    if replica is None:
+        return lines
+    known = [str(t.get("display_name")) for t in shapes.tasks(obj)]
+    if replica not in known:
+        raise LabError(f"pipeline run '{meta['name']}' has no task '{replica}'",
+                       hint="its tasks: " + (", ".join(known) or "none yet"))
+    return pipelines.task_lines(lines, replica)

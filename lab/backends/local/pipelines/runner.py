@@ -43,6 +43,20 @@ TASK_END = re.compile(r"Task '([^']+)' finished with status (\w+)")
 STATE = {"SUCCESS": "SUCCEEDED", "FAILURE": "FAILED"}
 
 
+def task_lines(lines: Iterator[str], task: str) -> Iterator[str]:
+    """The lines of one task in a run log: from kfp.local's "Executing task 'T'" to its
+    "Task 'T' finished" line, both included."""
+    inside = False
+    for line in lines:
+        plain = ANSI.sub("", line)
+        if (m := TASK_START.search(plain)) and m.group(1) == task:
+            inside = True
+        if inside:
+            yield line
+            if (m := TASK_END.search(plain)) and m.group(1) == task:
+                inside = False
+
+
 def _forget_modules_under(folder: Path) -> None:
     """Drop cached imports of modules living in `folder`, so edits to them are seen."""
     root = str(folder.resolve())

@@ -24,7 +24,7 @@ from typing import Any
 from lab import content, state
 from lab.backends.local.procs import iter_log
 from lab.backends.local.serving import spec as serving_spec
-from lab.errors import LabError
+from lab.errors import LabError, NotFound
 from lab.kube import inference
 from lab.kube.conditions import get_condition, now, set_condition
 
@@ -216,7 +216,7 @@ def predict(backend: Any, name: str, payload: dict[str, Any], namespace: str = "
     """Send one prediction to the service's server; V1 and V2 bodies are converted as needed."""
     obj = backend.get(KIND, name, namespace)
     if obj is None:
-        raise LabError(f"{KIND} '{name}' not found in namespace '{namespace}'",
+        raise NotFound(f"{KIND} '{name}' not found in namespace '{namespace}'",
                        hint="list them with `kflab get isvc`")
     ready = get_condition(obj.get("status") or {}, "Ready") or {}
     if ready.get("status") != "True":

@@ -69,13 +69,17 @@ def made_handins(tmp_path_factory: pytest.TempPathFactory) -> Path:
     bob("check")
     bob("check", "--wait", "0", ok=False)
     bob("progress", "export", "--student", "Bob", "--out", "bob-handin")
-    # Cy: `kflab solve` on both steps, then a restart and the first step again by hand (the
-    # restart empties progress/<id>.json; the journal still knows about the solve).
+    # Cy: `kflab solve` on both steps, then a restart and both steps again by hand (the
+    # restart empties progress/<id>.json; the journal still knows about the solves).
     cy = student(base / "cy")
     cy("scenario", "start", "hello-files", "--workdir", "work")
     cy("solve")
     cy("solve")
     cy("scenario", "start", "hello-files", "--workdir", "work", "--restart")
+    # --restart moved the solved files aside: the first step is done again by hand.
+    (base / "cy" / "work" / "greeting.txt").write_text("hello\n")
+    cy("check")
+    subprocess.run([sys.executable, "count.py"], cwd=base / "cy" / "work", check=True)
     cy("check")
     cy("progress", "export", "--student", "=Cy", "--out", "cy.tgz")
     # The students' own folders are gone: grading must read the hand-ins only.

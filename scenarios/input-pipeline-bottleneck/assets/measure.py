@@ -140,9 +140,9 @@ def main() -> None:
     t0 = time.perf_counter()
     loader = module.make_loader(args.data, args.batch_size, args.device)
     setup = time.perf_counter() - t0
-    loading = time_loading(loader, device, args.epochs, want)
-    x, y = next(iter(loader))
+    x, y = next(iter(loader))  # warm-up (first reads, lazy imports); the batch to train on
     x, y = x.to(device), y.to(device)
+    loading = time_loading(loader, device, args.epochs, want)
     steps = max(200, loading["samples"] // len(y))
     training = time_training(x, y, device, steps)
     end_to_end = time_end_to_end(loader, device, args.epochs)

@@ -23,7 +23,8 @@ CHILD = textwrap.dedent("""
 
     if __name__ == "__main__":
         me = psutil.Process()
-        with dask_cluster(2, []) as address:
+        with dask_cluster(2, []) as client:
+            address = client.scheduler.address
             tree = [me, *me.children(recursive=True)]
             pids = {p.pid for p in tree}
             listening = [list(c.laddr) for c in psutil.net_connections("inet")

@@ -30,7 +30,7 @@ def apply(obj: Obj, files: tuple[str, ...], validation: str, dry_run: bool) -> N
 
     Every document of every file is validated first: if one is invalid, nothing is applied.
     """
-    from lab.kube.conditions import ready_message, summary_state
+    from lab.kube.conditions import FAILED_STATES, ready_message, summary_state
     from lab.kube.manifests import apply_document, plan, record_warnings, validation_mode
     from lab.ui import printable
 
@@ -51,9 +51,9 @@ def apply(obj: Obj, files: tuple[str, ...], validation: str, dry_run: bool) -> N
             click.echo(f"{res['kind'].lower()}/{res['metadata']['name']} valid (server dry run)")
             continue
         state = summary_state(res)
-        failed |= state in ("FAILED", "Failed")
+        failed |= state in FAILED_STATES
         click.echo(f"{res['kind'].lower()}/{res['metadata']['name']} {state}")
-        if state == "Failed" and (why := ready_message(res)):
+        if state in FAILED_STATES and (why := ready_message(res)):
             click.echo(f"  {why}", err=True)
     if failed:
         sys.exit(1)

@@ -43,9 +43,13 @@ def test_observation_has_min_max_latest_and_unavailable() -> None:
 def test_custom_filter_and_json_format() -> None:
     m = MetricLog(("acc",), (r"(\w+):\s*([\d.]+)",))
     m.feed("epoch 1 acc: 0.71")
-    m.feed('{"acc": 0.8, "timestamp": "2024-01-01T00:00:00Z"}', "JSON")
+    m.feed('{"acc": "0.8", "timestamp": "2024-01-01T00:00:00Z"}', "JSON")
+    m.feed('{"acc": 0.9}', "JSON")  # a number: Katib's JSON collector does not read it
+    m.feed("", "JSON")  # empty lines are skipped
     m.feed("not json", "JSON")
     assert m.values["acc"] == ["0.71", "0.8"]
+    assert m.unread == {"acc": 1}
+    assert m.bad_line == (4, "not json")
 
 
 def test_tail_returns_only_whole_new_lines(tmp_path: Path) -> None:

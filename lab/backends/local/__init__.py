@@ -84,6 +84,11 @@ class LocalBackend:
         with owners.acquire(self.root, kind.kind, meta["namespace"], meta["name"]) as lease:
             lease.stop_previous()
             old = self.store.get(kind.kind, meta["name"], meta["namespace"])
+            if old is not None and getattr(handler, "ROLLOUT", False):
+                # replaced the way upstream rolls out (model servers: the old one serves
+                # until the new one is ready)
+                return handler.apply(self, obj, base_dir=base_dir, wait=wait, lease=lease,
+                                     previous=old)
             if old is not None:
                 handler.delete(self, old)
                 self.store.delete(kind.kind, meta["name"], meta["namespace"])

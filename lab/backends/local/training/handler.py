@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lab import signals, state
+from lab import fidelity, signals, state
 from lab.backends.local import owners
 from lab.backends.local.owners import Lease
 from lab.backends.local.procs import iter_log
@@ -52,6 +52,26 @@ def _prepare(backend: Any, obj: dict[str, Any], base_dir: Path, lease: Lease) ->
     return sup
 
 
+# Container fields a replica process honours (GPUs are read from resources); the rest
+# shape a pod on a cluster only.
+CONTAINER_LOCAL = {"name", "command", "args", "env", "workingDir", "resources", "ports"}
+
+
+def cluster_fields(obj: dict[str, Any], job: Any) -> list[str]:
+    """Fields set in the manifest that only a cluster acts on (announced once)."""
+    out = [f"runPolicy.{k}" for k in job.ignored]
+    seen: set[str] = set()
+    for rs in ((obj.get("spec") or {}).get("pytorchReplicaSpecs") or {}).values():
+        pod = ((rs or {}).get("template") or {}).get("spec") or {}
+        for key in pod:
+            if key != "containers":
+                seen.add(key)
+        for c in pod.get("containers") or []:
+            if isinstance(c, dict):
+                seen.update(k for k in c if k not in CONTAINER_LOCAL)
+    return out + sorted(seen)
+
+
 def _created(sup: Supervisor) -> None:
     obj = sup.obj
     obj["status"] = {}
@@ -59,6 +79,9 @@ def _created(sup: Supervisor) -> None:
     if sup.job.ignored:
         obj["metadata"].setdefault("annotations", {})["kflab.dev/ignored-locally"] = \
             ",".join(f"runPolicy.{k}" for k in sup.job.ignored)
+    if fields := cluster_fields(obj, sup.job):
+        fidelity.announce(sup.backend, obj, [("pytorch.cluster-fields",
+                                              {"fields": ", ".join(fields)})])
     sup.backend.store.put(obj)
 
 

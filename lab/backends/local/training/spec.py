@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lab import limits
+from lab.backends.local import entrypoint
 from lab.errors import InputError
 
 MASTER, WORKER = "Master", "Worker"
@@ -151,8 +152,8 @@ def _command(c: dict[str, Any], where: str) -> tuple[str, ...]:
                        f'write {key}: ["python", "train.py"] (one item per argument)')
         argv.extend(str(a) for a in part)
     if c.get("command") is None:
-        raise _err(f"{where}.command", "missing: the local backend does not run an image's "
-                   "entrypoint", 'set command: ["python", "/path/to/train.py"]')
+        raise _err(f"{where}.command", entrypoint.problem(c),
+                   entrypoint.hint(c, "python", "/path/to/train.py"))
     return tuple(argv)
 
 

@@ -14,7 +14,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-UNAVAILABLE = "unavailable"
+from lab.kube.katib import UNAVAILABLE, metric_value
+
+__all__ = ["UNAVAILABLE", "MetricLog", "Tail", "objective_value"]
 
 
 def _is_float(text: str) -> bool:
@@ -32,6 +34,11 @@ class MetricLog:
     names: tuple[str, ...]
     filters: tuple[str, ...]
     values: dict[str, list[str]] = field(default_factory=dict)
+    # JSON format only: reports Katib would not read (metric -> count of non-string
+    # values), and the first line that is not a JSON object (number, text).
+    unread: dict[str, int] = field(default_factory=dict)
+    bad_line: tuple[int, str] | None = None
+    lines: int = 0
 
     def __post_init__(self) -> None:
         self._compiled = [re.compile(f) for f in self.filters]
@@ -48,15 +55,27 @@ class MetricLog:
                     self.values[name].append(value)
 
     def feed_json(self, line: str) -> None:
+        """One line of a JSON metrics file, read as Katib's File collector reads it
+        (pkg/metricscollector/v1beta1/file-metricscollector/file-metricscollector.go,
+        `parseLogsInJsonFormat`): empty lines are skipped, any other line must be a JSON
+        object (else the collector fails), and only *string* values count: `{"loss": "0.3"}`
+        is a report, `{"loss": 0.3}` is not."""
+        self.lines += 1
+        if not line.strip():
+            return
         try:
             data = json.loads(line)
         except (ValueError, RecursionError):  # not JSON, or nested beyond the parser
-            return
+            data = None
         if not isinstance(data, dict):
+            if self.bad_line is None:
+                self.bad_line = (self.lines, line[:80])
             return
         for name in self.names:
-            if name in data and data[name] is not None and not isinstance(data[name], dict):
-                self.values[name].append(str(data[name]))
+            if isinstance(data.get(name), str):
+                self.values[name].append(data[name])
+            elif name in data:
+                self.unread[name] = self.unread.get(name, 0) + 1
 
     def feed(self, line: str, fmt: str = "TEXT") -> None:
         (self.feed_json if fmt == "JSON" else self.feed_text)(line)
@@ -119,9 +138,4 @@ class Tail:
 
 def objective_value(observation: dict | None, metric: str, strategy: str) -> str:
     """The trial's objective as Katib reads it: min, max or latest, per the strategy."""
-    for m in (observation or {}).get("metrics", []):
-        if m["name"] == metric:
-            if strategy in ("min", "max") and m[strategy] != UNAVAILABLE:
-                return str(m[strategy])
-            return str(m["latest"])
-    return UNAVAILABLE
+    return metric_value(observation, metric, strategy)

@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tuning_helpers import container, experiment
 
-from lab.backends.local.tuning import spec as tuning_spec
 from lab.backends.local.tuning import grid
+from lab.backends.local.tuning import spec as tuning_spec
 from lab.errors import InputError
 
 

@@ -341,11 +341,13 @@ class _Run:
                 with contextlib.suppress(StateError):
                     for run in list(self.active.values()):
                         self.finish(run, rc=-1, detail=why, killed=True)
-                    tuning_status.interrupted(self.exp, why)
+                    if not tuning_status.is_completed(self.exp):  # a completion stands
+                        tuning_status.interrupted(self.exp, why)
                     self.save()
+                cond = tuning_status.last_condition(self.exp) or {}
                 self.backend.emit({"event": "experiment-finished",
-                                   "experiment": self.spec.name, "condition": "Failed",
-                                   "reason": tuning_status.FAILED, "best": None,
+                                   "experiment": self.spec.name, "condition": cond.get("type"),
+                                   "reason": cond.get("reason"), "best": None,
                                    "assignments": [], "plots": ""})
                 raise
         self.refresh()

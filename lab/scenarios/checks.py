@@ -74,38 +74,9 @@ def _condition(ctx: Context, p: dict[str, Any]) -> Outcome:
     cond = get_condition(obj.get("status") or {}, p["condition"])
     want = str(p.get("status", "True"))
     if cond is None:
-        return Outcome(False, f"no {p['condition']} condition yet"
-                       + _why_failed(ctx, obj, p.get("namespace", "default")))
+        return Outcome(False, f"no {p['condition']} condition yet")
     ok = cond.get("status") == want
-    seen = f"{p['condition']}={cond.get('status')} ({cond.get('reason', '')})"
-    return Outcome(ok, seen if ok else seen + _why_failed(ctx, obj, p.get("namespace",
-                                                                       "default")))
-
-
-# Katib's per-state trial lists whose trials explain a failed Experiment.
-_FAILED_TRIAL_LISTS = ("failedTrialList", "metricsUnavailableTrialList")
-
-
-def _why_failed(ctx: Context, obj: dict[str, Any], namespace: str) -> str:
-    """When the resource has failed, why, from its status only (both backends write the
-    upstream shape): the Failed (or Ready=False) condition's message, and for a Katib
-    Experiment the message of its first failed trial -- where "'accuracy' never appeared
-    in the output" is said."""
-    status = obj.get("status") or {}
-    failed = get_condition(status, "Failed") or {}
-    ready = get_condition(status, "Ready") or {}
-    cond = failed if failed.get("status") == "True" else (
-        ready if ready.get("status") == "False" else None)
-    if cond is None:
-        return ""
-    parts = [f"{cond.get('type')}: {cond.get('message') or cond.get('reason', '')}"]
-    for key in _FAILED_TRIAL_LISTS:
-        for name in (status.get(key) or [])[:1]:
-            trial = ctx.backend.get("Trial", name, namespace)
-            conds = ((trial or {}).get("status") or {}).get("conditions") or []
-            if conds and conds[-1].get("message"):
-                parts.append(f"trial {name}: {conds[-1]['message']}")
-    return " -- " + "; ".join(parts)
+    return Outcome(ok, f"{p['condition']}={cond.get('status')} ({cond.get('reason', '')})")
 
 
 def _field(ctx: Context, p: dict[str, Any]) -> Outcome:

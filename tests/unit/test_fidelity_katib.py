@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import json
 import sys
-import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -382,7 +381,7 @@ def test_failed_experiment_check_names_the_trial_failure(backend: LocalBackend,
     check = Check("condition", "Experiment 'exp' has not succeeded yet", 0,
                   {"kind": "Experiment", "name": "exp", "condition": "Succeeded"}, "t:1")
     outcome = checks.evaluate(check, ctx, wait=False)
-    assert not outcome.ok
-    assert "max failed count" in outcome.observed
-    assert "'Accuracy' never appeared in the output" in outcome.observed
-    time.sleep(0)  # nothing runs in the background
+    assert not outcome.ok and outcome.failed is not None
+    assert "max failed count" in outcome.failed
+    assert "'Accuracy' never appeared in the output" in outcome.failed
+    assert "kflab logs trial exp-" in outcome.failed

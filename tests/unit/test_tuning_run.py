@@ -343,8 +343,10 @@ def test_cli_get_describe_and_logs(tmp_path: Path) -> None:
     rows = kflab("get", "trials").splitlines()[1:]
     assert len(rows) == 2 and all("Succeeded" in r and " exp " in r for r in rows)
     assert "Succeeded" in kflab("get", "experiments")
-    described = yaml.safe_load(kflab("describe", "experiment", "exp"))
-    assert described["status"]["trialsSucceeded"] == 2
+    # describe is kubectl's layout (not YAML); -o yaml is the object
+    assert "Trials Succeeded:  2" in kflab("describe", "experiment", "exp")
+    assert yaml.safe_load(kflab("get", "experiment", "exp", "-o", "yaml"))["status"][
+        "trialsSucceeded"] == 2
     name = rows[0].split()[0]
     assert kflab("logs", "trial", name).startswith("loss=")
     assert sum(line.startswith("[exp-") for line in

@@ -207,7 +207,7 @@ def test_cli_get_predict_logs(backend: LocalBackend, iris: dict, tmp_path: Path)
     logs = kflab("logs", "isvc", "iris")
     assert "/v2/models/iris/infer" in logs.stdout
     missing = kflab("predict", "nope", "-f", str(body))
-    assert missing.returncode == 2 and "not found" in missing.stderr
+    assert missing.returncode == 1 and "not found" in missing.stderr  # NotFound, as kubectl
 
 
 def test_bad_manifest_leaves_the_running_version_alone(backend: LocalBackend, iris: dict,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from lab.backends.local.tuning.metrics import UNAVAILABLE, MetricLog, Tail, objective_value
 from lab.backends.local.tuning.spec import DEFAULT_FILTER
 
@@ -64,3 +66,34 @@ def test_tail_returns_only_whole_new_lines(tmp_path: Path) -> None:
     with open(path, "a") as fh:
         fh.write("last")
     assert tail.read(final=True) == ["last"]
+
+
+def test_a_catastrophic_filter_cannot_hang_the_collector() -> None:
+    """`(a+)+=(b)` backtracks exponentially in Python's re on a long line of a's; Katib's
+    collector is Go (RE2, linear time), and so is ours: the line is read in milliseconds."""
+    import time
+
+    metrics = MetricLog(("loss",), (r"(\w+)\s*=\s*((a+)+b)",))
+    line = "loss=" + "a" * 50_000 + "c"
+    t0 = time.monotonic()
+    metrics.feed(line)
+    assert time.monotonic() - t0 < 1.0
+    assert metrics.values["loss"] == []
+    metrics.feed("loss=aab")
+    assert metrics.values["loss"] == ["aab"]
+
+
+@pytest.mark.parametrize("pattern", [r"(\w+)=(\d+)\1", r"(?=loss)(\w+)=(\d+)",
+                                     r"(\w+)(?<!x)=(\d+)"])
+def test_filters_a_go_regexp_refuses_are_refused_with_the_field(pattern: str) -> None:
+    from tuning_helpers import experiment
+
+    from lab.backends.local.tuning import spec as tuning_spec
+    from lab.errors import InputError
+
+    obj = experiment()
+    obj["spec"]["metricsCollectorSpec"] = {"source": {"filter": {"metricsFormat": [pattern]}}}
+    with pytest.raises(InputError) as err:
+        tuning_spec.parse(obj)
+    assert err.value.field == "spec.metricsCollectorSpec.source.filter.metricsFormat[0]"
+    assert "RE2" in str(err.value)

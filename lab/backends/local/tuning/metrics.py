@@ -10,13 +10,37 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from lab.kube.katib import UNAVAILABLE, metric_value
 
-__all__ = ["UNAVAILABLE", "MetricLog", "Tail", "objective_value"]
+__all__ = ["UNAVAILABLE", "FilterError", "MetricLog", "Tail", "compile_filter",
+           "objective_value"]
+
+
+class FilterError(ValueError):
+    """A metricsFormat expression that Katib's collector could not compile."""
+
+
+def compile_filter(pattern: str) -> Any:
+    """Compile a metricsFormat expression with RE2, the engine of Katib's collector (Go's
+    regexp: pkg/metricscollector/v1beta1/common, `regexp.MustCompile` of each filter).
+
+    So an expression is accepted exactly when a cluster would accept it (no backreferences
+    or lookarounds), and matching takes linear time: a manifest's pattern such as `(a+)+b`
+    cannot hang a trial's collector on a long line, as it would with Python's `re`."""
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False  # the error is raised (and reported once), not logged to stderr
+    try:
+        return re2.compile(pattern, options=options)
+    except re2.error as exc:
+        detail = exc.args[0].decode(errors="replace") if exc.args and isinstance(
+            exc.args[0], bytes) else str(exc)
+        raise FilterError(detail) from None
 
 
 def _is_float(text: str) -> bool:
@@ -41,7 +65,7 @@ class MetricLog:
     lines: int = 0
 
     def __post_init__(self) -> None:
-        self._compiled = [re.compile(f) for f in self.filters]
+        self._compiled = [compile_filter(f) for f in self.filters]
         for name in self.names:
             self.values.setdefault(name, [])
 

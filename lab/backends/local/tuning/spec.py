@@ -15,6 +15,7 @@ from typing import Any
 
 from lab import limits
 from lab.backends.local import entrypoint
+from lab.backends.local.tuning.metrics import FilterError, compile_filter
 from lab.backends.local.tuning.space import Param, grid_size
 from lab.errors import InputError
 
@@ -309,11 +310,14 @@ def _collector(r: _Reader, spec: dict[str, Any]) -> Collector:
             if not isinstance(f, str):
                 raise r.fail(fp, "expected a regular expression")
             try:
-                if re.compile(f).groups < 2:
-                    raise r.fail(fp, "the expression needs two groups: (name) then (value)",
-                                 r"e.g. '([\w-]+)\s*:\s*([0-9.]+)'")
-            except re.error as exc:
-                raise r.fail(fp, f"invalid regular expression: {exc}") from None
+                groups = compile_filter(f).groups
+            except FilterError as exc:
+                raise r.fail(fp, f"invalid regular expression for Katib's collector (RE2 "
+                                 f"syntax, as Go's regexp): {exc}",
+                             "write it without backreferences or lookarounds") from None
+            if groups < 2:
+                raise r.fail(fp, "the expression needs two groups: (name) then (value)",
+                             r"e.g. '([\w-]+)\s*:\s*([0-9.]+)'")
         filters = tuple(raw) or filters
     if kind == "StdOut":
         return Collector(kind, filters=filters)

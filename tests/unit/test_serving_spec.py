@@ -111,6 +111,20 @@ def test_remote_storage_says_what_to_do_then_uses_the_mirror(tmp_path: Path) -> 
     assert parse(obj, tmp_path, state).model_dir == mirror
 
 
+def test_a_remote_uri_cannot_climb_out_of_the_mirror(tmp_path: Path) -> None:
+    outside = tmp_path / "victim"
+    outside.mkdir()
+    (outside / "model.joblib").write_bytes(b"x")
+    state = tmp_path / "state"
+    for uri in ("s3://../../../victim", "gs://bucket/../../../../victim",
+                "s3://b/%2e%2e/%2e%2e/%2e%2e/%2e%2e/victim"):
+        obj = isvc({"model": {"modelFormat": {"name": "sklearn"}, "storageUri": uri}})
+        with pytest.raises(InputError) as err:
+            parse(obj, tmp_path, state)
+        assert "outside the model mirror" in err.value.problem, uri
+        assert err.value.field.endswith("storageUri")
+
+
 def test_kserve_servers_want_exactly_one_model_file(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="no sklearn model file"):
         runtimes.model_file("kserve-sklearnserver", "sklearn", tmp_path)

@@ -223,6 +223,10 @@ def resolve_storage(uri: str, *, base_dir: Path, state: Path, field: str,
         return path
     mirror = mirror_root(state)
     local = mirror / scheme / parts.netloc / unquote(parts.path).lstrip("/")
+    if not local.resolve().is_relative_to(mirror.resolve()):
+        # '..' in a bucket or key must not reach past the mirror (file:// names local paths)
+        raise InputError(file, field, f"'{uri[:80]}' leads outside the model mirror {mirror}",
+                         hint="remove '..' from the URI, or use file:///path/to/model")
     if exists(local):
         return local.resolve()
     raise InputError(

@@ -49,6 +49,8 @@ KINDS: tuple[Kind, ...] = (
           ("OBJECTIVE", objective_column))),
     Kind("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs", ("pytorchjob", "ptj"),
          (("STATE", "status.conditions[-1].type"),)),
+    Kind("TFJob", "kubeflow.org", "v1", "tfjobs", ("tfjob", "tfj"),
+         (("STATE", "status.conditions[-1].type"),)),
     Kind("InferenceService", "serving.kserve.io", "v1beta1", "inferenceservices",
          ("inferenceservice", "isvc"),
          (("URL", "status.url"), ("READY", "status.conditions[?type=='Ready'].status | [0]"))),

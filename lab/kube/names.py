@@ -73,6 +73,7 @@ RULES: dict[str, Rule] = {
                        "Katib's limit: its suggestion Service is named <name>-<algorithm>"),
     "Trial": GENERIC,
     "PyTorchJob": Rule("dns1035-label", 63, "the Training Operator's limit"),
+    "TFJob": Rule("dns1035-label", 63, "the Training Operator's limit"),
     "InferenceService": Rule("dns1035-label", 53,
                              "KServe names the predictor Service <name>-predictor, "
                              "at most 63 characters"),

@@ -262,7 +262,7 @@ def active_id(state_root: Path) -> str | None:
 
 
 # kinds whose resources keep running (or keep a process or pods) after a step passed
-_LONG_LIVED = ("InferenceService", "Experiment", "PyTorchJob", "PipelineRun")
+_LONG_LIVED = ("InferenceService", "Experiment", "PyTorchJob", "TFJob", "PipelineRun")
 
 
 def still_running(session: Session) -> list[tuple[str, str]]:

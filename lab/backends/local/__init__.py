@@ -34,6 +34,7 @@ HANDLERS: dict[str, str] = {
     "Experiment": "lab.backends.local.tuning.handler",
     "Trial": "lab.backends.local.tuning.handler",
     "PyTorchJob": "lab.backends.local.training.handler",
+    "TFJob": "lab.backends.local.training.handler",
     "InferenceService": "lab.backends.local.serving.handler",
 }
 
@@ -238,7 +239,7 @@ def _source(line: str) -> str:
 
 def _multi(kind: str, replica: str | None) -> bool:
     """Whether the log interleaves several sources, each line prefixed `[source] `."""
-    return replica is None and kind in ("PyTorchJob", "Experiment")
+    return replica is None and kind in ("PyTorchJob", "TFJob", "Experiment")
 
 
 def _tails(lines: Iterator[str], n: int, multi: bool) -> Iterator[str]:

@@ -2,7 +2,7 @@
 cluster: Katib's experiment/trial controllers, the Training Operator, KServe's controller.
 
 It watches the API server (a 0.5 s poll of each kind; the backend under test uses real
-watches) and, for each new generation of an Experiment, PyTorchJob or InferenceService:
+watches) and, for each new generation of an Experiment, PyTorchJob, TFJob or InferenceService:
 1. reads the pod templates as the controller would, and prepares their volumes the way the
    kubelet would: ConfigMaps fetched from the API server and written out (items at their
    paths), emptyDirs as fresh folders; paths under each mountPath are mapped to those folders
@@ -48,7 +48,10 @@ REPO = Path(__file__).resolve().parents[2]
 MANAGER = "kubeflow-controller-standin"
 MANUAL = "manual-"  # namespaces where a test plays the controller itself
 KINDS = {"Experiment": "kubeflow.org/v1beta1", "PyTorchJob": "kubeflow.org/v1",
-         "InferenceService": "serving.kserve.io/v1beta1"}
+         "TFJob": "kubeflow.org/v1", "InferenceService": "serving.kserve.io/v1beta1"}
+# training job kind -> (its replica specs' key, the operator-name label of its pods)
+TRAINING = {"PyTorchJob": ("pytorchReplicaSpecs", "pytorchjob-controller"),
+            "TFJob": ("tfReplicaSpecs", "tfjob-controller")}
 
 
 def _strip(obj: dict[str, Any]) -> dict[str, Any]:
@@ -269,39 +272,47 @@ class Controllers:
     # --- Training Operator --------------------------------------------------------------------
 
     def _run_pytorchjob(self, job: dict[str, Any]) -> None:
+        self._run_training(job)
+
+    def _run_tfjob(self, job: dict[str, Any]) -> None:
+        self._run_training(job)
+
+    def _run_training(self, job: dict[str, Any]) -> None:
+        kind = job["kind"]
+        key, operator = TRAINING[kind]
         meta = job["metadata"]
         ns, name = meta["namespace"], meta["name"]
         folder = self._folder(job)
         local_obj = _strip(job)
         base = folder
-        for rep in local_obj["spec"]["pytorchReplicaSpecs"].values():
+        for rep in local_obj["spec"][key].values():
             base = self._prepare(ns, rep["template"]["spec"], folder)
-        api = KINDS["PyTorchJob"]
+        api = KINDS[kind]
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        self.put_status(api, "PyTorchJob", ns, name, {"conditions": [{
-            "type": "Created", "status": "True", "reason": "PyTorchJobCreated",
-            "message": f"PyTorchJob {ns}/{name} is created.", "lastUpdateTime": stamp,
+        self.put_status(api, kind, ns, name, {"conditions": [{
+            "type": "Created", "status": "True", "reason": f"{kind}Created",
+            "message": f"{kind} {name} is created.", "lastUpdateTime": stamp,
             "lastTransitionTime": stamp}], "replicaStatuses": {}, "startTime": stamp})
         pods = []
-        for rtype, rep in job["spec"]["pytorchReplicaSpecs"].items():
+        for rtype, rep in job["spec"][key].items():
             for i in range(int(rep.get("replicas", 1))):
                 pod = f"{name}-{rtype.lower()}-{i}"
                 labels = {"training.kubeflow.org/job-name": name,
                           "training.kubeflow.org/replica-type": rtype.lower(),
                           "training.kubeflow.org/replica-index": str(i),
-                          "training.kubeflow.org/operator-name": "pytorchjob-controller"}
+                          "training.kubeflow.org/operator-name": operator}
                 self._pod(ns, pod, labels, rep["template"]["spec"], job)
                 self._pod_phase(ns, pod, "Running")
                 replica = f"{rtype.lower()}-{i}"
                 self._register_logs(ns, pod, rep["template"]["spec"],
                                     lambda r=replica: list(self.local().logs(
-                                        "PyTorchJob", name, ns, r)))
+                                        kind, name, ns, r)))
                 pods.append(pod)
         proc = self._run_local(local_obj, base, folder)
         while proc.poll() is None:
-            self._mirror(api, "PyTorchJob", ns, name)
+            self._mirror(api, kind, ns, name)
             time.sleep(0.5)
-        final = self._mirror(api, "PyTorchJob", ns, name)
+        final = self._mirror(api, kind, ns, name)
         done = "Succeeded" if any(c.get("type") == "Succeeded" and c.get("status") == "True"
                                   for c in (final or {}).get("conditions") or []) else "Failed"
         for pod in pods:

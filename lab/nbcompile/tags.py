@@ -34,8 +34,8 @@ KIND_TAGS = ("imports", "functions", "pipeline-parameters", "pipeline-metrics", 
 RESERVED_STEPS = ("pipeline-metrics",)
 METRICS_STEP = "pipeline-metrics"
 # tags that look like ours but are not: caught instead of silently ignored
-_NEAR = re.compile(r"^(step|prev|block|after|depends|imports?|functions?|skip|"
-                   r"pipeline[-_].*)(\b|[-_:=])", re.IGNORECASE)
+_NEAR = re.compile(r"^(steps?|prev(ious)?s?|block|after|depends(-on)?|imports?|functions?|"
+                   r"skip|pipeline[-_][-\w]*)([-_:=\s]|$)", re.IGNORECASE)
 
 
 @dataclass

@@ -77,7 +77,7 @@ def _cpu_set(count: int | None) -> list[int] | None:
     return sorted(os.sched_getaffinity(0))[:count]
 
 
-def server_config(root: Path) -> dict[str, Any]:
+def server_config(root: Path, app_settings: Path) -> dict[str, Any]:
     """JupyterLab's settings: loopback only, no browser, no network calls of its own (no
     news feed, no update check, an extension manager that does not query PyPI). Root may
     run it (a container's user often is; kflab's users are who they are)."""
@@ -86,7 +86,14 @@ def server_config(root: Path) -> dict[str, Any]:
                           "allow_root": hasattr(os, "geteuid") and os.geteuid() == 0},
             "LabApp": {"news_url": None, "extension_manager": "readonly",
                        "check_for_updates_class":
-                       "jupyterlab.handlers.announcements.NeverCheckForUpdate"}}
+                       "jupyterlab.handlers.announcements.NeverCheckForUpdate",
+                       "app_settings_dir": str(app_settings)}}
+
+
+# Defaults for JupyterLab's own settings (its overrides.json): never offer to fetch news
+# (the server would not fetch it anyway); the learner's own settings still apply on top.
+OVERRIDES = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false",
+                                                              "checkForUpdates": False}}
 
 
 def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = True,
@@ -96,10 +103,11 @@ def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = Tru
     _jupyterlab()
     run = _run(backend, obj)
     info_file, log = state.path(run, "server.json"), state.path(run, "server.log")
-    config = state.path(run, "jupyter-config")
+    config, settings = state.path(run, "jupyter-config"), state.path(run, "jupyter-settings")
     state.remove(backend.root, info_file)
     state.write_json(state.path(config, "jupyter_server_config.json"),
-                     server_config(base_dir.resolve()))
+                     server_config(base_dir.resolve(), settings))
+    state.write_json(state.path(settings, "overrides.json"), OVERRIDES)
     if parsed.ignored:
         backend.emit({"event": "message", "text": (
             "note: ignored on the local backend (JupyterLab from this installation serves "

@@ -75,9 +75,6 @@ def compile_notebook(path: Path, out: Path | None = None, *, name: str | None = 
     if target.suffix != ".py":
         raise InputError(str(target), None, "the pipeline file must end in .py",
                          hint=f"e.g. -o {path.stem}_pipeline.py")
-    if target.resolve() == path.resolve():
-        raise InputError(str(target), None, "would overwrite the notebook",
-                         hint="choose another output file")
     pipeline_name = name or settings.get("pipeline_name") or default_name(path.stem)
     if not isinstance(pipeline_name, str) or not _NAME.match(pipeline_name):
         raise InputError(file, "metadata.kflab.pipeline_name" if not name else "--name",

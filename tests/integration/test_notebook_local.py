@@ -76,8 +76,12 @@ def test_a_notebook_serves_its_folder_on_loopback_with_a_private_token(
         assert {c["type"]: c["status"] for c in status["conditions"]}["Ready"] == "True"
         schema = crd_schema(shared, "Notebook")
         assert schema_errors(schema, obj) == [] and pruned(obj, schema) == []
-        assert any("resources.limits.memory" in e.get("text", "") and
-                   "containers[0].image" in e.get("text", "") for e in events)
+        notes = {e.get("rule"): e["text"] for e in events if e.get("rule")}
+        assert "resources.limits.memory" in notes["notebook.cluster-fields"]
+        assert "jupyter-scipy:v1.10.0" in notes["notebook.image"]
+        assert "may use 1 CPU(s)" in notes["notebook.cpu"]
+        assert obj["metadata"]["annotations"]["kflab.dev/local-differences"] == \
+            "notebook.image,notebook.cpu,notebook.cluster-fields"
         info = server_info(backend, "my-notebook", ns)
         record = state / "runs" / "notebooks" / ns / "my-notebook" / "server.json"
         assert stat.S_IMODE(record.stat().st_mode) == 0o600

@@ -23,10 +23,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lab import state
+from lab import fidelity, state
 from lab.backends.local.notebooks import spec as nb_spec
 from lab.backends.local.procs import LOOPBACK, free_port, iter_log
-from lab.errors import LabError, NotFound
+from lab.errors import InputError, LabError, NotFound
 from lab.kube.conditions import now
 
 KIND = "Notebook"
@@ -63,10 +63,11 @@ def _plan_gpus(parsed: nb_spec.NotebookSpec) -> tuple[list[str], bool]:
 
     available = visible_gpus()
     if parsed.gpus > len(available):
-        raise LabError(f"Notebook '{parsed.name}' asks for {parsed.gpus} GPU(s) but this "
-                       f"machine has {len(available)}",
-                       hint="lower resources.limits[\"nvidia.com/gpu\"] (`kflab doctor` lists "
-                            "the GPUs)")
+        raise InputError(None, f"spec.template.spec.containers[0].resources.limits."
+                               f"{nb_spec.GPU_RESOURCE}",
+                         f"Notebook '{parsed.name}' asks for {parsed.gpus} GPU(s) but this "
+                         f"machine has {len(available)}",
+                         hint="lower it (`kflab doctor` lists the GPUs)")
     return available[:parsed.gpus], bool(available)
 
 
@@ -108,10 +109,6 @@ def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = Tru
     state.write_json(state.path(config, "jupyter_server_config.json"),
                      server_config(base_dir.resolve(), settings))
     state.write_json(state.path(settings, "overrides.json"), OVERRIDES)
-    if parsed.ignored:
-        backend.emit({"event": "message", "text": (
-            "note: ignored on the local backend (JupyterLab from this installation serves "
-            f"the manifest's folder): {', '.join(parsed.ignored)}")})
     cpus = _cpu_set(parsed.cpus)
     port, token = free_port(), secrets.token_hex(24)
     # server.json is written by mkstemp (0600): the token is readable by this user only.
@@ -139,6 +136,7 @@ def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = Tru
                                                       f"{len(cpus)} CPU(s): {exc}"})
     meta = obj["metadata"]
     meta["uid"] = str(uuid.uuid4())
+    fidelity.announce(backend, obj, nb_spec.differences(parsed))
     if parsed.ignored:
         meta.setdefault("annotations", {})["kflab.dev/ignored-locally"] = \
             ",".join(parsed.ignored)

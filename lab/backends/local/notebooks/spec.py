@@ -43,6 +43,8 @@ class NotebookSpec:
     namespace: str
     container: str  # the first container's name (the controller mirrors its state)
     env: tuple[tuple[str, str], ...]
+    image: str
+    cpu_limit: str | None  # as written
     cpus: int | None  # CPUs the server may run on (the limit, rounded up), None: all
     gpus: int
     memory_limit: int | None  # bytes; listed, not enforced locally
@@ -152,5 +154,19 @@ def parse(obj: dict[str, Any]) -> NotebookSpec:
         ignored.append(f"{where}.resources.limits.memory")
     if len(containers) > 1:
         ignored.append("spec.template.spec.containers[1:]")
+    ignored = [f for f in ignored if f != f"{where}.image"]  # announced on its own
+    cpu_limit = ((first.get("resources") or {}).get("limits") or {}).get("cpu")
     return NotebookSpec(meta["name"], meta.get("namespace", "default"), first["name"],
-                        tuple(env), cpus, gpus, memory, tuple(ignored))
+                        tuple(env), str(first["image"]),
+                        None if cpu_limit is None else str(cpu_limit), cpus, gpus, memory,
+                        tuple(ignored))
+
+
+def differences(spec: NotebookSpec) -> list[tuple[str, dict[str, str]]]:
+    """The DIFFERENT rows of lab/fidelity.py this Notebook runs into (announced at apply)."""
+    found = [("notebook.image", {"value": spec.image})]
+    if spec.cpus is not None:
+        found.append(("notebook.cpu", {"value": str(spec.cpu_limit), "size": str(spec.cpus)}))
+    if spec.ignored:
+        found.append(("notebook.cluster-fields", {"fields": ", ".join(spec.ignored)}))
+    return found

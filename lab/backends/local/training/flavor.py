@@ -109,5 +109,9 @@ class Flavor:
         """The Restarting message when a replica is re-created (restartPolicy ExitCode)."""
         raise NotImplementedError
 
+    def differences(self, job: JobSpec) -> list[tuple[str, dict[str, str]]]:
+        """The kind's DIFFERENT rows of lab/fidelity.py this job runs into (announced)."""
+        return []
+
     def abandoned_message(self, name: str, why: str) -> str:
         return f"{self.kind} {name} has failed because {why}"

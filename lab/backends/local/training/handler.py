@@ -79,9 +79,12 @@ def _created(sup: Supervisor) -> None:
     if sup.job.ignored:
         obj["metadata"].setdefault("annotations", {})["kflab.dev/ignored-locally"] = \
             ",".join(sup.job.ignored)
+    found = sup.job.flavor.differences(sup.job)
     if fields := cluster_fields(obj, sup.job):
-        fidelity.announce(sup.backend, obj, [(sup.job.flavor.fidelity_prefix + ".cluster-fields",
-                                              {"fields": ", ".join(fields)})])
+        found.append((f"{sup.job.flavor.fidelity_prefix}.cluster-fields",
+                      {"fields": ", ".join(fields)}))
+    if found:
+        fidelity.announce(sup.backend, obj, found)
     sup.backend.store.put(obj)
 
 

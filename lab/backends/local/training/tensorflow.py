@@ -102,6 +102,12 @@ class TFFlavor(Flavor):
             return []
         return [("TF_CONFIG", self.tf_config(job, rep, index, ports))]
 
+    def differences(self, job: JobSpec) -> list[tuple[str, dict[str, str]]]:
+        if not self.distributed(job):
+            return []
+        ports = sorted({str(rep.port) for rep in job.replicas.values()})
+        return [("tfjob.ports", {"port": ", ".join(ports)})]
+
     def leaders(self, job: JobSpec) -> tuple[str, ...]:
         chief = tuple(t for t in (CHIEF, MASTER) if t in job.replicas)
         return chief or (WORKER,)

@@ -1,10 +1,10 @@
 """How faithful the local backend is to upstream, one rule at a time: the conformance table.
 
 Each row names an upstream field or behaviour of a kind (Katib Experiment, Training
-Operator PyTorchJob, KServe InferenceService), says whether the local backend does the
-same, does it differently (and why that is the better choice for a learner), or refuses
-it, and cites the upstream source the rule was read from. The same table is used three
-ways, so it cannot drift from the code:
+Operator PyTorchJob and TFJob, KServe InferenceService, Kubeflow Notebook), says whether the
+local backend does the same, does it differently (and why that is the better choice for a
+learner), or refuses it, and cites the upstream source the rule was read from. The same
+table is used three ways, so it cannot drift from the code:
 
 - the local handlers announce every DIFFERENT row a manifest runs into with the row's own
   `announce` text (`announce()` below), and record the ids in an annotation;
@@ -15,7 +15,7 @@ ways, so it cannot drift from the code:
   that replays the upstream rule.
 
 Versions: the lab installs kubeflow/manifests 26.03, i.e. Katib v0.19, Training Operator
-v1 (v1.9), KServe v0.16 in Standard (raw deployment) mode.
+v1 (v1.9), KServe v0.16 in Standard (raw deployment) mode, the Notebook controller v1.10.
 """
 
 from __future__ import annotations
@@ -26,9 +26,11 @@ from typing import Any
 
 SAME, DIFFERENT, REFUSED = "same", "different", "refused"
 ANNOTATION = "kflab.dev/local-differences"
-KINDS = ("Experiment", "PyTorchJob", "InferenceService")
+KINDS = ("Experiment", "PyTorchJob", "TFJob", "InferenceService", "Notebook")
 UPSTREAM = {"Experiment": "Katib v0.19", "PyTorchJob": "Training Operator v1.9",
-            "InferenceService": "KServe v0.16 (Standard mode)"}
+            "TFJob": "Training Operator v1.9",
+            "InferenceService": "KServe v0.16 (Standard mode)",
+            "Notebook": "Notebook controller v1.10"}
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,7 @@ class Rule:
 KATIB = "kubeflow/katib"
 TO = "kubeflow/training-operator"
 KSERVE = "kserve/kserve"
+NBC = "kubeflow/kubeflow components/notebook-controller"
 
 RULES: tuple[Rule, ...] = (
     # --- Katib Experiment ------------------------------------------------------------------
@@ -227,6 +230,54 @@ RULES: tuple[Rule, ...] = (
          "kflab.dev/ignored-locally annotation and announced",
          f"{TO} pkg/controller.v1/common/job.go ReconcileJobs",
          announce="ignored here (cluster only): {fields}"),
+    # --- Training Operator TFJob -----------------------------------------------------------
+    Rule("tfjob.defaults", "TFJob", "defaults",
+         "replicas 1, restartPolicy Never, cleanPodPolicy None, successPolicy \"\", port "
+         "tfjob-port 2222, replica types camel-cased (ps -> PS); at most one Chief or Master",
+         SAME, "the stored job shows the same defaults; a Chief beside a Master is refused as "
+         "the webhook refuses it",
+         f"{TO} pkg/apis/kubeflow.org/v1/tensorflow_defaults.go SetDefaults_TFJob; "
+         "pkg/webhooks/tensorflow/tfjob_webhook.go validateTFReplicaSpecs",
+         test="test_webhook_defaults_and_case_insensitive_types"),
+    Rule("tfjob.tf_config", "TFJob", "TF_CONFIG of each replica",
+         "only for distributed jobs (more than one replica): the cluster (every replica type "
+         "of the spec, lower-cased, replicas in index order at their Service's "
+         "HOST:tfjob-port), the task (type, index) and environment cloud, keys sorted as Go "
+         "writes them; sparse (ps and the task's own worker) with enableDynamicWorker",
+         SAME, "the same JSON, byte for byte, with 127.0.0.1 addresses",
+         f"{TO} pkg/controller.v1/tensorflow/tensorflow.go genTFConfigJSONStr, genClusterSpec; "
+         "tfjob_controller.go SetClusterSpec",
+         test="test_tf_config_is_the_operators_json_with_local_addresses"),
+    Rule("tfjob.success", "TFJob", "when the job succeeds or fails",
+         "with a Chief or Master: when it succeeds; without: when Worker 0 succeeds (every "
+         "Worker with successPolicy AllWorkers); a replica failing for good fails the job, "
+         "except Workers with enableDynamicWorker",
+         SAME, "the same rules and messages (TFJob NS/NAME successfully completed.)",
+         f"{TO} pkg/controller.v1/tensorflow/tfjob_controller.go UpdateJobStatus, "
+         "IsWorker0Completed", test="test_success_rules"),
+    Rule("tfjob.ports", "TFJob", "tfjob-port",
+         "every replica listens on the same port (2222 by default) of its own pod", DIFFERENT,
+         "the replicas share 127.0.0.1 (in the job's own network namespace), so each gets a "
+         "free port of its own; TF_CONFIG names them",
+         f"{TO} pkg/controller.v1/tensorflow/util.go GetPortFromTFJob",
+         announce="each replica listens on a free port of its own on 127.0.0.1 (TF_CONFIG "
+                  "names them), not on the shared port {port}"),
+    Rule("tfjob.command", "TFJob", "container without command",
+         "the image's entrypoint runs (with args)", REFUSED,
+         "refused: the entrypoint is unknown locally; the error shows the command line to add "
+         "and keeps the args", "kubernetes Container.command semantics",
+         field="spec.tfReplicaSpecs.Worker.template.spec.containers[0].command"),
+    Rule("tfjob.valueFrom", "TFJob", "env valueFrom (secrets, field refs)",
+         "resolved by the kubelet", REFUSED, "refused: give a literal value",
+         "kubernetes EnvVarSource",
+         field="spec.tfReplicaSpecs.Worker.template.spec.containers[0].env[0].valueFrom"),
+    Rule("tfjob.cluster-fields", "TFJob",
+         "image, resources except GPUs, volumes, schedulingPolicy, ttlSecondsAfterFinished",
+         "shape pods and scheduling", DIFFERENT,
+         "accepted; run policies without local effect are listed in the "
+         "kflab.dev/ignored-locally annotation and announced",
+         f"{TO} pkg/controller.v1/common/job.go ReconcileJobs",
+         announce="ignored here (cluster only): {fields}"),
     # --- KServe InferenceService -----------------------------------------------------------
     Rule("kserve.runtime.selection", "InferenceService", "which serving runtime runs a model",
          "runtimes supporting the format (auto-select) and the protocol, highest priority "
@@ -294,6 +345,45 @@ RULES: tuple[Rule, ...] = (
          "run their own images", REFUSED, "refused: they are images",
          f"{KSERVE} pkg/apis/serving/v1beta1/inference_service.go",
          field="spec.transformer"),
+    # --- Kubeflow Notebook -----------------------------------------------------------------
+    Rule("notebook.prefix", "Notebook", "where the server answers",
+         "the first container gets NB_PREFIX=/notebook/NAMESPACE/NAME; Kubeflow's images serve "
+         "JupyterLab under it", SAME,
+         "JupyterLab serves under the same path (127.0.0.1, a free port)",
+         f"{NBC} controllers/notebook_controller.go setPrefixEnvVar",
+         test="test_a_notebook_serves_its_folder_on_loopback_with_a_private_token"),
+    Rule("notebook.status", "Notebook", "status",
+         "the pod's conditions mirrored, readyReplicas of the StatefulSet, the state of the "
+         "container named like the Notebook", SAME,
+         "the same fields from the server process (terminated, with its last log lines, when "
+         "it died); valid against the upstream CRD",
+         f"{NBC} controllers/notebook_controller.go createNotebookStatus, PodCondToNotebookCond",
+         test="test_a_server_that_dies_is_reported_terminated"),
+    Rule("notebook.image", "Notebook", "the notebook image",
+         "the image's server runs (Kubeflow's: JupyterLab without a token, behind Kubeflow's "
+         "login)", DIFFERENT,
+         "JupyterLab from this installation serves the manifest's folder, with a token kept "
+         "in the state folder (0600); its kernels are this installation's Python",
+         f"{NBC} controllers/notebook_controller.go generateStatefulSet",
+         announce="JupyterLab from this installation serves this folder on 127.0.0.1, with a "
+                  "token (the image {value} runs on a cluster)"),
+    Rule("notebook.cpu", "Notebook", "resources.limits.cpu",
+         "a CPU quota (CFS) for the pod", DIFFERENT,
+         "the server and its kernels run on that many CPUs, rounded up (CPU affinity)",
+         "kubernetes container resources (kubelet CPU quota)",
+         announce="cpu limit {value}: the server and its kernels may use {size} CPU(s) here "
+                  "(a set of CPUs, not a quota)"),
+    Rule("notebook.cluster-fields", "Notebook",
+         "memory limit, requests, volumes, volumeMounts, ports, command, scheduling and the "
+         "other pod fields", "shape the pod", DIFFERENT,
+         "accepted; listed once at apply and in the kflab.dev/ignored-locally annotation",
+         f"{NBC} controllers/notebook_controller.go generateStatefulSet",
+         announce="ignored here (cluster only): {fields}"),
+    Rule("notebook.gpus", "Notebook", "more GPUs than the machine has",
+         "the pod stays Pending until a node has them", REFUSED,
+         "refused before anything starts (locally no GPU will appear)",
+         "kubernetes scheduling of extended resources (nvidia.com/gpu)",
+         field="spec.template.spec.containers[0].resources.limits.nvidia.com/gpu"),
 )
 
 BY_ID: dict[str, Rule] = {r.id: r for r in RULES}

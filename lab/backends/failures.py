@@ -70,6 +70,10 @@ def reason(obj: dict[str, Any] | None) -> str | None:
     if cond is not None and cond.get("status") == "True":  # Katib, Training Operator
         detail = cond.get("message") or cond.get("reason") or ""
         return "Failed" + (f": {detail}" if detail else "")
+    term = (status.get("containerState") or {}).get("terminated")
+    if isinstance(term, dict):  # a Notebook: the controller mirrors its server's container
+        detail = term.get("message") or term.get("reason") or ""
+        return "server terminated" + (f": {detail}" if detail else "")
     info = (status.get("modelStatus") or {}).get("lastFailureInfo")
     ready = _condition(status, "Ready") or {}
     if isinstance(info, dict) and ready.get("status") != "True":  # KServe
@@ -124,7 +128,7 @@ def explain(backend: Any, obj: dict[str, Any] | None) -> Failure | None:
                            tail, command)
         return Failure(why, None, _log_tail(backend, kind, name, namespace, None),
                        f"kflab logs run {name}{ns_flag}")
-    if kind in ("PyTorchJob", "InferenceService", "Trial"):
+    if kind in ("PyTorchJob", "TFJob", "InferenceService", "Notebook", "Trial"):
         return Failure(why, None, _log_tail(backend, kind, name, namespace, None),
                        f"kflab logs {alias} {name}{ns_flag}")
     if kind == "Experiment" and (trial := _failed_trial(backend, obj, namespace)) is not None:

@@ -16,6 +16,7 @@ from tuning_helpers import container, experiment
 
 from lab import fidelity
 from lab.backends.local import LocalBackend
+from lab.backends.local.notebooks import spec as notebook_spec
 from lab.backends.local.serving import spec as serving_spec
 from lab.backends.local.serving.handler import differences as serving_differences
 from lab.backends.local.training import spec as training_spec
@@ -40,6 +41,34 @@ def pytorch(extra: dict[str, Any]) -> dict:
             "metadata": {"name": "j", "namespace": "default"},
             "spec": {"pytorchReplicaSpecs": {"Master": {"template": {"spec": {
                 "containers": [c]}}}}}}
+
+
+def tfjob(extra: dict[str, Any], replicas: int = 2) -> dict:
+    c = {"name": "tensorflow", "command": ["python", "train.py"], **extra}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob",
+            "metadata": {"name": "j", "namespace": "default"},
+            "spec": {"tfReplicaSpecs": {"Worker": {"replicas": replicas, "template": {
+                "spec": {"containers": [c]}}}}}}
+
+
+def notebook(**container: Any) -> dict:
+    c = {"name": "nb", "image": "jupyter-scipy:v1.10.0", **container}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "Notebook",
+            "metadata": {"name": "nb", "namespace": "default"},
+            "spec": {"template": {"spec": {"containers": [c]}}}}
+
+
+def notebooks(**container: Any) -> Callable[[Path], list[str]]:
+    def found(tmp: Path) -> list[str]:
+        return [rule for rule, _ in notebook_spec.differences(
+            notebook_spec.parse(notebook(**container)))]
+    return found
+
+
+def _tfjob_found(obj: dict) -> list[str]:
+    job = training_spec.parse(obj)
+    rules = [rule for rule, _ in job.flavor.differences(job)]
+    return rules + (["tfjob.cluster-fields"] if cluster_fields(obj, job) else [])
 
 
 def isvc(model: dict, **spec: Any) -> dict:
@@ -81,6 +110,11 @@ ANNOUNCED: dict[str, Callable[[Path], list[str]]] = {
         "source": {"fileSystemPath": {"path": "m.log", "kind": "File"}}}),
     "katib.trialTemplate.cluster-fields": tuning(),  # the helper's container has an image
     "pytorch.cluster-fields": _pytorch_fields,
+    "tfjob.ports": lambda tmp: _tfjob_found(tfjob({})),
+    "tfjob.cluster-fields": lambda tmp: _tfjob_found(tfjob({"image": "tensorflow:2"})),
+    "notebook.image": notebooks(),
+    "notebook.cpu": notebooks(resources={"limits": {"cpu": "1500m"}}),
+    "notebook.cluster-fields": notebooks(volumeMounts=[{"name": "v", "mountPath": "/w"}]),
     "kserve.runtime.mlserver": serving({"modelFormat": {"name": "sklearn"},
                                         "protocolVersion": "v2"}),
     "kserve.protocol.grpc": serving({"modelFormat": {"name": "sklearn"},
@@ -136,6 +170,11 @@ REFUSED: dict[str, Callable[[Path], Any]] = {
     "katib.maxTrialCount.required": _unbounded,
     "pytorch.command": lambda tmp: training_spec.parse(_pytorch_no_command()),
     "pytorch.valueFrom": lambda tmp: training_spec.parse(_valuefrom()),
+    "tfjob.command": lambda tmp: training_spec.parse(tfjob({"command": None})),
+    "tfjob.valueFrom": lambda tmp: training_spec.parse(tfjob({"env": [
+        {"name": "K", "valueFrom": {"secretKeyRef": {"name": "s"}}}]})),
+    "notebook.gpus": lambda tmp: LocalBackend(str(tmp / "state")).validate(
+        notebook(resources={"limits": {"nvidia.com/gpu": 4096}}), base_dir=tmp),
     "kserve.runtime.none": _refuse_isvc(isvc({"modelFormat": {"name": "xgboost",
                                                               "version": "2"}})),
     "kserve.components": _refuse_isvc(isvc({"modelFormat": {"name": "xgboost"}},
@@ -184,7 +223,7 @@ def test_different_rows_are_announced(rule: fidelity.Rule, tmp_path: Path) -> No
         return
     assert rule.id in ANNOUNCED[rule.id](tmp_path)
     values = {key: "X" for key in ("algorithm", "value", "size", "parallel", "fields", "format",
-                                   "file", "url")}
+                                   "file", "url", "port")}
     assert fidelity.text(rule.id, values).startswith("note: ")
 
 

@@ -22,7 +22,9 @@ from lab.backends.cluster import ClusterBackend
 from lab.errors import LabError
 from tests.conftest import SHARED, run_kflab
 
-pytestmark = pytest.mark.integration
+# A port-forward thread that dies with an exception (a tunnel not closed) fails the test.
+pytestmark = [pytest.mark.integration,
+              pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")]
 REPO = Path(__file__).resolve().parents[2]
 SWAGGER = SHARED / "upstream" / "kfp-api-2.16.0" / "v2beta1" / "swagger"
 

@@ -51,3 +51,18 @@ def limit(what: str, value: object, maximum: object, name: str) -> str:
 MAX_HANDIN_BYTES = 1024 * 1024 * 1024
 # Files in one hand-in: a lab makes hundreds; an archive of millions of empty files is a bomb.
 MAX_HANDIN_FILES = 50_000
+
+# --- notebooks compiled to pipelines (`kflab notebook compile`) ---
+
+# An .ipynb holds its cells' outputs too (plots as base64): course notebooks with figures are
+# a few MB; 32 MiB refuses a file no one would hand to a compiler before it is parsed.
+MAX_NOTEBOOK_BYTES = 32 * 1024 * 1024
+# Cells and steps: a long lab notebook has ~200 cells; every step is a pipeline task (a pod on
+# a cluster), and KFP's UI stops being readable long before 100.
+MAX_NOTEBOOK_CELLS = 5_000
+MAX_PIPELINE_STEPS = 100
+# Code is embedded in the compiled pipeline (and, on a cluster, in the pipeline spec that the
+# KFP API stores): 1 MiB of code per step is far beyond a notebook cell's reasonable size.
+MAX_STEP_CODE_BYTES = 1024 * 1024
+# Step names become component and task names (DNS labels): short enough for pod names.
+MAX_STEP_NAME = 40

@@ -178,8 +178,9 @@ def resource_rows(kind: Any, objects: list[dict[str, Any]], namespaces: bool = F
                   wide: bool = False) -> tuple[list[Column], list[list[str]]]:
     """The columns and cells of `kflab get KIND` (kubectl's layout; `wide` adds the
     failure reason)."""
-    import jmespath
     import jmespath.exceptions
+
+    from lab.kube.kinds import column_value
 
     columns = ([Column("NAMESPACE", key=True)] if namespaces else []) + [Column("NAME", True)]
     columns += [Column(header) for header, _ in kind.columns] + [Column("AGE")]
@@ -192,7 +193,7 @@ def resource_rows(kind: Any, objects: list[dict[str, Any]], namespaces: bool = F
         cells.append(meta.get("name", ""))
         for _, query in kind.columns:
             try:
-                value = query(obj) if callable(query) else jmespath.search(query, obj)
+                value = column_value(query, obj)
             except jmespath.exceptions.JMESPathError:  # e.g. length() of a missing list
                 value = None
             cells.append("" if value is None else str(value))

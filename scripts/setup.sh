@@ -11,4 +11,5 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt
   .venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[${extras}]"
   touch "$stamp"
 fi
-echo "kflab installed: $(.venv/bin/kflab version)  (activate with: source .venv/bin/activate)"
+echo "installed: $(.venv/bin/kflab version | head -n 1)"
+echo "activate with: source .venv/bin/activate   (kflab version lists the engines and pins)"

@@ -3,7 +3,7 @@
 # Usage: bash scripts/test.sh [pytest args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh local,dev
+bash scripts/setup.sh local,dev,tf,notebooks
 # Real stand-ins for what cannot be reached here (apiserver, systemd target, libvirt...):
 # each script installs (with a cache) what its tests need and exports nothing but files.
 for standin in scripts/standins/*.sh; do

@@ -15,20 +15,24 @@ import yaml
 APPS = Path("upstream/kubeflow-manifests-26.03/applications")
 CRD_FILES = {
     "PyTorchJob": APPS / "training-operator/upstream/base/crds/kubeflow.org_pytorchjobs.yaml",
+    "TFJob": APPS / "training-operator/upstream/base/crds/kubeflow.org_tfjobs.yaml",
+    "Notebook": APPS / "jupyter/notebook-controller/upstream/crd/bases/kubeflow.org_notebooks.yaml",
     "Experiment": APPS / "katib/upstream/components/crd/experiment.yaml",
     "Trial": APPS / "katib/upstream/components/crd/trial.yaml",
     "InferenceService": APPS / "kserve/kserve/kserve.yaml",
 }
-VERSIONS = {"PyTorchJob": "v1", "Experiment": "v1beta1", "Trial": "v1beta1",
-            "InferenceService": "v1beta1"}
+VERSIONS = {"PyTorchJob": "v1", "TFJob": "v1", "Notebook": "v1", "Experiment": "v1beta1",
+            "Trial": "v1beta1", "InferenceService": "v1beta1"}
 # Every CRD file the API-server tests load, unchanged: Katib, the Training Operator's
-# PyTorchJob and TFJob, and all the CRDs of KServe's release manifest.
+# PyTorchJob and TFJob, the Notebook controller's Notebook, and all the CRDs of KServe's
+# release manifest.
 CRD_SOURCES = (
     APPS / "katib/upstream/components/crd/experiment.yaml",
     APPS / "katib/upstream/components/crd/trial.yaml",
     APPS / "katib/upstream/components/crd/suggestion.yaml",
     APPS / "training-operator/upstream/base/crds/kubeflow.org_pytorchjobs.yaml",
     APPS / "training-operator/upstream/base/crds/kubeflow.org_tfjobs.yaml",
+    APPS / "jupyter/notebook-controller/upstream/crd/bases/kubeflow.org_notebooks.yaml",
     APPS / "kserve/kserve/kserve.yaml",
 )
 

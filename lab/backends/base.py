@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 class Backend(Protocol):
     name: str
+    root: Path  # the state folder: every file the backend writes (records, artifacts) is in it
 
     def apply(self, obj: dict[str, Any], *, base_dir: Path, wait: bool = True) -> dict[str, Any]:
         """Create or replace the resource and run it; return the object with its status.

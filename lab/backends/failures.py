@@ -70,6 +70,10 @@ def reason(obj: dict[str, Any] | None) -> str | None:
     if cond is not None and cond.get("status") == "True":  # Katib, Training Operator
         detail = cond.get("message") or cond.get("reason") or ""
         return "Failed" + (f": {detail}" if detail else "")
+    term = (status.get("containerState") or {}).get("terminated")
+    if isinstance(term, dict):  # a Notebook: the controller mirrors its server's container
+        detail = term.get("message") or term.get("reason") or ""
+        return "server terminated" + (f": {detail}" if detail else "")
     info = (status.get("modelStatus") or {}).get("lastFailureInfo")
     ready = _condition(status, "Ready") or {}
     if isinstance(info, dict) and ready.get("status") != "True":  # KServe
@@ -124,7 +128,33 @@ def explain(backend: Any, obj: dict[str, Any] | None) -> Failure | None:
                            tail, command)
         return Failure(why, None, _log_tail(backend, kind, name, namespace, None),
                        f"kflab logs run {name}{ns_flag}")
-    if kind in ("PyTorchJob", "InferenceService", "Trial"):
+    if kind in ("PyTorchJob", "TFJob", "InferenceService", "Notebook", "Trial"):
         return Failure(why, None, _log_tail(backend, kind, name, namespace, None),
                        f"kflab logs {alias} {name}{ns_flag}")
+    if kind == "Experiment" and (trial := _failed_trial(backend, obj, namespace)) is not None:
+        tname, message = trial
+        return Failure(f"{why}; trial {tname}: {message}", f"trial {tname}",
+                       _log_tail(backend, "Trial", tname, namespace, None),
+                       f"kflab logs trial {tname}{ns_flag}")
     return Failure(why, None, [], f"kflab describe {alias} {name}{ns_flag}")
+
+
+# Katib's per-state trial lists (status_util.go updateTrialsSummary) whose trials tell why
+# an Experiment failed: its own message only says a count was reached.
+_FAILED_TRIAL_LISTS = ("failedTrialList", "metricsUnavailableTrialList")
+
+
+def _failed_trial(backend: Any, obj: dict[str, Any], namespace: str) -> tuple[str, str] | None:
+    """(name, last condition message) of the Experiment's first failed trial -- where
+    "'Accuracy' never appeared in the output" is said -- or None."""
+    status = obj.get("status") or {}
+    for key in _FAILED_TRIAL_LISTS:
+        for tname in (status.get(key) or [])[:1]:
+            try:
+                trial = backend.get("Trial", str(tname), namespace)
+            except Exception:  # the explanation must never hide the failure it explains
+                return None
+            conds = ((trial or {}).get("status") or {}).get("conditions") or []
+            if conds and conds[-1].get("message"):
+                return str(tname), str(conds[-1]["message"])
+    return None

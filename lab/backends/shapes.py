@@ -95,13 +95,19 @@ def artifact(run: dict[str, Any] | None, task_name: str, name: str) -> dict[str,
     return (((found or {}).get("outputs") or {}).get("artifacts") or {}).get(name)
 
 
-def artifact_problem(entry: dict[str, Any] | None, task_name: str, name: str) -> str | None:
-    """Why an artifact cannot count as produced (None when its local copy has content)."""
+def artifact_problem(entry: dict[str, Any] | None, task_name: str, name: str,
+                     root: Path) -> str | None:
+    """Why an artifact cannot count as produced (None when its local copy has content).
+
+    The backend keeps every local copy in its state folder `root`; a record naming any other
+    path (an edited or foreign record) is not looked at."""
     if not entry:
         return f"task '{task_name}' has no output artifact '{name}'"
     if not entry.get("path"):
         return f"artifact '{name}' of task '{task_name}' was not fetched ({entry.get('uri')})"
     path = Path(entry["path"])
+    if not path.resolve().is_relative_to(root.resolve()):
+        return f"artifact '{name}' of task '{task_name}' is recorded outside the state folder"
     if not path.exists() or (path.is_file() and path.stat().st_size == 0):
         return f"artifact file {path} is missing or empty"
     return None

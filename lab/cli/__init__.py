@@ -18,6 +18,7 @@ from lab.cli import (  # noqa: F401
     guided,
     host,
     lab,
+    notebook,
     pipeline,
     resources,
     scenario,

@@ -8,7 +8,17 @@ from pathlib import Path
 
 import click
 
-from lab.cli.root import PROVIDER_CHOICE, Obj, cli, pass_obj, profile_option, say
+from lab.cli.root import (
+    PROVIDER_CHOICE,
+    Obj,
+    backend_options,
+    checked_name,
+    cli,
+    namespace_option,
+    pass_obj,
+    profile_option,
+    say,
+)
 from lab.errors import LabError
 
 
@@ -174,14 +184,31 @@ def kubeconfig(obj: Obj, output: str | None, name: str | None) -> None:
 
 
 @cli.command("open")
-@click.argument("what", type=click.Choice(["pipelines", "katib"]))
+@click.argument("what", type=click.Choice(["pipelines", "katib", "notebook"]))
+@click.argument("resource", required=False)
 @click.option("--port", default=0, type=int, help="Local port (default: a free one).")
 @click.option("--name", help="Which lab (default: the latest).")
+@namespace_option
+@backend_options
 @pass_obj
-def open_(obj: Obj, what: str, port: int, name: str | None) -> None:
-    """Forward a UI to 127.0.0.1 and print its URL (Ctrl-C stops it)."""
+def open_(obj: Obj, what: str, resource: str | None, port: int, name: str | None,
+          namespace: str) -> None:
+    """Forward a UI to 127.0.0.1 and print its URL (Ctrl-C stops it); `kflab open notebook
+    NAME` prints the URL of a Notebook's JupyterLab (on a cluster: forwarded)."""
     import time
 
+    if what == "notebook":
+        if resource is None:
+            raise click.UsageError("name the notebook: kflab open notebook NAME")
+        with obj.backend().open_notebook(checked_name("Notebook", resource),
+                                         namespace) as (url, forwarding):
+            click.echo(f"notebook {resource}: {url}" + ("  (forwarding; Ctrl-C to stop)"
+                                                         if forwarding else ""))
+            while forwarding:
+                time.sleep(3600)
+        return
+    if resource is not None:
+        raise click.UsageError(f"`kflab open {what}` takes no name")
     from lab import lifecycle
     from lab.kube.client import api_client, port_forward, service_target
     from lab.status import ENDPOINTS

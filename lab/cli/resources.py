@@ -30,7 +30,7 @@ def apply(obj: Obj, files: tuple[str, ...], validation: str, dry_run: bool) -> N
 
     Every document of every file is validated first: if one is invalid, nothing is applied.
     """
-    from lab.kube.conditions import ready_message, summary_state
+    from lab.kube.conditions import FAILED_STATES, ready_message, summary_state
     from lab.kube.manifests import apply_document, plan, record_warnings, validation_mode
     from lab.ui import printable
 
@@ -51,9 +51,9 @@ def apply(obj: Obj, files: tuple[str, ...], validation: str, dry_run: bool) -> N
             click.echo(f"{res['kind'].lower()}/{res['metadata']['name']} valid (server dry run)")
             continue
         state = summary_state(res)
-        failed |= state in ("FAILED", "Failed")
+        failed |= state in FAILED_STATES
         click.echo(f"{res['kind'].lower()}/{res['metadata']['name']} {state}")
-        if state == "Failed" and (why := ready_message(res)):
+        if state in FAILED_STATES and (why := ready_message(res)):
             click.echo(f"  {why}", err=True)
     if failed:
         sys.exit(1)
@@ -294,7 +294,7 @@ def delete(obj: Obj, resources: tuple[str, ...], files: tuple[str, ...], namespa
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines while it runs.")
 @click.option("--tail", type=click.IntRange(min=0),
               help="Only the last N lines (of each replica or trial).")
-@click.option("--replica", help="One PyTorchJob replica, e.g. worker-1.")
+@click.option("--replica", help="One PyTorchJob or TFJob replica, e.g. worker-1.")
 @click.option("--task", help="One pipeline task, e.g. train-svm.")
 @backend_options
 @pass_obj
@@ -309,14 +309,14 @@ def logs(obj: Obj, resources: tuple[str, ...], namespace: str, follow: bool,
         raise click.UsageError("name one resource: TYPE NAME or TYPE/NAME")
     kind, name = refs[0]
     assert name is not None
-    if replica is not None and kind.kind != "PyTorchJob":
-        raise LabError(f"--replica selects a PyTorchJob replica; a {kind.kind} has none",
+    if replica is not None and kind.kind not in ("PyTorchJob", "TFJob"):
+        raise LabError(f"--replica selects a training job's replica; a {kind.kind} has none",
                        hint="a pipeline run's step: --task NAME" if kind.kind == "PipelineRun"
                        else "drop --replica")
     if task is not None and kind.kind != "PipelineRun":
         raise LabError(f"--task selects a pipeline run's task; a {kind.kind} has none",
-                       hint="a PyTorchJob replica: --replica NAME"
-                       if kind.kind == "PyTorchJob" else "drop --task")
+                       hint=f"a {kind.kind} replica: --replica NAME"
+                       if kind.kind in ("PyTorchJob", "TFJob") else "drop --task")
     lines = obj.backend().logs(kind.kind, checked_name(kind.kind, name), namespace,
                                replica or task, follow=follow, tail=tail)
     for line in lines:

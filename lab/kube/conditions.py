@@ -51,6 +51,15 @@ def set_condition(
     return cond
 
 
+# States `kflab apply` exits 1 for. RolloutFailed: KServe's modelStatus says the new
+# version is blocked by a failed load while the previous one keeps serving (Ready True).
+FAILED_STATES = ("FAILED", "Failed", "RolloutFailed")
+
+
+def _blocked(status: dict[str, Any]) -> bool:
+    return (status.get("modelStatus") or {}).get("transitionStatus") == "BlockedByFailedLoad"
+
+
 def summary_state(obj: dict[str, Any]) -> str:
     """One word for a resource's state, as the CLI prints it: the status `state`, else a
     Ready condition (KServe style), else the latest condition type."""
@@ -60,13 +69,21 @@ def summary_state(obj: dict[str, Any]) -> str:
     conds = status.get("conditions") or []
     ready = next((c for c in conds if c.get("type") == "Ready"), None)
     if ready is not None:  # KServe-style readiness: apply has waited, so False means failed
+        if ready.get("status") == "True" and _blocked(status):
+            return "RolloutFailed"
         return {"True": "Ready", "False": "Failed"}.get(ready.get("status"), "Pending")
     return str(conds[-1]["type"]) if conds else "created"
 
 
 def ready_message(obj: dict[str, Any]) -> str:
-    """`reason: message` of the Ready condition (empty when there is none)."""
-    conds = (obj.get("status") or {}).get("conditions") or []
+    """`reason: message` of the Ready condition (empty when there is none); for a failed
+    rollout, the failure of the new version and that the previous one still serves."""
+    status = obj.get("status") or {}
+    conds = status.get("conditions") or []
     ready = next((c for c in conds if c.get("type") == "Ready"), {})
+    if ready.get("status") == "True" and _blocked(status):
+        info = status["modelStatus"].get("lastFailureInfo") or {}
+        return (f"{info.get('reason', '')}: {info.get('message', '')} (the previous version "
+                "still serves)").strip(": ")
     return f"{ready.get('reason', '')}: {ready.get('message', '')}".strip(": ")
 

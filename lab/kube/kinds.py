@@ -5,9 +5,16 @@ One table for both backends, so `kflab get isvc` means the same thing locally an
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from lab.errors import LabError
+from lab.kube.katib import objective_column
+
+# A column is a JMESPath over the object, or a function of it where JMESPath cannot say it
+# (a Trial's objective depends on the metric strategy named in its own spec).
+Column = tuple[str, "str | Callable[[dict[str, Any]], Any]"]
 
 
 @dataclass(frozen=True)
@@ -17,8 +24,8 @@ class Kind:
     version: str
     plural: str
     short: tuple[str, ...] = ()
-    # (header, JMESPath over the object), like a CRD's additionalPrinterColumns
-    columns: tuple[tuple[str, str], ...] = ()
+    # (header, JMESPath or function), like a CRD's additionalPrinterColumns
+    columns: tuple[Column, ...] = ()
 
     @property
     def api_version(self) -> str:
@@ -32,14 +39,21 @@ KINDS: tuple[Kind, ...] = (
           ("TASKS", "length(status.run_details.task_details[?state=='SUCCEEDED'])"),
           ("PIPELINE", "status.pipeline_name"))),
     Kind("Experiment", "kubeflow.org", "v1beta1", "experiments", ("experiment", "exp"),
-         (LAST_CONDITION, ("TRIALS", "status.trials"),
-          ("SUCCEEDED", "status.trialsSucceeded"), ("FAILED", "status.trialsFailed"),
+         (LAST_CONDITION, ("TRIALS", "status.trials || `0`"),
+          ("SUCCEEDED", "status.trialsSucceeded || `0`"),
+          # what Katib counts against maxFailedTrialCount: failed + metrics unavailable
+          ("FAILED", "sum([status.trialsFailed || `0`, status.trialMetricsUnavailable || `0`])"),
           ("BEST", "status.currentOptimalTrial.bestTrialName"))),
     Kind("Trial", "kubeflow.org", "v1beta1", "trials", ("trial",),
          (LAST_CONDITION, ("EXPERIMENT", "metadata.labels.\"katib.kubeflow.org/experiment\""),
-          ("OBJECTIVE", "status.observation.metrics[0].latest"))),
+          ("OBJECTIVE", objective_column))),
     Kind("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs", ("pytorchjob", "ptj"),
          (("STATE", "status.conditions[-1].type"),)),
+    Kind("TFJob", "kubeflow.org", "v1", "tfjobs", ("tfjob", "tfj"),
+         (("STATE", "status.conditions[-1].type"),)),
+    Kind("Notebook", "kubeflow.org", "v1", "notebooks", ("notebook", "nb"),
+         (("READY", "status.readyReplicas"),
+          ("STATE", "keys(status.containerState || `{}`) | [0]"))),
     Kind("InferenceService", "serving.kserve.io", "v1beta1", "inferenceservices",
          ("inferenceservice", "isvc"),
          (("URL", "status.url"), ("READY", "status.conditions[?type=='Ready'].status | [0]"))),
@@ -49,6 +63,15 @@ _BY_NAME: dict[str, Kind] = {}
 for _k in KINDS:
     for _name in (_k.kind, _k.plural, *_k.short):
         _BY_NAME[_name.lower()] = _k
+
+
+def column_value(query: str | Callable[[dict[str, Any]], Any], obj: dict[str, Any]) -> Any:
+    """One table cell: the JMESPath's result, or the function's."""
+    if callable(query):
+        return query(obj)
+    import jmespath
+
+    return jmespath.search(query, obj)
 
 
 def lookup(name: str) -> Kind:

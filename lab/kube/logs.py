@@ -23,6 +23,7 @@ POD_LABELS: dict[str, str] = {
     "PyTorchJob": "training.kubeflow.org/job-name",  # Training Operator v1 replicas
     "TFJob": "training.kubeflow.org/job-name",
     "InferenceService": "serving.kserve.io/inferenceservice",  # KServe predictor pods
+    "Notebook": "notebook-name",  # the Notebook controller's StatefulSet pod
 }
 
 

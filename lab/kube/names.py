@@ -73,6 +73,11 @@ RULES: dict[str, Rule] = {
                        "Katib's limit: its suggestion Service is named <name>-<algorithm>"),
     "Trial": GENERIC,
     "PyTorchJob": Rule("dns1035-label", 63, "the Training Operator's limit"),
+    "TFJob": Rule("dns1035-label", 63, "the Training Operator's limit"),
+    "Notebook": Rule("dns1035-label", 52,
+                     "the controller names a StatefulSet and a Service after it; a "
+                     "StatefulSet's pods carry its name plus an 11-character hash in a "
+                     "63-character label"),
     "InferenceService": Rule("dns1035-label", 53,
                              "KServe names the predictor Service <name>-predictor, "
                              "at most 63 characters"),

@@ -138,6 +138,7 @@ def port_forward(handle: Any, namespace: str, pod: str, port: int, local_port: i
     failures = errors if errors is not None else []
 
     def pump(conn: socket.socket) -> None:
+        pf = None
         try:
             with translated("port-forward to", f"pod {namespace}/{pod}:{port}"):
                 pf = portforward(core.connect_get_namespaced_pod_portforward, pod, namespace,
@@ -158,6 +159,10 @@ def port_forward(handle: Any, namespace: str, pod: str, port: int, local_port: i
             log.warning("port-forward connection failed: %s", line)
         finally:
             conn.close()
+            if pf is not None:
+                # Close our end of the tunnel: the client's proxy thread then closes the
+                # websocket itself instead of failing when the server drops it later.
+                pf.close()
 
     def accept() -> None:
         while not stop.is_set():

@@ -113,7 +113,7 @@ def _pipeline_run(ctx: Context, p: dict[str, Any]) -> Outcome:
     art = p.get("artifact")
     if art:
         entry = shapes.artifact(run, art["task"], art["name"])
-        problem = shapes.artifact_problem(entry, art["task"], art["name"])
+        problem = shapes.artifact_problem(entry, art["task"], art["name"], ctx.backend.root)
         if problem:
             return Outcome(False, problem)
     return Outcome(True, f"run state is {state}")

@@ -262,12 +262,16 @@ def active_id(state_root: Path) -> str | None:
 
 
 # kinds whose resources keep running (or keep a process or pods) after a step passed
-_LONG_LIVED = ("InferenceService", "Experiment", "PyTorchJob", "PipelineRun")
+_LONG_LIVED = ("InferenceService", "Notebook", "Experiment", "PyTorchJob", "TFJob",
+               "PipelineRun")
+# kinds that serve until deleted: named as still running whatever their status
+_SERVERS = {"InferenceService": "model server", "Notebook": "notebook server"}
 
 
 def still_running(session: Session) -> list[tuple[str, str]]:
     """What the scenario left running on its backend, with the command that stops each:
-    model servers always (they serve until deleted), runs only while unfinished."""
+    servers always (model and notebook servers serve until deleted), runs only while
+    unfinished."""
     from lab.backends import failures
     from lab.kube.conditions import is_true
     from lab.kube.kinds import lookup
@@ -285,10 +289,10 @@ def still_running(session: Session) -> list[tuple[str, str]]:
             done = (is_true(status, "Succeeded") or status.get("state") in
                     ("SUCCEEDED", "FAILED", "CANCELED", "SKIPPED") or
                     failures.reason(obj) is not None)
-            if kind != "InferenceService" and done:
+            if kind not in _SERVERS and done:
                 continue
             name = obj["metadata"]["name"]
             short = lookup(kind).short[-1] if kind == "InferenceService" else kind.lower()
-            what = "model server" if kind == "InferenceService" else kind
+            what = _SERVERS.get(kind, kind)
             found.append((f"{what} {name}", f"kflab delete {short} {name}{flag}"))
     return found

@@ -72,7 +72,7 @@ def test_upstream_crds_are_served(crd_apiserver):
     assert {"experiments.kubeflow.org", "trials.kubeflow.org", "suggestions.kubeflow.org",
             "pytorchjobs.kubeflow.org", "tfjobs.kubeflow.org",
             "inferenceservices.serving.kserve.io"} <= set(names)
-    assert len(names) == 18  # Katib 3, Training Operator 2, KServe 13
+    assert len(names) == 19  # Katib 3, Training Operator 2, Notebook controller 1, KServe 13
     crds = objects.list_objects(kube, "apiextensions.k8s.io/v1", "CustomResourceDefinition")
     assert {c["metadata"]["name"] for c in crds} == set(names)
 

@@ -207,7 +207,7 @@ def test_cli_get_predict_logs(backend: LocalBackend, iris: dict, tmp_path: Path)
     logs = kflab("logs", "isvc", "iris")
     assert "/v2/models/iris/infer" in logs.stdout
     missing = kflab("predict", "nope", "-f", str(body))
-    assert missing.returncode == 2 and "not found" in missing.stderr
+    assert missing.returncode == 1 and "not found" in missing.stderr  # NotFound, as kubectl
 
 
 def test_bad_manifest_leaves_the_running_version_alone(backend: LocalBackend, iris: dict,
@@ -247,7 +247,9 @@ def test_published_xgboost_example_then_crash_shows_in_status(
     out = kflab("apply", "-f", str(manifest), env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "inferenceservice/xgboost-iris Ready" in out.stdout
-    assert "runtime" in out.stdout  # the one note about cluster-only fields
+    # runtime: kserve-xgbserver is honoured (it serves v2 too), so no MLServer note
+    assert "kserve-mlserver" not in out.stdout
+    assert "kserve-xgbserver" in json.dumps(backend.get("InferenceService", "xgboost-iris"))
     answer = backend.predict("xgboost-iris", {"instances": ROWS}, protocol="v2")
     assert answer["outputs"][0]["data"] == [1.0, 1.0, 2.0]
     rec = backend.procs.get(proc_id("default", "xgboost-iris"))

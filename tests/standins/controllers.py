@@ -2,7 +2,8 @@
 cluster: Katib's experiment/trial controllers, the Training Operator, KServe's controller.
 
 It watches the API server (a 0.5 s poll of each kind; the backend under test uses real
-watches) and, for each new generation of an Experiment, PyTorchJob or InferenceService:
+watches) and, for each new generation of an Experiment, PyTorchJob, TFJob, InferenceService or
+Notebook:
 1. reads the pod templates as the controller would, and prepares their volumes the way the
    kubelet would: ConfigMaps fetched from the API server and written out (items at their
    paths), emptyDirs as fresh folders; paths under each mountPath are mapped to those folders
@@ -48,7 +49,11 @@ REPO = Path(__file__).resolve().parents[2]
 MANAGER = "kubeflow-controller-standin"
 MANUAL = "manual-"  # namespaces where a test plays the controller itself
 KINDS = {"Experiment": "kubeflow.org/v1beta1", "PyTorchJob": "kubeflow.org/v1",
-         "InferenceService": "serving.kserve.io/v1beta1"}
+         "TFJob": "kubeflow.org/v1", "InferenceService": "serving.kserve.io/v1beta1",
+         "Notebook": "kubeflow.org/v1"}
+# training job kind -> (its replica specs' key, the operator-name label of its pods)
+TRAINING = {"PyTorchJob": ("pytorchReplicaSpecs", "pytorchjob-controller"),
+            "TFJob": ("tfReplicaSpecs", "tfjob-controller")}
 
 
 def _strip(obj: dict[str, Any]) -> dict[str, Any]:
@@ -269,39 +274,47 @@ class Controllers:
     # --- Training Operator --------------------------------------------------------------------
 
     def _run_pytorchjob(self, job: dict[str, Any]) -> None:
+        self._run_training(job)
+
+    def _run_tfjob(self, job: dict[str, Any]) -> None:
+        self._run_training(job)
+
+    def _run_training(self, job: dict[str, Any]) -> None:
+        kind = job["kind"]
+        key, operator = TRAINING[kind]
         meta = job["metadata"]
         ns, name = meta["namespace"], meta["name"]
         folder = self._folder(job)
         local_obj = _strip(job)
         base = folder
-        for rep in local_obj["spec"]["pytorchReplicaSpecs"].values():
+        for rep in local_obj["spec"][key].values():
             base = self._prepare(ns, rep["template"]["spec"], folder)
-        api = KINDS["PyTorchJob"]
+        api = KINDS[kind]
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        self.put_status(api, "PyTorchJob", ns, name, {"conditions": [{
-            "type": "Created", "status": "True", "reason": "PyTorchJobCreated",
-            "message": f"PyTorchJob {ns}/{name} is created.", "lastUpdateTime": stamp,
+        self.put_status(api, kind, ns, name, {"conditions": [{
+            "type": "Created", "status": "True", "reason": f"{kind}Created",
+            "message": f"{kind} {name} is created.", "lastUpdateTime": stamp,
             "lastTransitionTime": stamp}], "replicaStatuses": {}, "startTime": stamp})
         pods = []
-        for rtype, rep in job["spec"]["pytorchReplicaSpecs"].items():
+        for rtype, rep in job["spec"][key].items():
             for i in range(int(rep.get("replicas", 1))):
                 pod = f"{name}-{rtype.lower()}-{i}"
                 labels = {"training.kubeflow.org/job-name": name,
                           "training.kubeflow.org/replica-type": rtype.lower(),
                           "training.kubeflow.org/replica-index": str(i),
-                          "training.kubeflow.org/operator-name": "pytorchjob-controller"}
+                          "training.kubeflow.org/operator-name": operator}
                 self._pod(ns, pod, labels, rep["template"]["spec"], job)
                 self._pod_phase(ns, pod, "Running")
                 replica = f"{rtype.lower()}-{i}"
                 self._register_logs(ns, pod, rep["template"]["spec"],
                                     lambda r=replica: list(self.local().logs(
-                                        "PyTorchJob", name, ns, r)))
+                                        kind, name, ns, r)))
                 pods.append(pod)
         proc = self._run_local(local_obj, base, folder)
         while proc.poll() is None:
-            self._mirror(api, "PyTorchJob", ns, name)
+            self._mirror(api, kind, ns, name)
             time.sleep(0.5)
-        final = self._mirror(api, "PyTorchJob", ns, name)
+        final = self._mirror(api, kind, ns, name)
         done = "Succeeded" if any(c.get("type") == "Succeeded" and c.get("status") == "True"
                                   for c in (final or {}).get("conditions") or []) else "Failed"
         for pod in pods:
@@ -371,6 +384,46 @@ class Controllers:
                          "Failed" if conds.get("Failed") == "True" else "Running")
                 if server_pod:
                     self._pod_phase(ns, f"{tname}-standin", phase)
+
+    # --- Notebook controller ---------------------------------------------------------------
+
+    def _run_notebook(self, nb: dict[str, Any]) -> None:
+        """A JupyterLab server from the local engine (serving the files mounted into the
+        notebook container), behind the StatefulSet pod NAME-0 and the Service NAME:80 that
+        the controller makes; the status mirrored as the controller mirrors the pod's."""
+        from lab.backends.local.notebooks.handler import server_info
+        from lab.kube.objects import apply
+
+        meta = nb["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        folder = self._folder(nb)
+        local_obj = _strip(nb)
+        pod_spec = local_obj["spec"]["template"]["spec"]
+        volumes = self._volumes(ns, pod_spec, folder)
+        base = volumes.get("kflab-lab-files", folder)
+        pod_spec.pop("volumes", None)
+        for c in pod_spec.get("containers") or []:
+            c.pop("volumeMounts", None)
+        self._run_local(local_obj, base, folder).wait()
+        local = self.local().get("Notebook", name, ns) or {}
+        status = local.get("status") or {}
+        apply(self.kube, {"apiVersion": "v1", "kind": "Service",
+                          "metadata": {"name": name, "namespace": ns},
+                          "spec": {"selector": {"statefulset": name},
+                                   "ports": [{"name": f"http-{name}", "port": 80,
+                                              "targetPort": 8888, "protocol": "TCP"}]}},
+              manager=MANAGER, force=True)
+        pod = f"{name}-0"
+        spec = copy.deepcopy(nb["spec"]["template"]["spec"])
+        self._pod(ns, pod, {"statefulset": name, "notebook-name": name}, spec, nb)
+        self._register_logs(ns, pod, spec, lambda: list(self.local().logs("Notebook", name,
+                                                                            ns)))
+        if status.get("readyReplicas") == 1:
+            self.kubelet.ports[(ns, pod, 8888)] = int(server_info(self.local(), name,
+                                                                  ns)["port"])
+        self._pod_phase(ns, pod, "Running" if status.get("readyReplicas") == 1 else "Failed")
+        if status:
+            self.put_status(KINDS["Notebook"], "Notebook", ns, name, status)
 
     # --- KServe -----------------------------------------------------------------------------
 

@@ -58,11 +58,19 @@ def test_field_query_and_list(ctx: Context) -> None:
 def test_pipeline_run_state_and_artifact(ctx: Context, tmp_path: Path) -> None:
     c = chk("pipeline-run", name="r", artifact={"task": "t", "name": "model"})
     assert "no pipeline run" in checks.evaluate(c, ctx).observed
-    model = tmp_path / "model.bin"
+    outside = tmp_path / "elsewhere.bin"
+    outside.write_bytes(b"x")
     run = {"apiVersion": "kflab.dev/v1", "kind": "PipelineRun", "metadata": {"name": "r"},
            "status": {"state": "SUCCEEDED", "run_details": {"task_details": [
-               {"display_name": "t", "outputs": {"artifacts": {"model": {"path": str(model)}}}}
+               {"display_name": "t", "outputs": {"artifacts": {"model": {"path": str(outside)}}}}
            ]}}}
+    ctx.backend.store.put(run)
+    # a record naming a file outside the state folder (edited by hand) never counts
+    assert "outside the state folder" in checks.evaluate(c, ctx).observed
+    model = ctx.backend.root / "runs" / "r" / "model.bin"
+    model.parent.mkdir(parents=True, exist_ok=True)
+    run["status"]["run_details"]["task_details"][0]["outputs"]["artifacts"]["model"]["path"] = \
+        str(model)
     ctx.backend.store.put(run)
     assert "missing or empty" in checks.evaluate(c, ctx).observed
     model.write_bytes(b"x")

@@ -83,7 +83,8 @@ def test_gpu_auto_without_a_gpu_passes_iommu(tmp_path: Path) -> None:
     """Defect 11: `gpu: auto` on a host without an NVIDIA GPU (and without IOMMU) is a
     CPU-only libvirt lab: no IOMMU failure ("set gpu: off") may block `kflab up`."""
     r = rows(fake_host(tmp_path, iommu=False, tools=("vagrant", "virsh")),
-             provider="vagrant-libvirt", gpu="auto")
+             provider="vagrant-libvirt", gpu="auto",
+             disk_gib=0.0)  # the stand-in tree lies on this machine's disk, whatever it has free
     assert r["nvidia gpu"].status == "pass"
     assert r["iommu"].status == "pass" and "CPU-only" in r["iommu"].observed
     assert not [x for x in r.values() if x.status == "fail"]

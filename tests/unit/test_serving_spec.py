@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from lab.backends.local import LocalBackend
 from lab.backends.local.serving import handler as serving
+from lab.backends.local.serving import runtimes
 from lab.backends.local.serving import spec as serving_spec
 from lab.errors import InputError, LabError
 from lab.kube import inference
@@ -110,14 +111,28 @@ def test_remote_storage_says_what_to_do_then_uses_the_mirror(tmp_path: Path) -> 
     assert parse(obj, tmp_path, state).model_dir == mirror
 
 
-def test_find_model_file_wants_exactly_one(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="no scikit-learn"):
-        serving_spec.find_model_file(tmp_path, "sklearn")
+def test_a_remote_uri_cannot_climb_out_of_the_mirror(tmp_path: Path) -> None:
+    outside = tmp_path / "victim"
+    outside.mkdir()
+    (outside / "model.joblib").write_bytes(b"x")
+    state = tmp_path / "state"
+    for uri in ("s3://../../../victim", "gs://bucket/../../../../victim",
+                "s3://b/%2e%2e/%2e%2e/%2e%2e/%2e%2e/victim"):
+        obj = isvc({"model": {"modelFormat": {"name": "sklearn"}, "storageUri": uri}})
+        with pytest.raises(InputError) as err:
+            parse(obj, tmp_path, state)
+        assert "outside the model mirror" in err.value.problem, uri
+        assert err.value.field.endswith("storageUri")
+
+
+def test_kserve_servers_want_exactly_one_model_file(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="no sklearn model file"):
+        runtimes.model_file("kserve-sklearnserver", "sklearn", tmp_path)
     (tmp_path / "a.bst").write_bytes(b"x")
-    assert serving_spec.find_model_file(tmp_path, "xgboost").name == "a.bst"
+    assert runtimes.model_file("kserve-xgbserver", "xgboost", tmp_path).path.name == "a.bst"
     (tmp_path / "b.json").write_text("{}")
     with pytest.raises(ValueError, match="more than one"):
-        serving_spec.find_model_file(tmp_path, "xgboost")
+        runtimes.model_file("kserve-xgbserver", "xgboost", tmp_path)
 
 
 # --- V1 / V2 shapes ------------------------------------------------------------------------

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from lab.backends.local.tuning.metrics import UNAVAILABLE, MetricLog, Tail, objective_value
 from lab.backends.local.tuning.spec import DEFAULT_FILTER
 
@@ -43,9 +45,13 @@ def test_observation_has_min_max_latest_and_unavailable() -> None:
 def test_custom_filter_and_json_format() -> None:
     m = MetricLog(("acc",), (r"(\w+):\s*([\d.]+)",))
     m.feed("epoch 1 acc: 0.71")
-    m.feed('{"acc": 0.8, "timestamp": "2024-01-01T00:00:00Z"}', "JSON")
+    m.feed('{"acc": "0.8", "timestamp": "2024-01-01T00:00:00Z"}', "JSON")
+    m.feed('{"acc": 0.9}', "JSON")  # a number: Katib's JSON collector does not read it
+    m.feed("", "JSON")  # empty lines are skipped
     m.feed("not json", "JSON")
     assert m.values["acc"] == ["0.71", "0.8"]
+    assert m.unread == {"acc": 1}
+    assert m.bad_line == (4, "not json")
 
 
 def test_tail_returns_only_whole_new_lines(tmp_path: Path) -> None:
@@ -60,3 +66,34 @@ def test_tail_returns_only_whole_new_lines(tmp_path: Path) -> None:
     with open(path, "a") as fh:
         fh.write("last")
     assert tail.read(final=True) == ["last"]
+
+
+def test_a_catastrophic_filter_cannot_hang_the_collector() -> None:
+    """`(a+)+=(b)` backtracks exponentially in Python's re on a long line of a's; Katib's
+    collector is Go (RE2, linear time), and so is ours: the line is read in milliseconds."""
+    import time
+
+    metrics = MetricLog(("loss",), (r"(\w+)\s*=\s*((a+)+b)",))
+    line = "loss=" + "a" * 50_000 + "c"
+    t0 = time.monotonic()
+    metrics.feed(line)
+    assert time.monotonic() - t0 < 1.0
+    assert metrics.values["loss"] == []
+    metrics.feed("loss=aab")
+    assert metrics.values["loss"] == ["aab"]
+
+
+@pytest.mark.parametrize("pattern", [r"(\w+)=(\d+)\1", r"(?=loss)(\w+)=(\d+)",
+                                     r"(\w+)(?<!x)=(\d+)"])
+def test_filters_a_go_regexp_refuses_are_refused_with_the_field(pattern: str) -> None:
+    from tuning_helpers import experiment
+
+    from lab.backends.local.tuning import spec as tuning_spec
+    from lab.errors import InputError
+
+    obj = experiment()
+    obj["spec"]["metricsCollectorSpec"] = {"source": {"filter": {"metricsFormat": [pattern]}}}
+    with pytest.raises(InputError) as err:
+        tuning_spec.parse(obj)
+    assert err.value.field == "spec.metricsCollectorSpec.source.filter.metricsFormat[0]"
+    assert "RE2" in str(err.value)

@@ -147,10 +147,12 @@ def test_grid_runs_every_point_then_suggestion_end(backend: LocalBackend,
     assert last(exp) == ("Succeeded", "ExperimentSuggestionEndReached")
     points = sorted(tuple(a["value"] for a in t["spec"]["parameterAssignments"])
                     for t in trials_of(backend))
-    assert points == [("0", "1"), ("0", "2"), ("0.5", "1"), ("0.5", "2"), ("1", "1"),
-                      ("1", "2")]
+    # doubles written as Katib's grid writes them: str() of numpy.arange's floats
+    assert points == [("0.0", "1"), ("0.0", "2"), ("0.5", "1"), ("0.5", "2"), ("1.0", "1"),
+                      ("1.0", "2")]
     best = exp["status"]["currentOptimalTrial"]["parameterAssignments"]
     assert best == [{"name": "x", "value": "0.5"}, {"name": "n", "value": "1"}]
+    assert "katib.grid.end" in exp["metadata"]["annotations"]["kflab.dev/local-differences"]
 
 
 def test_goal_stops_the_experiment(backend: LocalBackend, tmp_path: Path) -> None:
@@ -203,7 +205,8 @@ x = float(sys.argv[1].split("=")[1])
 with open("out/metrics.json", "a") as fh:
     for step in range(3):
         stamp = "2024-01-01T00:00:0%dZ" % step
-        fh.write(json.dumps({"loss": x + step, "timestamp": stamp}) + "\\n")
+        # Katib's JSON collector reads string values only: "0.3", not 0.3
+        fh.write(json.dumps({"loss": str(x + step), "timestamp": stamp}) + "\\n")
 print("loss=999")  # stdout is not the collector here
 """
     obj = experiment(maxTrialCount=2, parallelTrialCount=2, metricsCollectorSpec={
@@ -216,39 +219,48 @@ print("loss=999")  # stdout is not the collector here
         x = float(t["spec"]["parameterAssignments"][0]["value"])
         m = t["status"]["observation"]["metrics"][0]
         assert float(m["min"]) == pytest.approx(x) and float(m["latest"]) == pytest.approx(x + 2)
-    notes = exp["metadata"]["annotations"]["kflab.dev/ignored-fields"]
-    assert "one at a time" in notes  # File collector + parallel 2: serialised, and said so
+    notes = exp["metadata"]["annotations"]["kflab.dev/local-differences"]
+    assert "katib.collector.file-parallel" in notes  # parallel 2: serialised, and said so
 
 
 def test_median_stop_early_stops_bad_trials(backend: LocalBackend, tmp_path: Path) -> None:
-    trial = """
-import sys, time
-x = float(sys.argv[1].split("=")[1])
-for step in range(1, 4):
-    print(f"loss={x * 10 + 1 / step:.4f}", flush=True)
-time.sleep(30 if x > 0.5 else 0)  # a bad trial lingers: only early stopping ends it soon
+    """Real trial processes, Katib's rule (tuning/earlystop.py): the k-th trial started
+    reports the k-th row of REPORTS; a trial to be stopped lingers, so only early stopping
+    ends it soon. min_trials_required 3, start_step 2, minimize."""
+    reports = [[2.1, 1.6, 1.4], [2.2, 1.7, 1.5], [2.3, 1.8, 1.6],  # succeed: rule 1.95
+               [10.5, 10.0, 9.8],   # best by report 2 is 10.0 > 1.95: stopped
+               [1.5, 1.0, 0.8],     # 1.0 < 1.95: runs on, succeeds (rule is now 1.775)
+               [1.9, 1.7, 4.0],     # best by report 2 1.7 < 1.775: never stopped later
+               [2.6, 2.1, 0.1]]     # 2.1 > (1.85+1.95+2.05+1.25+1.8)/5 = 1.78: stopped
+    stop = {3, 6}
+    trial = f"""
+import os, pathlib, time
+counter = pathlib.Path("counter")
+k = int(counter.read_text()) if counter.exists() else 0
+counter.write_text(str(k + 1))
+pathlib.Path(os.environ["KATIB_TRIAL_NAME"] + ".k").write_text(str(k))
+for value in {reports}[k]:
+    print(f"loss={{value}}", flush=True)
+    time.sleep(0.3)
+time.sleep(30 if k in {stop} else 0)
 """
-    obj = experiment(maxTrialCount=8, parallelTrialCount=1,
-                     algorithm={"algorithmName": "grid"},
-                     parameters=[{"name": "x", "parameterType": "discrete",
-                                  "feasibleSpace": {"list": ["0.1", "0.2", "0.3", "0.9",
-                                                             "0.95", "0.05", "0.99", "0.01"]}}],
+    obj = experiment(maxTrialCount=7, parallelTrialCount=1,
                      earlyStopping={"algorithmName": "medianstop", "algorithmSettings": [
                          {"name": "min_trials_required", "value": "3"},
                          {"name": "start_step", "value": "2"}]})
-    obj["spec"]["trialTemplate"]["trialParameters"] = [{"name": "x", "reference": "x"}]
-    container(obj)["command"] = [sys.executable, "trial.py", "--x=${trialParameters.x}"]
     t0 = time.monotonic()
     exp = apply(backend, obj, tmp_path, trial)
     assert time.monotonic() - t0 < 25  # the lingering trials were stopped, not waited for
-    by_x = {t["spec"]["parameterAssignments"][0]["value"]: t for t in trials_of(backend)}
-    stopped = {x for x, t in by_x.items()
-               if t["status"]["conditions"][-1]["type"] == "EarlyStopped"}
-    assert stopped == {"0.9", "0.95", "0.99"}
-    assert exp["status"]["trialsEarlyStopped"] == 3
-    rule = by_x["0.9"]["spec"]["earlyStoppingRules"][0]
-    assert rule["comparison"] == "greater" and rule["startStep"] == 2
-    validate(by_x["0.9"], TRIAL_STATUS)
+    ordered = sorted(trials_of(backend), key=lambda t: int(
+        (tmp_path / f"{t['metadata']['name']}.k").read_text()))
+    states = [t["status"]["conditions"][-1]["type"] for t in ordered]
+    assert states == ["Succeeded", "Succeeded", "Succeeded", "EarlyStopped", "Succeeded",
+                      "Succeeded", "EarlyStopped"]
+    assert exp["status"]["trialsEarlyStopped"] == 2
+    rule = ordered[3]["spec"]["earlyStoppingRules"][0]
+    assert rule == {"name": "loss", "value": "1.95", "comparison": "greater", "startStep": 2}
+    assert "earlyStoppingRules" not in ordered[2]["spec"]  # only 2 had succeeded by then
+    validate(ordered[3], TRIAL_STATUS)
 
 
 def test_reapply_replaces_trials_and_delete_removes_them(backend: LocalBackend,
@@ -331,8 +343,10 @@ def test_cli_get_describe_and_logs(tmp_path: Path) -> None:
     rows = kflab("get", "trials").splitlines()[1:]
     assert len(rows) == 2 and all("Succeeded" in r and " exp " in r for r in rows)
     assert "Succeeded" in kflab("get", "experiments")
-    described = yaml.safe_load(kflab("describe", "experiment", "exp"))
-    assert described["status"]["trialsSucceeded"] == 2
+    # describe is kubectl's layout (not YAML); -o yaml is the object
+    assert "Trials Succeeded:  2" in kflab("describe", "experiment", "exp")
+    assert yaml.safe_load(kflab("get", "experiment", "exp", "-o", "yaml"))["status"][
+        "trialsSucceeded"] == 2
     name = rows[0].split()[0]
     assert kflab("logs", "trial", name).startswith("loss=")
     assert sum(line.startswith("[exp-") for line in

@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tuning_helpers import container, experiment
 
+from lab.backends.local.tuning import grid
 from lab.backends.local.tuning import spec as tuning_spec
-from lab.backends.local.tuning.space import grid, grid_values
 from lab.errors import InputError
 
 
@@ -177,13 +177,16 @@ def test_grid_needs_steps_and_checks_max_trials_against_its_size() -> None:
     assert field_of(obj) == "spec.maxTrialCount"
     obj["spec"]["maxTrialCount"] = 9
     spec = tuning_spec.parse(obj)
-    assert grid_values(spec.params[0]) == ["0", "0.5", "1"]
-    assert len(grid(spec.params)) == 9
+    assert grid.values(spec.params[0]) == ["0.0", "0.5", "1.0"]
+    assert grid.size(spec.params) == len(grid.KatibGrid(spec.params, 0)) == 9
 
 
-def test_double_grid_values_have_no_float_noise() -> None:
+def test_double_grid_values_are_spelled_as_katib_spells_them() -> None:
+    """numpy.arange(min, max + step, step), last value dropped if above max, str() of each:
+    what Katib's grid writes into parameterAssignments and passes to the trainer."""
     p = tuning_spec.Param("lr", "double", 0.1, 0.3, 0.1)
-    assert grid_values(p) == ["0.1", "0.2", "0.3"]
+    assert grid.values(p) == ["0.1", "0.2", "0.30000000000000004"]
+    assert grid.count(p) == 3
 
 
 # --- fuzzing ------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The cluster backend: the same manifests and pipeline files, run by the real controllers.
 
-Katib Experiments/Trials, PyTorchJobs and InferenceServices are applied server-side into the
+Katib Experiments/Trials, PyTorchJobs, TFJobs and InferenceServices are applied server-side into the
 lab namespace (created and labelled by kflab for Katib's metrics-collector injection) and
 read back as their controllers wrote them: kflab never writes a status. Pipeline runs go to
 the KFP API through a port-forward. Each engine has a handler module (tuning, training,
@@ -12,6 +12,7 @@ namespace, as a kubeconfig context's namespace would; any other name is used as 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 from collections.abc import Iterator
@@ -27,7 +28,9 @@ HANDLERS: dict[str, str] = {
     "Experiment": "lab.backends.cluster.tuning.handler",
     "Trial": "lab.backends.cluster.tuning.handler",
     "PyTorchJob": "lab.backends.cluster.training.handler",
+    "TFJob": "lab.backends.cluster.training.handler",
     "InferenceService": "lab.backends.cluster.serving.handler",
+    "Notebook": "lab.backends.cluster.notebooks.handler",
 }
 WHEELHOUSE_ENV = "KFLAB_WHEELHOUSE"  # a folder of wheels on every node (offline labs)
 
@@ -159,6 +162,15 @@ class ClusterBackend:
 
         return handler.predict(self, name, payload, self.ns(namespace), protocol)
 
+    @contextlib.contextmanager
+    def open_notebook(self, name: str, namespace: str = "default") -> Iterator[tuple[str, bool]]:
+        """(a URL on 127.0.0.1 forwarded to the Notebook's Service, True: the forward lasts
+        while this context is open)."""
+        from lab.backends.cluster.notebooks.handler import forward
+
+        with forward(self, name, self.ns(namespace)) as url:
+            yield url, True
+
     def gpus(self) -> list[str]:
         """One id per allocatable nvidia.com/gpu on the cluster's Ready nodes."""
         from lab.backends.cluster.gpu import allocatable
@@ -184,7 +196,8 @@ class ClusterBackend:
         """Delete every workload kflab's kinds have in this backend's namespace (for
         unattended scenario runs, which start from an empty namespace)."""
         gone = []
-        for kind in ("Experiment", "PyTorchJob", "InferenceService", "PipelineRun"):
+        for kind in ("Experiment", "PyTorchJob", "TFJob", "InferenceService", "Notebook",
+                     "PipelineRun"):
             try:
                 items = self.list(kind, self.namespace)
             except LabError as exc:

@@ -11,6 +11,7 @@ SERVED: dict[str, tuple[str, str]] = {
     "katib": ("kubeflow.org/v1beta1", "Experiment"),
     "training": ("kubeflow.org/v1", "PyTorchJob"),
     "kserve": ("serving.kserve.io/v1beta1", "InferenceService"),
+    "notebooks": ("kubeflow.org/v1", "Notebook"),
 }
 SERVICES: dict[str, tuple[str, str]] = {"pipelines": ("kubeflow", "ml-pipeline")}
 

@@ -13,6 +13,7 @@ what it left behind and marks it failed, saying so.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib
 import importlib.util
@@ -34,11 +35,13 @@ HANDLERS: dict[str, str] = {
     "Experiment": "lab.backends.local.tuning.handler",
     "Trial": "lab.backends.local.tuning.handler",
     "PyTorchJob": "lab.backends.local.training.handler",
+    "TFJob": "lab.backends.local.training.handler",
     "InferenceService": "lab.backends.local.serving.handler",
+    "Notebook": "lab.backends.local.notebooks.handler",
 }
 
 # kinds whose handler has refresh(backend, obj): their status follows a running process
-LIVE_KINDS = frozenset({"InferenceService"})
+LIVE_KINDS = frozenset({"InferenceService", "Notebook"})
 
 
 class LocalBackend:
@@ -84,6 +87,11 @@ class LocalBackend:
         with owners.acquire(self.root, kind.kind, meta["namespace"], meta["name"]) as lease:
             lease.stop_previous()
             old = self.store.get(kind.kind, meta["name"], meta["namespace"])
+            if old is not None and getattr(handler, "ROLLOUT", False):
+                # replaced the way upstream rolls out (model servers: the old one serves
+                # until the new one is ready)
+                return handler.apply(self, obj, base_dir=base_dir, wait=wait, lease=lease,
+                                     previous=old)
             if old is not None:
                 handler.delete(self, old)
                 self.store.delete(kind.kind, meta["name"], meta["namespace"])
@@ -209,6 +217,14 @@ class LocalBackend:
         return self._handler("InferenceService").predict(self, name, payload, namespace,
                                                           protocol)
 
+    @contextlib.contextmanager
+    def open_notebook(self, name: str, namespace: str = "default") -> Iterator[tuple[str, bool]]:
+        """(the URL of the Notebook's JupyterLab with its token, False: nothing to keep
+        open -- the server runs in the background until `kflab delete`)."""
+        names.check_kind_name("Notebook", name, field="name")
+        names.check_namespace(namespace, field="namespace")
+        yield self._handler("Notebook").url(self, name, namespace), False
+
     def gpus(self) -> list[str]:
         """GPU ids workloads can use here (CUDA_VISIBLE_DEVICES, else the NVIDIA driver's)."""
         from lab.backends.local.training.env import visible_gpus
@@ -233,7 +249,7 @@ def _source(line: str) -> str:
 
 def _multi(kind: str, replica: str | None) -> bool:
     """Whether the log interleaves several sources, each line prefixed `[source] `."""
-    return replica is None and kind in ("PyTorchJob", "Experiment")
+    return replica is None and kind in ("PyTorchJob", "TFJob", "Experiment")
 
 
 def _tails(lines: Iterator[str], n: int, multi: bool) -> Iterator[str]:

@@ -320,6 +320,18 @@ class Registry:
     def stop_all(self) -> list[str]:
         return [rec.id for rec in self.all() if self.stop(rec.id)]
 
+    def rename(self, pid_id: str, new_id: str) -> Tracked | None:
+        """Record a running process under another id (a rolled-out server becomes the
+        serving one); whatever was recorded under `new_id` is stopped first."""
+        rec = self.get(pid_id)
+        if rec is None:
+            return None
+        self.stop(new_id)
+        rec.id = new_id
+        state.write_json(self._path(new_id), asdict(rec))
+        state.remove(self.root, self._path(pid_id))
+        return rec
+
 
 def _tracked(data: dict[str, Any] | None) -> Tracked | None:
     if not data:

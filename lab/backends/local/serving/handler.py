@@ -5,11 +5,19 @@
 stop it. The status is KServe's own shape (url, address, components.predictor, conditions
 PredictorReady and Ready, modelStatus) and is re-derived from the process on every read: a
 server that died shows as not ready the next time anyone looks.
+
+Re-applying a service that serves is a rollout, as KServe's raw Deployment does it (its
+rolling update keeps the old pod until the new one is ready): the new server starts beside
+the old one; only once it is ready does it take over. A new version that fails to load
+leaves the old one serving, with KServe's status for that (Ready stays True, modelStatus
+target FailedToLoad / BlockedByFailedLoad, and Ready False with ProgressDeadlineExceeded
+once the Deployment's 600 s progress deadline has passed).
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import sys
@@ -18,32 +26,42 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from lab import content, state
+from lab import content, fidelity, state
 from lab.backends.local.procs import iter_log
+from lab.backends.local.serving import runtimes
 from lab.backends.local.serving import spec as serving_spec
 from lab.errors import LabError, NotFound
 from lab.kube import inference
 from lab.kube.conditions import get_condition, now, set_condition
 
 KIND = "InferenceService"
+ROLLOUT = True  # LocalBackend.apply hands a re-applied service its previous version
 TIMEOUT_ENV = "KFLAB_SERVING_TIMEOUT"
 DEFAULT_TIMEOUT = 120.0
 READY, FAILED, CRASHED = "Loaded", "FailedToLoad", "Exited"
+# A Deployment's progressDeadlineSeconds as KServe sets it (kserve/kserve
+# pkg/controller/v1beta1/inferenceservice/reconcilers/deployment/deployment_reconciler.go
+# `setDefaultDeploymentSpec`).
+PROGRESS_DEADLINE = 600.0
+DEADLINE_REASON = "ProgressDeadlineExceeded"  # not Ready, yet the previous server answers
+SERVING, NEXT = "", "next"  # the server that answers, and the one being rolled out
 
 
-def proc_id(namespace: str, name: str) -> str:
+def proc_id(namespace: str, name: str, slot: str = SERVING) -> str:
     # '_' appears in neither namespaces nor names, so ids never collide
-    return f"isvc_{namespace}_{name}"
+    return f"isvc_{namespace}_{name}" + (f"_{slot}" if slot else "")
 
 
-def _files(backend: Any, obj: dict[str, Any]) -> tuple[Path, Path]:
+def _files(backend: Any, obj: dict[str, Any], slot: str = SERVING) -> tuple[Path, Path]:
     meta = obj["metadata"]
     ns = meta.get("namespace", "default")
     run = backend.store.run_path(KIND, meta["name"], ns)
-    return state.path(run, "server.json"), state.path(run, "server.log")
+    stem = "server" + (f"-{slot}" if slot else "")
+    return state.path(run, f"{stem}.json"), state.path(run, f"{stem}.log")
 
 
 def validate(backend: Any, obj: dict[str, Any], *, base_dir: Path) -> None:
@@ -51,29 +69,53 @@ def validate(backend: Any, obj: dict[str, Any], *, base_dir: Path) -> None:
     serving_spec.parse(obj, base_dir=base_dir, state=backend.root)
 
 
+def differences(spec: serving_spec.ServingSpec) -> list[tuple[str, dict[str, str]]]:
+    """The deliberate local differences (lab/fidelity.py) this service runs into."""
+    out: list[tuple[str, dict[str, str]]] = []
+    if spec.runtime == "kserve-mlserver":
+        try:
+            loads = runtimes.model_file(spec.runtime, spec.model_format, spec.model_dir)
+            what = loads.path.name if loads.settings is None else \
+                f"{loads.path.name}, from {runtimes.SETTINGS_FILE}"
+        except (OSError, ValueError):
+            what = "no loadable file yet"
+        out.append(("kserve.runtime.mlserver", {"format": spec.model_format, "file": what}))
+    if spec.grpc:
+        out.append(("kserve.protocol.grpc", {"format": spec.model_format}))
+    if spec.ignored:
+        out.append(("kserve.cluster-fields", {"fields": ", ".join(spec.ignored)}))
+    return out
+
+
+def serving(backend: Any, obj: dict[str, Any] | None) -> bool:
+    """True when this (stored) service has a ready server answering now."""
+    if obj is None:
+        return False
+    ready = get_condition(obj.get("status") or {}, "Ready") or {}
+    meta = obj["metadata"]
+    rec = backend.procs.get(proc_id(meta.get("namespace", "default"), meta["name"]))
+    answering = ready.get("status") == "True" or ready.get("reason") == DEADLINE_REASON
+    return answering and rec is not None and rec.running
+
+
 def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = True,
-          timeout: float | None = None, lease: Any = None) -> dict[str, Any]:
+          timeout: float | None = None, lease: Any = None,
+          previous: dict[str, Any] | None = None) -> dict[str, Any]:
     """Start the model server in the background (procs.Registry records it with its start
     time and its InferenceService) and wait until it is ready. The lease is held only while
-    the server starts: the server then outlives this command."""
+    the server starts: the server then outlives this command. With a `previous` version
+    that serves, this is a rollout (see the module docstring)."""
     spec = serving_spec.parse(obj, base_dir=base_dir, state=backend.root)
-    ready_file, log = _files(backend, obj)
-    state.remove(backend.root, ready_file)
-    if spec.ignored:
-        backend.emit({"event": "message", "text": (
-            "note: cluster-only fields ignored on the local backend (one server, no "
-            f"autoscaling): {', '.join(spec.ignored)}")})
-    argv = [sys.executable, "-m", "lab.backends.local.serving.model_server", "--name", spec.name,
-            "--format", spec.model_format, "--model-dir", str(spec.model_dir),
-            "--ready-file", str(ready_file)]
-    if spec.grpc:
-        argv.append("--grpc")
-    env = {**os.environ, **dict(spec.env)}  # e.g. PREDICT_PROBA, as in the container
-    root = str(content.import_root())  # so the server imports this `lab`
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    env["PYTHONUNBUFFERED"] = "1"
-    backend.procs.spawn(proc_id(spec.namespace, spec.name), argv,
-                        owner=f"{KIND}/{spec.namespace}/{spec.name}", log=log, env=env)
+    limit = timeout if timeout is not None else float(os.environ.get(TIMEOUT_ENV,
+                                                                       DEFAULT_TIMEOUT))
+    if previous is not None and wait and serving(backend, previous):
+        return _rollout(backend, obj, spec, previous, limit)
+    if previous is not None:  # nothing serves: replace it outright
+        delete(backend, previous)
+        backend.store.delete(KIND, previous["metadata"]["name"],
+                             previous["metadata"].get("namespace", "default"))
+    fidelity.announce(backend, obj, differences(spec))
+    _spawn(backend, spec, SERVING)
     obj["metadata"].setdefault("generation", 1)
     obj["metadata"]["uid"] = str(uuid.uuid4())  # tells this deployment from a later one
     status: dict[str, Any] = {"observedGeneration": obj["metadata"]["generation"],
@@ -87,9 +129,122 @@ def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = Tru
     backend.store.put(obj)
     if not wait:
         return obj
-    limit = timeout if timeout is not None else float(os.environ.get(TIMEOUT_ENV,
-                                                                       DEFAULT_TIMEOUT))
     return wait_ready(backend, obj, limit)
+
+
+def _spawn(backend: Any, spec: serving_spec.ServingSpec, slot: str) -> None:
+    meta = {"metadata": {"name": spec.name, "namespace": spec.namespace}}
+    ready_file, log = _files(backend, meta, slot)
+    state.remove(backend.root, ready_file)
+    argv = [sys.executable, "-m", "lab.backends.local.serving.model_server", "--name", spec.name,
+            "--format", spec.model_format, "--runtime", spec.runtime,
+            "--model-dir", str(spec.model_dir), "--ready-file", str(ready_file)]
+    if spec.grpc:
+        argv.append("--grpc")
+    env = {**os.environ, **dict(spec.env)}  # e.g. PREDICT_PROBA, as in the container
+    root = str(content.import_root())  # so the server imports this `lab`
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    backend.procs.spawn(proc_id(spec.namespace, spec.name, slot), argv,
+                        owner=f"{KIND}/{spec.namespace}/{spec.name}", log=log, env=env)
+
+
+def _rollout(backend: Any, obj: dict[str, Any], spec: serving_spec.ServingSpec,
+             previous: dict[str, Any], limit: float) -> dict[str, Any]:
+    """The new version starts beside the serving one and takes over once ready; if it
+    never gets ready, the old one keeps serving and the status says why."""
+    meta, ns = obj["metadata"], spec.namespace
+    fidelity.announce(backend, obj, differences(spec))
+    meta["generation"] = int(previous["metadata"].get("generation", 1)) + 1
+    meta["uid"] = str(uuid.uuid4())
+    meta["creationTimestamp"] = previous["metadata"].get("creationTimestamp")
+    status = copy.deepcopy(previous.get("status") or {})
+    status["observedGeneration"] = meta["generation"]
+    if (get_condition(status, "Ready") or {}).get("reason") == DEADLINE_REASON:
+        # a new rollout progresses again: the old pod is available, so the predictor is
+        set_condition(status, "PredictorReady", True)
+        set_condition(status, "Ready", True)
+    # KServe's UpdateModelRevisionStates: the target moves, the active model stays Loaded.
+    status["modelStatus"] = {"transitionStatus": "InProgress",
+                             "states": {"activeModelState": "Loaded",
+                                        "targetModelState": "Loading"},
+                             "copies": {"failedCopies": 0, "totalCopies": 1}}
+    obj["status"] = status
+    backend.store.put(obj)
+    _spawn(backend, spec, NEXT)
+    try:
+        info, problem = _wait_next(backend, obj, spec, limit)
+    except BaseException as exc:  # Ctrl-C, SIGTERM: the old version serves, the new goes
+        backend.procs.stop(proc_id(ns, spec.name, NEXT))
+        with contextlib.suppress(LabError):
+            _blocked(backend, obj, f"the rollout was stopped before the new server was "
+                                   f"ready ({type(exc).__name__})")
+        raise
+    if problem is None:
+        return _promote(backend, obj, info)
+    backend.procs.stop(proc_id(ns, spec.name, NEXT))
+    return _blocked(backend, obj, problem)
+
+
+def _blocked(backend: Any, obj: dict[str, Any], problem: str) -> dict[str, Any]:
+    """The new version failed to load: KServe's UpdateModelRevisionStates(FailedToLoad)
+    moves only the target; the active model, and Ready, stay as they were."""
+    obj["status"]["modelStatus"] = {
+        "transitionStatus": "BlockedByFailedLoad",
+        "states": {"activeModelState": "Loaded", "targetModelState": "FailedToLoad"},
+        "copies": {"failedCopies": 1, "totalCopies": 1},
+        "lastFailureInfo": {"reason": "ModelLoadFailed", "message": problem, "time": now()},
+    }
+    return _save(backend, obj)
+
+
+def _wait_next(backend: Any, obj: dict[str, Any], spec: serving_spec.ServingSpec,
+               limit: float) -> tuple[dict[str, Any], str | None]:
+    """Wait for the rolled-out server: (its ready info, None) or ({}, why it failed)."""
+    ready_file, _ = _files(backend, obj, NEXT)
+    deadline = time.monotonic() + limit
+    while True:
+        info = _read(ready_file)
+        rec = backend.procs.get(proc_id(spec.namespace, spec.name, NEXT))
+        if info.get("state") == READY and _probe_url(_url(info), spec.name):
+            return info, None
+        if info.get("state") == FAILED:
+            return {}, str(info.get("error", ""))
+        if rec is None or not rec.running:
+            return {}, ("the new model server exited; last log lines: "
+                        f"{_tail(backend, obj, slot=NEXT)}")
+        if time.monotonic() >= deadline:
+            return {}, (f"the new model server was not ready within {limit:.0f}s (raise "
+                        f"${TIMEOUT_ENV}); last log lines: {_tail(backend, obj, slot=NEXT)}")
+        time.sleep(0.1)
+
+
+def _promote(backend: Any, obj: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
+    """The rolled-out server becomes the serving one; the old one is stopped."""
+    meta = obj["metadata"]
+    ns, name = meta["namespace"], meta["name"]
+    backend.procs.rename(proc_id(ns, name, NEXT), proc_id(ns, name))  # stops the old one
+    for new, old in zip(_files(backend, obj, NEXT), _files(backend, obj), strict=True):
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(new, old)  # the server keeps writing its log under the new name
+    old_url = (obj.get("status") or {}).get("url")
+    obj = _ready(backend, obj, info)
+    if obj["status"]["url"] != old_url:
+        fidelity.announce(backend, obj, [("kserve.rollout.url", {"url": obj["status"]["url"]})])
+        _save(backend, obj)
+    return obj
+
+
+def _read(ready_file: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(ready_file.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _url(info: dict[str, Any]) -> str:
+    return f"http://{info['host']}:{info['port']}"
 
 
 def wait_ready(backend: Any, obj: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -113,17 +268,21 @@ def wait_ready(backend: Any, obj: dict[str, Any], timeout: float) -> dict[str, A
 
 
 def _probe(obj: dict[str, Any]) -> bool:
+    return _probe_url(obj["status"]["url"], obj["metadata"]["name"])
+
+
+def _probe_url(url: str, name: str) -> bool:
     """KServe's readiness probe: GET /v1/models/NAME answers ready."""
-    url = f"{obj['status']['url']}/v1/models/{obj['metadata']['name']}"
     try:
-        with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310 - loopback URL
+        with urllib.request.urlopen(f"{url}/v1/models/{name}",  # noqa: S310 - loopback URL
+                                    timeout=2) as resp:
             return bool(json.loads(resp.read()).get("ready"))
     except (OSError, ValueError):
         return False
 
 
-def _tail(backend: Any, obj: dict[str, Any], n: int = 3) -> str:
-    _, log = _files(backend, obj)
+def _tail(backend: Any, obj: dict[str, Any], n: int = 3, slot: str = SERVING) -> str:
+    _, log = _files(backend, obj, slot)
     lines = [line for line in iter_log(log) if line.strip()]
     return " | ".join(lines[-n:]) or "(empty log)"
 
@@ -138,10 +297,7 @@ def refresh(backend: Any, obj: dict[str, Any]) -> dict[str, Any]:
     rec = backend.procs.get(proc_id(meta["namespace"], meta["name"]))
     alive = rec is not None and rec.running
     ready_file, _ = _files(backend, obj)
-    try:
-        info = json.loads(ready_file.read_text())
-    except (OSError, ValueError):
-        info = {}
+    info = _read(ready_file)
     if info.get("state") == FAILED:
         backend.procs.stop(proc_id(meta["namespace"], meta["name"]), grace=2)
         return _fail(backend, obj, "ModelLoadFailed", "ModelLoadFailed", info.get("error", ""))
@@ -153,12 +309,39 @@ def refresh(backend: Any, obj: dict[str, Any]) -> dict[str, Any]:
                      f"last log lines: {_tail(backend, obj)}")
     if info.get("state") == READY and ready.get("status") != "True":
         return _ready(backend, obj, info)
+    if ready.get("status") == "True" and _past_deadline(status):
+        return _deadline(backend, obj)
     return obj
+
+
+def _past_deadline(status: dict[str, Any]) -> bool:
+    """A rollout blocked by a failed load for longer than the Deployment's deadline."""
+    model = status.get("modelStatus") or {}
+    since = (model.get("lastFailureInfo") or {}).get("time")
+    if model.get("transitionStatus") != "BlockedByFailedLoad" or not since:
+        return False
+    try:
+        then = datetime.strptime(since, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return False
+    return (datetime.now(UTC) - then).total_seconds() > PROGRESS_DEADLINE
+
+
+def _deadline(backend: Any, obj: dict[str, Any]) -> dict[str, Any]:
+    """KServe's PropagateRawStatus: a Progressing=False condition with a message makes the
+    predictor not ready, while the old pod keeps serving."""
+    message = (f"the rollout of generation {obj['metadata'].get('generation')} has timed out "
+               f"progressing (progressDeadlineSeconds {PROGRESS_DEADLINE:.0f}); the previous "
+               "model still serves")
+    status = obj["status"]
+    set_condition(status, "PredictorReady", False, DEADLINE_REASON, message)
+    set_condition(status, "Ready", False, DEADLINE_REASON, message)
+    return _save(backend, obj)
 
 
 def _ready(backend: Any, obj: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
     status = obj.setdefault("status", {})
-    url = f"http://{info['host']}:{info['port']}"
+    url = _url(info)
     predictor: dict[str, Any] = {"url": url, "restUrl": url, "address": {"url": url}}
     if info.get("grpc_port"):
         predictor["grpcUrl"] = f"grpc://{info['host']}:{info['grpc_port']}"
@@ -203,6 +386,7 @@ def _save(backend: Any, obj: dict[str, Any]) -> dict[str, Any]:
 
 def delete(backend: Any, obj: dict[str, Any]) -> None:
     meta = obj["metadata"]
+    backend.procs.stop(proc_id(meta["namespace"], meta["name"], NEXT))
     backend.procs.stop(proc_id(meta["namespace"], meta["name"]))
 
 
@@ -219,13 +403,18 @@ def predict(backend: Any, name: str, payload: dict[str, Any], namespace: str = "
         raise NotFound(f"{KIND} '{name}' not found in namespace '{namespace}'",
                        hint="list them with `kflab get isvc`")
     ready = get_condition(obj.get("status") or {}, "Ready") or {}
-    if ready.get("status") != "True":
+    # past its progress deadline a failed rollout is not Ready, yet the old server answers
+    if ready.get("status") != "True" and ready.get("reason") != DEADLINE_REASON:
         raise LabError(f"{KIND} '{name}' is not ready ({ready.get('reason') or 'pending'}): "
                        f"{ready.get('message', '')}".rstrip(": "),
                        hint=f"see `kflab logs isvc {name}`, fix, then `kflab apply` again")
     protocol = protocol or inference.detect(payload) or "v1"
     if protocol not in inference.PROTOCOLS:
         raise LabError(f"unknown protocol '{protocol}'", hint="use v1 or v2")
+    if protocol == "v1" and serving_spec.runtime_of(obj) == "kserve-mlserver":
+        raise LabError(f"{KIND} '{name}' runs on kserve-mlserver, which answers only the V2 "
+                       "protocol (as on a cluster)",
+                       hint="send a V2 body ({\"inputs\": [...]}) or add --protocol v2")
     body = json.dumps(inference.to_protocol(payload, protocol)).encode()
     url = obj["status"]["url"] + inference.path(protocol, name)
     req = urllib.request.Request(url, data=body, method="POST",  # noqa: S310 - loopback

@@ -1,7 +1,7 @@
 """The local model server process: KServe's own ModelServer, bound to loopback.
 
     python -m lab.backends.local.serving.model_server --name NAME --format sklearn \
-        --model-dir DIR --ready-file FILE [--grpc]
+        --runtime kserve-sklearnserver --model-dir DIR --ready-file FILE [--grpc]
 
 kserve 0.21 hard-codes the all-interfaces address for REST and the IPv6 wildcard for
 gRPC. `LoopbackModelServer` keeps
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.backends.local.procs import LOOPBACK
+from lab.backends.local.serving.runtimes import LOCAL
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:
@@ -38,6 +39,8 @@ def _args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--name", required=True, help="model name (the InferenceService name)")
     p.add_argument("--format", required=True, choices=("sklearn", "xgboost"))
     p.add_argument("--model-dir", required=True, type=Path)
+    p.add_argument("--runtime", required=True, choices=tuple(LOCAL),
+                   help="the KServe runtime whose file rule applies")
     p.add_argument("--ready-file", required=True, type=Path)
     p.add_argument("--port", type=int, default=0, help="REST port (0: any free port)")
     p.add_argument("--grpc", action="store_true", help="also serve gRPC (V2) on loopback")
@@ -51,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.argv = sys.argv[:1]
     from lab.backends.local.serving.models import MODEL_CLASSES
 
-    model = MODEL_CLASSES[opts.format](opts.name, opts.model_dir)
+    model = MODEL_CLASSES[opts.format](opts.name, opts.model_dir, opts.runtime)
     try:
         model.load()
     except Exception as exc:

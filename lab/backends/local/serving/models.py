@@ -1,5 +1,7 @@
 """kserve.Model classes for the formats served locally, loading models as KServe's own
-`sklearnserver` and `xgbserver` do (those packages are not published on PyPI).
+`sklearnserver` and `xgbserver` do (those packages are not published on PyPI), from the
+file the chosen runtime would load (runtimes.model_file: one file for KServe's servers,
+model-settings.json or a well-known name for MLServer).
 
 Imported only inside the model server process: kserve is slow to import and the CLI
 must stay quick.
@@ -16,7 +18,7 @@ import kserve
 from kserve.errors import InferenceError
 from kserve.utils.utils import get_predict_input, get_predict_response
 
-from lab.backends.local.serving.spec import find_model_file
+from lab.backends.local.serving.runtimes import model_file
 
 # Same switch as KServe's sklearn server: answer class probabilities instead of labels.
 PREDICT_PROBA_ENV = "PREDICT_PROBA"
@@ -25,14 +27,15 @@ PREDICT_PROBA_ENV = "PREDICT_PROBA"
 class SKLearnModel(kserve.Model):
     """A scikit-learn estimator saved with joblib (.joblib) or pickle (.pkl, .pickle)."""
 
-    def __init__(self, name: str, model_dir: Path) -> None:
+    def __init__(self, name: str, model_dir: Path, runtime: str = "kserve-sklearnserver") -> None:
         super().__init__(name)
         self.model_dir = model_dir
+        self.runtime = runtime
         self._model: Any = None
         self.ready = False
 
     def load(self) -> bool:
-        path = find_model_file(self.model_dir, "sklearn")
+        path = model_file(self.runtime, "sklearn", self.model_dir).path
         if path.suffix == ".joblib":
             import joblib
 
@@ -62,9 +65,11 @@ class SKLearnModel(kserve.Model):
 class XGBoostModel(kserve.Model):
     """An XGBoost Booster saved with save_model (.bst binary, .json or .ubj)."""
 
-    def __init__(self, name: str, model_dir: Path, nthread: int = 1) -> None:
+    def __init__(self, name: str, model_dir: Path, runtime: str = "kserve-xgbserver",
+                 nthread: int = 1) -> None:
         super().__init__(name)
         self.model_dir = model_dir
+        self.runtime = runtime
         self.nthread = nthread
         self._booster: Any = None
         self.ready = False
@@ -72,7 +77,7 @@ class XGBoostModel(kserve.Model):
     def load(self) -> bool:
         import xgboost as xgb
 
-        path = find_model_file(self.model_dir, "xgboost")
+        path = model_file(self.runtime, "xgboost", self.model_dir).path
         self._booster = xgb.Booster(params={"nthread": self.nthread}, model_file=str(path))
         self.ready = True
         return self.ready

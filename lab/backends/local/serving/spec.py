@@ -2,9 +2,10 @@
 
 Reads the v1beta1 predictor in both shapes KServe accepts -- the current
 `predictor.model.modelFormat` and the older per-framework `predictor.sklearn` /
-`predictor.xgboost` -- and resolves `storageUri` to a local folder. Anything that only a
-cluster can honour (replicas, autoscaling, canary traffic, resources) is collected so the
-handler can say once, plainly, that it is ignored here.
+`predictor.xgboost` -- picks the serving runtime KServe would pick (runtimes.py), and
+resolves `storageUri` to a local folder. Anything that only a cluster can honour
+(replicas, autoscaling, canary traffic, resources) is collected so the handler can say
+once, plainly, that it is ignored here.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from lab.backends.local.serving import runtimes
 from lab.errors import InputError
 from lab.yamlio import exists, user_path
 
-# modelFormat.name -> (file suffixes the upstream server loads, what it is)
-FORMATS: dict[str, tuple[tuple[str, ...], str]] = {
-    "sklearn": ((".joblib", ".pkl", ".pickle"), "scikit-learn estimator (joblib or pickle)"),
-    "xgboost": ((".bst", ".json", ".ubj"), "XGBoost Booster (binary, JSON or UBJSON)"),
+# modelFormat.name -> what the local servers load
+FORMATS: dict[str, str] = {
+    "sklearn": "scikit-learn estimator (joblib or pickle)",
+    "xgboost": "XGBoost Booster (binary, JSON or UBJSON)",
 }
 PROTOCOLS = ("v1", "v2", "grpc-v2")
 # Predictor fields that only change how a cluster schedules or scales the server.
@@ -33,7 +35,7 @@ CLUSTER_ONLY = (
     "imagePullSecrets", "priorityClassName", "timeout", "batcher", "logger",
 )
 # Container-level fields of the model: they shape the pod, not what the server answers.
-MODEL_IGNORED = ("runtime", "runtimeVersion", "image", "imagePullPolicy", "args", "command",
+MODEL_IGNORED = ("runtimeVersion", "image", "imagePullPolicy", "args", "command",
                  "ports", "resources", "readinessProbe", "livenessProbe", "startupProbe",
                  "volumeMounts", "securityContext", "storage")
 LEGACY_FRAMEWORKS = ("sklearn", "xgboost", "lightgbm", "onnx", "paddle", "pmml", "pytorch",
@@ -50,6 +52,7 @@ class ServingSpec:
     model_dir: Path          # a folder holding exactly one model file (or the file itself)
     storage_uri: str
     protocol: str            # v1 | v2 | grpc-v2 (REST serves both v1 and v2 paths)
+    runtime: str = "kserve-sklearnserver"  # the ClusterServingRuntime KServe would pick
     ignored: tuple[str, ...] = field(default=())  # cluster-only fields that were set
     env: tuple[tuple[str, str], ...] = field(default=())  # the model container's env values
 
@@ -94,14 +97,19 @@ def parse(obj: dict[str, Any], *, base_dir: Path, state: Path,
 
     model, where, fmt = _model_section(pred, bad)
     fmt_l = fmt.lower()
-    if fmt_l not in FORMATS:
-        raise bad(f"{where}.modelFormat.name" if where.endswith("model") else where,
-                  f"model format '{fmt}' is not served locally",
-                  f"local formats: {', '.join(FORMATS)}; run other formats on a cluster backend")
+    fmt_field = f"{where}.modelFormat.name" if where.endswith("model") else where
     protocol = model.get("protocolVersion", "v1")
+    if fmt_l not in FORMATS:
+        try:
+            upstream = f"; KServe runs it with {runtimes.choose(fmt_l, None, protocol)}"
+        except runtimes.NoRuntime:
+            upstream = f"; KServe has no runtime for it with protocol {protocol} either"
+        raise bad(fmt_field, f"model format '{fmt}' is not served locally{upstream}",
+                  f"local formats: {', '.join(FORMATS)}; run other formats on a cluster backend")
     if protocol not in PROTOCOLS:
         raise bad(f"{where}.protocolVersion", f"unknown protocol '{protocol}'",
                   f"use one of: {', '.join(PROTOCOLS)}")
+    runtime = _runtime(model, where, fmt_field, fmt_l, protocol, bad)
     uri = model.get("storageUri")
     if not isinstance(uri, str) or not uri.strip():
         raise bad(f"{where}.storageUri", "missing",
@@ -127,8 +135,45 @@ def parse(obj: dict[str, Any], *, base_dir: Path, state: Path,
     return ServingSpec(
         name=name, namespace=str(meta.get("namespace") or "default"),
         model_format=fmt_l, model_dir=path, storage_uri=uri.strip(), protocol=protocol,
-        ignored=tuple(ignored), env=tuple(env),
+        runtime=runtime, ignored=tuple(ignored), env=tuple(env),
     )
+
+
+def _runtime(model: dict[str, Any], where: str, fmt_field: str, fmt: str, protocol: str,
+             bad: Any) -> str:
+    """KServe's runtime for this model (runtimes.choose). grpc-v2 has no sklearn/xgboost
+    runtime upstream; locally it is served by the v1 runtime (a difference the handler
+    announces: kserve.protocol.grpc)."""
+    version = (model.get("modelFormat") or {}).get("version") \
+        if isinstance(model.get("modelFormat"), dict) else None
+    chosen = model.get("runtime")
+    if chosen is not None and not isinstance(chosen, str):
+        raise bad(f"{where}.runtime", "expected a runtime name", "e.g. runtime: kserve-mlserver")
+    try:
+        name = runtimes.choose(fmt, None if version is None else str(version),
+                               "v1" if protocol == "grpc-v2" else protocol, chosen)
+    except runtimes.NoRuntime as exc:
+        fld = f"{where}.runtime" if chosen is not None else fmt_field
+        raise bad(fld, f"KServe would find no serving runtime: {exc}",
+                  "use protocolVersion v1 or v2 with modelFormat sklearn or xgboost, and no "
+                  "runtime (KServe picks one)") from None
+    if fmt not in runtimes.LOCAL.get(name, ()):
+        raise bad(f"{where}.runtime", f"runtime '{name}' is not served locally",
+                  f"local runtimes: {', '.join(runtimes.LOCAL)}")
+    return name
+
+
+def runtime_of(obj: dict[str, Any]) -> str | None:
+    """The runtime KServe picks for a stored InferenceService (None when it cannot tell)."""
+    def bad(*_: Any) -> ValueError:
+        return ValueError()
+
+    try:
+        model, where, fmt = _model_section(obj["spec"]["predictor"], bad)
+        protocol = model.get("protocolVersion", "v1")
+        return _runtime(model, where, where, fmt.lower(), protocol, bad)
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _model_section(pred: dict[str, Any], bad: Any) -> tuple[dict[str, Any], str, str]:
@@ -178,6 +223,10 @@ def resolve_storage(uri: str, *, base_dir: Path, state: Path, field: str,
         return path
     mirror = mirror_root(state)
     local = mirror / scheme / parts.netloc / unquote(parts.path).lstrip("/")
+    if not local.resolve().is_relative_to(mirror.resolve()):
+        # '..' in a bucket or key must not reach past the mirror (file:// names local paths)
+        raise InputError(file, field, f"'{uri[:80]}' leads outside the model mirror {mirror}",
+                         hint="remove '..' from the URI, or use file:///path/to/model")
     if exists(local):
         return local.resolve()
     raise InputError(
@@ -187,22 +236,3 @@ def resolve_storage(uri: str, *, base_dir: Path, state: Path, field: str,
              "works unchanged",
     )
 
-
-def find_model_file(model_dir: Path, model_format: str) -> Path:
-    """The one model file the upstream server for this format would load, or a clear error."""
-    suffixes, what = FORMATS[model_format]
-    if model_dir.is_file():
-        candidates = [model_dir] if model_dir.suffix in suffixes else []
-        where = model_dir.parent
-    else:
-        candidates = sorted(p for p in model_dir.iterdir()
-                            if p.is_file() and p.suffix in suffixes)
-        where = model_dir
-    if not candidates:
-        raise FileNotFoundError(
-            f"no {what} file ({'/'.join(suffixes)}) in {where}")
-    if len(candidates) > 1:
-        raise ValueError(
-            f"more than one model file in {where} ({', '.join(p.name for p in candidates)}); "
-            "keep exactly one, as KServe's server requires")
-    return candidates[0]

@@ -1,14 +1,9 @@
-"""The environment contract: what the Training Operator puts in each replica's container.
+"""The environment each replica gets: the kind's operator variables on a cleaned-up base.
 
-Facts from the operator (kubeflow.org/v1, pkg/controller.v1/pytorch envvar.go, master.go,
-elastic.go): every container gets PYTHONUNBUFFERED=1; with a Master replica also
-MASTER_ADDR/MASTER_PORT (and PET_MASTER_*), WORLD_SIZE = replicas x nprocPerNode (non-numeric
-nprocPerNode counts as 1), RANK = PET_NODE_RANK = index (+1 for Workers); PET_NPROC_PER_NODE
-when nprocPerNode is set (defaulted to "auto"); PET_NNODES = total replicas, or for elastic
-jobs "min:max" with PET_RDZV_ENDPOINT/BACKEND/ID/CONF, PET_MAX_RESTARTS, PET_STANDALONE.
-
-Locally the replica service names (`<job>-master-0`) become 127.0.0.1 and ports are free
-loopback ports chosen per job, so two jobs never collide.
+What the operator appends per kind is in pytorch.py and tensorflow.py; here is what every
+kind shares: inherited distributed variables are removed, the replica service names written
+in the manifest become 127.0.0.1, GPUs are planned per replica (CUDA_VISIBLE_DEVICES), and
+this Python's folder comes first on PATH.
 """
 
 from __future__ import annotations
@@ -20,13 +15,13 @@ import sys
 from pathlib import Path
 
 from lab.backends.local.procs import LOOPBACK
-from lab.backends.local.training.spec import MASTER, WORKER, JobSpec, Replica
+from lab.backends.local.training.spec import JobSpec, Replica
 from lab.errors import LabError
 
 # Inherited variables that would contradict the contract (a shell inside torchrun, etc.).
 _SCRUB = re.compile(r"^(MASTER_ADDR|MASTER_PORT|WORLD_SIZE|RANK|LOCAL_RANK|LOCAL_WORLD_SIZE|"
                     r"GROUP_RANK|ROLE_RANK|ROLE_WORLD_SIZE|CUDA_VISIBLE_DEVICES|PET_.*|"
-                    r"TORCHELASTIC_.*)$")
+                    r"TORCHELASTIC_.*|TF_CONFIG)$")
 
 
 
@@ -72,7 +67,7 @@ def plan_gpus(job: JobSpec, available: list[str]) -> dict[str, list[str]]:
     if need > len(available):
         detail = ", ".join(f"{name}: {n}" for name, n in asks if n)
         raise LabError(
-            f"PyTorchJob '{job.name}' asks for {need} GPU(s) ({detail}) but this machine has "
+            f"{job.kind} '{job.name}' asks for {need} GPU(s) ({detail}) but this machine has "
             f"{len(available)}",
             hint="lower the nvidia.com/gpu limits or the replica counts "
                  "(`kflab doctor` lists the GPUs)")
@@ -88,48 +83,27 @@ def service_names(job: JobSpec) -> list[str]:
     return [f"{job.name}-{rep.name(i)}" for rep, i in job.ordered()]
 
 
-def localize(value: str, names: list[str]) -> str:
-    """Replace replica service host names by the loopback address."""
+def localize(value: str, names: list[str], namespace: str | None = None) -> str:
+    """Replace replica service host names (also `NAME.NAMESPACE.svc[.cluster.local]`, as
+    TF_CONFIG writes them on a cluster) by the loopback address."""
+    suffix = (rf"(?:\.{re.escape(namespace)}(?:\.svc(?:\.cluster\.local)?)?)?"
+              if namespace else "")
     for name in names:
-        value = re.sub(rf"(?<![-\w.]){re.escape(name)}(?![-\w])", LOOPBACK, value)
+        value = re.sub(rf"(?<![-\w.]){re.escape(name)}{suffix}(?![-\w])", LOOPBACK, value)
     return value
 
 
-def operator_env(job: JobSpec, rep: Replica, index: int, *, master_port: int,
-                 rdzv_port: int) -> list[tuple[str, str]]:
-    """The variables the operator appends to the container's env, in its order."""
-    out = [("PYTHONUNBUFFERED", "1")]
-    if MASTER in job.replicas:
-        rank = index + 1 if rep.type == WORKER else index
-        out += [("MASTER_PORT", str(master_port)), ("PET_MASTER_PORT", str(master_port)),
-                ("MASTER_ADDR", LOOPBACK), ("PET_MASTER_ADDR", LOOPBACK),
-                ("WORLD_SIZE", str(job.total_replicas * job.nproc_int)),
-                ("RANK", str(rank)), ("PET_NODE_RANK", str(rank))]
-    if job.nproc_per_node is not None:
-        out.append(("PET_NPROC_PER_NODE", job.nproc_per_node))
-    ep = job.elastic
-    if ep is None:
-        out.append(("PET_NNODES", str(job.total_replicas)))
-        return out
-    out += [("PET_RDZV_ENDPOINT", f"{LOOPBACK}:{rdzv_port}"), ("PET_RDZV_BACKEND", ep.rdzv_backend)]
-    if ep.min_replicas is None:
-        out.append(("PET_NNODES", str(job.replicas[WORKER].replicas)))
-    else:
-        out.append(("PET_NNODES", f"{ep.min_replicas}:{ep.max_replicas}"))
-    if ep.max_restarts is not None:
-        out.append(("PET_MAX_RESTARTS", str(ep.max_restarts)))
-    if ep.nproc_per_node is not None:
-        out.append(("PET_NPROC_PER_NODE", str(ep.nproc_per_node)))
-    if ep.rdzv_id is not None:
-        out.append(("PET_RDZV_ID", ep.rdzv_id))
-    if ep.rdzv_conf:
-        out.append(("PET_RDZV_CONF", ",".join(f"{k}={v}" for k, v in ep.rdzv_conf)))
-    if ep.standalone:
-        out.append(("PET_STANDALONE", ""))
-    return out
+def operator_env(job: JobSpec, rep: Replica, index: int, *, master_port: int = 0,
+                 rdzv_port: int = 0, ports: dict[str, int] | None = None,
+                 ) -> list[tuple[str, str]]:
+    """The variables the operator appends to the container's env, in its order; `ports`
+    are the job's chosen ports (Flavor.ports), or a PyTorchJob's master and rendezvous."""
+    chosen = ports if ports is not None else {"master": master_port, "rdzv": rdzv_port}
+    return job.flavor.operator_env(job, rep, index, chosen)
 
 
-def replica_env(job: JobSpec, rep: Replica, index: int, *, master_port: int, rdzv_port: int,
+def replica_env(job: JobSpec, rep: Replica, index: int, *, master_port: int = 0,
+                rdzv_port: int = 0, ports: dict[str, int] | None = None,
                 gpus: list[str] | None, host_has_gpus: bool,
                 base: dict[str, str] | None = None) -> dict[str, str]:
     """The full process environment of one replica.
@@ -144,8 +118,9 @@ def replica_env(job: JobSpec, rep: Replica, index: int, *, master_port: int, rdz
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     names = service_names(job)
     for key, value in rep.env:
-        env[key] = localize(value, names)
-    env.update(operator_env(job, rep, index, master_port=master_port, rdzv_port=rdzv_port))
+        env[key] = localize(value, names, job.namespace)
+    env.update(operator_env(job, rep, index, master_port=master_port, rdzv_port=rdzv_port,
+                            ports=ports))
     if gpus or host_has_gpus:
         # No nvidia.com/gpu limit means no GPU, as with the device plugin.
         env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus or [])

@@ -1,4 +1,4 @@
-"""PyTorchJob handler of the local backend (kubeflow.org/v1, Training Operator semantics).
+"""PyTorchJob and TFJob handler of the local backend (kubeflow.org/v1, Training Operator).
 
 `apply` validates and defaults the job (training_spec), plans GPUs (training_env) and runs
 the supervisor (training_run) in the foreground, or with wait=False as a background process
@@ -18,14 +18,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lab import signals, state
+from lab import fidelity, signals, state
 from lab.backends.local import owners
 from lab.backends.local.owners import Lease
 from lab.backends.local.procs import iter_log
 from lab.backends.local.training import status as st
 from lab.backends.local.training.env import plan_gpus, visible_gpus
-from lab.backends.local.training.run import KIND, Supervisor
-from lab.backends.local.training.spec import MASTER, WORKER, apply_defaults, parse
+from lab.backends.local.training.run import Supervisor
+from lab.backends.local.training.spec import apply_defaults, flavor_for, parse, replica_type
 from lab.errors import LabError
 from lab.state import StateError
 
@@ -43,22 +43,48 @@ def _prepare(backend: Any, obj: dict[str, Any], base_dir: Path, lease: Lease) ->
     plan = plan_gpus(job, available)
     apply_defaults(obj, job)
     meta = obj["metadata"]
-    run_dir = backend.store.run_dir(KIND, meta["name"], meta["namespace"])
+    run_dir = backend.store.run_dir(job.kind, meta["name"], meta["namespace"])
     for rep, i in job.ordered():  # a re-applied job starts with fresh replica logs
         state.remove(backend.root, backend.store.run_file(
-            KIND, meta["name"], meta["namespace"], f"{rep.name(i)}.log"))
+            job.kind, meta["name"], meta["namespace"], f"{rep.name(i)}.log"))
     sup = Supervisor(backend, obj, job, run_dir, base_dir, lease)
     sup.prepare(plan, bool(available))
     return sup
 
 
+# Container fields a replica process honours (GPUs are read from resources); the rest
+# shape a pod on a cluster only.
+CONTAINER_LOCAL = {"name", "command", "args", "env", "workingDir", "resources", "ports"}
+
+
+def cluster_fields(obj: dict[str, Any], job: Any) -> list[str]:
+    """Fields set in the manifest that only a cluster acts on (announced once)."""
+    out = list(job.ignored)
+    seen: set[str] = set()
+    for rs in ((obj.get("spec") or {}).get(job.flavor.specs_key) or {}).values():
+        pod = ((rs or {}).get("template") or {}).get("spec") or {}
+        for key in pod:
+            if key != "containers":
+                seen.add(key)
+        for c in pod.get("containers") or []:
+            if isinstance(c, dict):
+                seen.update(k for k in c if k not in CONTAINER_LOCAL)
+    return out + sorted(seen)
+
+
 def _created(sup: Supervisor) -> None:
     obj = sup.obj
     obj["status"] = {}
-    st.update(sup.status, "Created", f"PyTorchJob {sup.job.name} is created.")
+    st.update(sup.status, "Created", sup.job.flavor.created_message(sup.job), sup.job.kind)
     if sup.job.ignored:
         obj["metadata"].setdefault("annotations", {})["kflab.dev/ignored-locally"] = \
-            ",".join(f"runPolicy.{k}" for k in sup.job.ignored)
+            ",".join(sup.job.ignored)
+    found = sup.job.flavor.differences(sup.job)
+    if fields := cluster_fields(obj, sup.job):
+        found.append((f"{sup.job.flavor.fidelity_prefix}.cluster-fields",
+                      {"fields": ", ".join(fields)}))
+    if found:
+        fidelity.announce(sup.backend, obj, found)
     sup.backend.store.put(obj)
 
 
@@ -75,7 +101,8 @@ def supervise(sup: Supervisor) -> dict[str, Any]:
                 if inst.state in ("running", "restarting", "pending"):
                     inst.state = "stopped"
             why = signals.reason(exc, sup.lease.stop_request())
-            st.finish(sup.status, "Failed", f"PyTorchJob {sup.job.name} was stopped: {why}")
+            st.finish(sup.status, "Failed", f"{sup.job.kind} {sup.job.name} was stopped: {why}",
+                      kind=sup.job.kind)
             # Saved before we exit: a deleting kflab waits for our lease, then removes it. A
             # full or read-only folder refuses: the next command marks it (lease free).
             with contextlib.suppress(StateError):
@@ -92,9 +119,10 @@ def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = Tru
         return supervise(sup)
     meta = obj["metadata"]
     argv = [sys.executable, "-m", "lab.backends.local.training.handler", "--state",
-            str(backend.root), "--namespace", meta["namespace"], "--base-dir", str(base_dir),
-            "--lease-fd", str(lease.fd), meta["name"]]
-    log = backend.store.run_file(KIND, meta["name"], meta["namespace"], "supervisor.log")
+            str(backend.root), "--kind", sup.job.kind, "--namespace", meta["namespace"],
+            "--base-dir", str(base_dir), "--lease-fd", str(lease.fd), meta["name"]]
+    log = backend.store.run_file(sup.job.kind, meta["name"], meta["namespace"],
+                                 "supervisor.log")
     from lab.backends.local.procs import popen
 
     with open(log, "ab") as fh:
@@ -119,26 +147,31 @@ def abandon(backend: Any, obj: dict[str, Any], why: str, save: bool = True) -> d
     for entry in (status.get("replicaStatuses") or {}).values():
         if entry.pop("active", 0):
             entry["failed"] = entry.get("failed", 0) + 1
-    st.finish(status, "Failed", f"PyTorchJob {obj['metadata']['name']} has failed because "
-                                f"{why}")
+    kind = str(obj.get("kind"))
+    st.finish(status, "Failed", flavor_for(kind).abandoned_message(obj["metadata"]["name"], why),
+              kind=kind)
     if save:
         backend.store.put(obj)
     return obj
 
 
 def replica_names(obj: dict[str, Any]) -> list[str]:
-    specs = (obj.get("spec") or {}).get("pytorchReplicaSpecs") or {}
-    return [f"{t.lower()}-{i}" for t in (MASTER, WORKER) if t in specs
-            for i in range(int(specs[t].get("replicas", 1)))]
+    """The replicas' short names (master-0, worker-1...) in the kind's order."""
+    flavor = flavor_for(str(obj.get("kind")))
+    specs = (obj.get("spec") or {}).get(flavor.specs_key) or {}
+    counts = {replica_type(flavor, k): v for k, v in specs.items() if isinstance(v, dict)}
+    return [f"{t.lower()}-{i}" for t in flavor.replica_types if t in counts
+            for i in range(int(counts[t].get("replicas", 1)))]
 
 
 def logs(backend: Any, obj: dict[str, Any], replica: str | None) -> Iterator[str]:
     meta = obj["metadata"]
-    run_dir = backend.store.run_path(KIND, meta["name"], meta["namespace"])
+    kind = str(obj.get("kind"))
+    run_dir = backend.store.run_path(kind, meta["name"], meta["namespace"])
     names = replica_names(obj)
     if replica is not None:
         if replica not in names:
-            raise LabError(f"PyTorchJob '{meta['name']}' has no replica '{replica}'",
+            raise LabError(f"{kind} '{meta['name']}' has no replica '{replica}'",
                            hint=f"use one of: {', '.join(names)}")
         return iter_log(state.path(run_dir, f"{replica}.log"))
     return (f"[{name}] {line}" for name in names
@@ -153,14 +186,16 @@ def _main(argv: list[str] | None = None) -> int:
     signals.install()
     ap = argparse.ArgumentParser()
     ap.add_argument("--state", required=True)
+    ap.add_argument("--kind", choices=("PyTorchJob", "TFJob"), default="PyTorchJob")
     ap.add_argument("--namespace", default="default")
     ap.add_argument("--base-dir", required=True)
     ap.add_argument("--lease-fd", type=int, required=True)
     ap.add_argument("name")
     args = ap.parse_args(argv)
     backend = LocalBackend(args.state)
-    with owners.adopt(backend.root, KIND, args.namespace, args.name, args.lease_fd) as lease:
-        obj = backend.store.get(KIND, args.name, args.namespace)
+    with owners.adopt(backend.root, args.kind, args.namespace, args.name,
+                      args.lease_fd) as lease:
+        obj = backend.store.get(args.kind, args.name, args.namespace)
         if obj is None:
             return 1
         try:

@@ -1,8 +1,9 @@
-"""The supervisor of one local PyTorchJob: replicas as processes, the operator's rules.
+"""The supervisor of one local training job (PyTorchJob, TFJob): replicas as processes.
 
-It starts every replica with the operator's environment (training_env), restarts replicas
-by their restartPolicy, enforces backoffLimit / activeDeadlineSeconds / cleanPodPolicy and
-writes the status in the operator's shape (training_status) to the store after each change,
+It starts every replica with the operator's environment (env.py and the kind's module),
+restarts replicas by their restartPolicy, enforces backoffLimit / activeDeadlineSeconds /
+cleanPodPolicy -- as the operator's common job controller does for every kind -- and writes
+the status in the operator's shape (status.py) to the store after each change,
 so `kflab get` in another terminal sees it live. Replica output goes to one log file per
 replica (kept until the job is deleted) and is streamed as `log` events with the replica's
 name. All replicas live in a ChildGroup recorded in the job's lease (owners.py): whatever
@@ -28,27 +29,26 @@ from lab import state
 from lab.backends.local.owners import Lease
 from lab.backends.local.procs import ChildGroup, free_port
 from lab.backends.local.training import status as st
-from lab.backends.local.training.env import (
-    localize,
-    loopback_ifname,
-    replica_env,
-    service_names,
-)
-from lab.backends.local.training.spec import MASTER, WORKER, JobSpec, Replica
+from lab.backends.local.training.env import localize, replica_env, service_names
+from lab.backends.local.training.flavor import counts
+from lab.backends.local.training.spec import JobSpec, Replica
 from lab.errors import LabError
 
-KIND = "PyTorchJob"
 POLL = 0.1
 RESTART_DELAY = (1.0, 10.0)  # kubelet's crash back-off is 10 s doubling to 5 min; shorter here
 EXIT_CODE_RECREATE = 1.0  # seconds before a deleted (ExitCode) replica is created again
 CLEAN_NONE_GRACE = 10.0  # cleanPodPolicy None: how long a finished job's stragglers may run on
 NETWORK_ANNOTATION = "kflab.dev/network"  # "host": the user asks for the host's network
 NETNS = Path(__file__).with_name("netns.py")
-LOOPBACK_IFNAME = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")  # gloo/NCCL listen on lo
 HOST_NETWORK_WARNING = (
-    "warning: this PyTorchJob runs on the host's network ({why}): torch's rendezvous store "
-    "(rank 0's TCPStore) listens on ALL interfaces, so other machines that can reach this "
-    "one can connect to MASTER_PORT while the job runs")
+    "warning: this {kind} runs on the host's network ({why}): {listener} listens on ALL "
+    "interfaces, so other machines that can reach this one can connect to {port} while the "
+    "job runs")
+# what listens beyond loopback when a kind's replicas share the host's network
+LISTENERS = {
+    "PyTorchJob": ("torch's rendezvous store (rank 0's TCPStore)", "MASTER_PORT"),
+    "TFJob": ("each replica's TensorFlow gRPC server", "the ports in TF_CONFIG"),
+}
 
 
 @dataclass
@@ -95,14 +95,15 @@ class Supervisor:
 
     # --- setup ---------------------------------------------------------------------------
     def prepare(self, gpu_plan: dict[str, list[str]], host_has_gpus: bool) -> None:
-        master_port, rdzv_port = free_port(), free_port()
+        flavor = self.job.flavor
+        ports = flavor.ports(self.job, free_port)
         for rep, i in self.job.ordered():
-            env = replica_env(self.job, rep, i, master_port=master_port, rdzv_port=rdzv_port,
+            env = replica_env(self.job, rep, i, ports=ports,
                               gpus=gpu_plan.get(rep.name(i)), host_has_gpus=host_has_gpus)
             own = dict(rep.env)
-            for var in LOOPBACK_IFNAME:  # gloo and NCCL pair sockets: loopback only
+            for var, value in flavor.local_defaults().items():  # e.g. gloo/NCCL on loopback
                 if var not in own:
-                    env[var] = loopback_ifname()
+                    env[var] = value
             cwd = self.base_dir / rep.working_dir if rep.working_dir else self.base_dir
             log = state.path(self.run_dir, f"{rep.name(i)}.log")
             self.instances.append(Instance(rep, i, env, log, cwd))
@@ -128,7 +129,9 @@ class Supervisor:
                    f"{line.removeprefix('unavailable: ') or 'no answer'}")
             self.group.stop_all(grace=0.5)
             self.group.forget(holder)
-        text = HOST_NETWORK_WARNING.format(why=why)
+        listener, port = LISTENERS[self.job.kind]
+        text = HOST_NETWORK_WARNING.format(kind=self.job.kind, why=why, listener=listener,
+                                           port=port)
         self.obj["metadata"].setdefault("annotations", {})[NETWORK_ANNOTATION] = \
             f"host ({why})"
         self.backend.emit({"event": "message", "text": text})
@@ -137,7 +140,8 @@ class Supervisor:
                 fh.write(f"--- kflab: {text} ---\n".encode())
 
     def start(self, inst: Instance) -> None:
-        argv = [localize(a, service_names(self.job)) for a in inst.rep.command]
+        argv = [localize(a, service_names(self.job), self.job.namespace)
+                for a in inst.rep.command]
         if inst.restarts:
             with open(inst.log, "ab") as fh:
                 fh.write(f"--- kflab: restart {inst.restarts} of {inst.name} ---\n".encode())
@@ -187,17 +191,11 @@ class Supervisor:
         return self.obj.setdefault("status", {})
 
     def counts(self) -> dict[str, dict[str, int]]:
-        out: dict[str, dict[str, int]] = {}
-        for inst in self.instances:
-            c = out.setdefault(inst.rep.type, {"active": 0, "succeeded": 0, "failed": 0})
-            if inst.state in ("running", "restarting"):
-                c["active"] += 1
-            elif inst.state in ("succeeded", "failed"):
-                c[inst.state] += 1
-        return out
+        return counts(self.job, self.instances)
 
     def save(self) -> None:
-        self.status["replicaStatuses"] = st.replica_statuses(self.job.name, self.counts())
+        self.status["replicaStatuses"] = st.replica_statuses(
+            self.job.name, self.counts(), self.job.flavor.operator_name)
         self.status["lastReconcileTime"] = st.now()
         self.backend.store.put(self.obj)
 
@@ -231,10 +229,7 @@ class Supervisor:
             if code == 0:
                 return None
             failed = self.counts()[inst.rep.type]["failed"]
-            return (f"PyTorchJob {self.job.name} is failed because {failed} {inst.rep.type} "
-                    f"replica(s) failed." if policy == "Never" else
-                    f'job "{self.job.name}" is failing because "{inst.rep.type}" replica(s) '
-                    f"failed.")
+            return self.job.flavor.failed_message(self.job, inst.rep.type, failed, policy)
         limit = self.job.backoff_limit
         # The operator sums the replicas' restart counts and fails the job once the sum
         # reaches backoffLimit (any restart at all when it is 0).
@@ -250,8 +245,8 @@ class Supervisor:
             # Restarting until the replacement runs.
             inst.state = "pending"
             st.update(self.status, "Restarting",
-                      f"PyTorchJob {self.job.name} is restarting because 1 {inst.rep.type} "
-                      f"replica(s) failed.")
+                      self.job.flavor.restarting_message(self.job, inst.rep.type),
+                      self.job.kind)
         else:
             # OnFailure/Always: the kubelet restarts the container in place; the pod stays
             # Running (active), only its restart count grows.
@@ -266,21 +261,12 @@ class Supervisor:
         return float(min(cap, base * 2 ** (inst.restarts - 1)))
 
     def succeeded(self) -> str | None:
-        counts = self.counts()
-        if MASTER in self.job.replicas:
-            if counts[MASTER]["succeeded"] == self.job.replicas[MASTER].replicas:
-                return f"PyTorchJob {self.job.name} is successfully completed."
-            return None
-        workers = counts.get(WORKER, {})
-        if workers.get("succeeded", 0) == self.job.replicas[WORKER].replicas or (
-                self.job.elastic is not None and workers.get("succeeded", 0) > 0):
-            return f"PyTorchJob {self.job.namespace}/{self.job.name} successfully completed."
-        return None
+        return self.job.flavor.succeeded(self.job, self.instances)
 
     def leader_running(self) -> bool:
-        lead = MASTER if MASTER in self.job.replicas else WORKER
+        leads = self.job.flavor.leaders(self.job)
         return any(i.state in ("running", "restarting") for i in self.instances
-                   if i.rep.type == lead)
+                   if i.rep.type in leads)
 
     def run(self) -> None:
         self.isolate()
@@ -289,7 +275,7 @@ class Supervisor:
         for inst in self.instances:
             self.start(inst)
         # Every replica process now exists: the pods are Running (before a fast one exits).
-        st.update(self.status, "Running", self.running_message())
+        st.update(self.status, "Running", self.running_message(), self.job.kind)
         self.save()
         deadline = self.job.active_deadline
         while True:
@@ -310,7 +296,7 @@ class Supervisor:
             if self.leader_running() and not recreating and not st.finished(self.status):
                 cond = st.get_condition(self.status, "Running")
                 if cond is None or cond.get("status") != "True":
-                    st.update(self.status, "Running", self.running_message())
+                    st.update(self.status, "Running", self.running_message(), self.job.kind)
                     changed = True
             done = None
             if failure:
@@ -321,7 +307,7 @@ class Supervisor:
                 done = ("Failed", f"Job {self.job.name} has failed because it was active "
                                   f"longer than specified deadline")
             if done:
-                st.finish(self.status, *done)
+                st.finish(self.status, *done, kind=self.job.kind)
                 self.save()
                 self.clean_up(deadline_hit=done[1].endswith("deadline"))
                 return
@@ -329,9 +315,7 @@ class Supervisor:
                 self.save()
 
     def running_message(self) -> str:
-        if MASTER in self.job.replicas:
-            return f"PyTorchJob {self.job.name} is running."
-        return f"PyTorchJob {self.job.namespace}/{self.job.name} is running."
+        return self.job.flavor.running_message(self.job)
 
     def clean_up(self, deadline_hit: bool) -> None:
         """cleanPodPolicy Running/All (or a passed deadline) stop what still runs now; None

@@ -1,27 +1,43 @@
-"""A PyTorchJob manifest, read and defaulted the way the Training Operator's webhook does.
+"""A Training Operator job (PyTorchJob, TFJob) read and defaulted as the operator's webhook does.
 
-Defaults (kubeflow.org/v1): replicas 1, restartPolicy OnFailure, cleanPodPolicy None,
-nprocPerNode "auto", container port `pytorchjob-port` 23456, elastic min/max replicas from
-each other or from the Worker count. Errors name the field and the fix, before anything runs.
+What every kind shares (kubeflow.org/v1 ReplicaSpec and RunPolicy): replicas default to 1,
+restartPolicy to the kind's default, cleanPodPolicy to None, the job's container (named for
+the kind) gives the command, env, workingDir, GPUs and its named port. What differs per kind
+(replica types, nprocPerNode and elasticPolicy, successPolicy...) is in the kind's module
+(pytorch.py, tensorflow.py). Errors name the field and the fix, before anything runs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lab import limits
+from lab.backends.local import entrypoint
 from lab.errors import InputError
 
-MASTER, WORKER = "Master", "Worker"
-REPLICA_TYPES = (MASTER, WORKER)
+if TYPE_CHECKING:
+    from lab.backends.local.training.flavor import Flavor
+
 RESTART_POLICIES = ("Never", "OnFailure", "ExitCode", "Always")
 CLEAN_POD_POLICIES = ("None", "Running", "All")
-DEFAULT_CONTAINER, DEFAULT_PORT_NAME, DEFAULT_PORT = "pytorch", "pytorchjob-port", 23456
 GPU_RESOURCE = "nvidia.com/gpu"
+KINDS = ("PyTorchJob", "TFJob")
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 _DIGITS = re.compile(r"^[0-9]{1,18}$")
+
+
+def flavor_for(kind: str) -> Flavor:
+    """The kind's rules (replica types, env contract, status messages)."""
+    if kind == "TFJob":
+        from lab.backends.local.training.tensorflow import FLAVOR as TF
+
+        return TF
+    from lab.backends.local.training.pytorch import FLAVOR as PT
+
+    return PT
 
 
 @dataclass(frozen=True)
@@ -35,7 +51,7 @@ class Replica:
     env: tuple[tuple[str, str], ...]
     working_dir: str | None
     gpus: int
-    port: int  # the `pytorchjob-port` container port (the env contract quotes it)
+    port: int  # the kind's named container port (pytorchjob-port, tfjob-port)
 
     def name(self, index: int) -> str:
         """The replica's short name, as `kflab logs --replica` takes it (e.g. worker-1)."""
@@ -44,6 +60,8 @@ class Replica:
 
 @dataclass(frozen=True)
 class Elastic:
+    """A PyTorchJob's elasticPolicy."""
+
     min_replicas: int | None
     max_replicas: int | None
     rdzv_backend: str
@@ -61,12 +79,19 @@ class JobSpec:
     name: str
     namespace: str
     replicas: dict[str, Replica]
-    nproc_per_node: str | None
     backoff_limit: int | None
     active_deadline: int | None
     clean_pod_policy: str
-    elastic: Elastic | None = None
+    kind: str = "PyTorchJob"
+    nproc_per_node: str | None = None  # PyTorchJob
+    elastic: Elastic | None = None  # PyTorchJob
+    success_policy: str = ""  # TFJob: "" (chief, else worker 0) or AllWorkers
+    dynamic_worker: bool = False  # TFJob: enableDynamicWorker
     ignored: tuple[str, ...] = field(default=())  # fields accepted but without local effect
+
+    @property
+    def flavor(self) -> Flavor:
+        return flavor_for(self.kind)
 
     @property
     def total_replicas(self) -> int:
@@ -79,8 +104,8 @@ class JobSpec:
         return int(value) if value is not None and _DIGITS.match(value) else 1
 
     def ordered(self) -> list[tuple[Replica, int]]:
-        """Every replica instance, Master first (rank order)."""
-        return [(self.replicas[t], i) for t in REPLICA_TYPES if t in self.replicas
+        """Every replica instance in the kind's order (Master or Chief first)."""
+        return [(self.replicas[t], i) for t in self.flavor.replica_types if t in self.replicas
                 for i in range(self.replicas[t].replicas)]
 
 
@@ -126,17 +151,17 @@ def _mapping(value: Any, where: str) -> dict[str, Any]:
     return value
 
 
-def _container(template: dict[str, Any], where: str) -> tuple[dict[str, Any], str]:
+def _container(template: dict[str, Any], where: str, name: str) -> tuple[dict[str, Any], str]:
     spec = _mapping(template.get("spec"), f"{where}.template.spec")
     containers = spec.get("containers")
     if not isinstance(containers, list) or not containers:
         raise _err(f"{where}.template.spec.containers", "missing",
-                   f"add a container named '{DEFAULT_CONTAINER}' with command: [python, train.py]")
+                   f"add a container named '{name}' with command: [python, train.py]")
     for i, c in enumerate(containers):
-        if isinstance(c, dict) and c.get("name") == DEFAULT_CONTAINER:
+        if isinstance(c, dict) and c.get("name") == name:
             return c, f"{where}.template.spec.containers[{i}]"
-    raise _err(f"{where}.template.spec.containers", f"no container named '{DEFAULT_CONTAINER}'",
-               f"the Training Operator runs the container named '{DEFAULT_CONTAINER}': "
+    raise _err(f"{where}.template.spec.containers", f"no container named '{name}'",
+               f"the Training Operator runs the container named '{name}': "
                "rename yours")
 
 
@@ -151,8 +176,8 @@ def _command(c: dict[str, Any], where: str) -> tuple[str, ...]:
                        f'write {key}: ["python", "train.py"] (one item per argument)')
         argv.extend(str(a) for a in part)
     if c.get("command") is None:
-        raise _err(f"{where}.command", "missing: the local backend does not run an image's "
-                   "entrypoint", 'set command: ["python", "/path/to/train.py"]')
+        raise _err(f"{where}.command", entrypoint.problem(c),
+                   entrypoint.hint(c, "python", "/path/to/train.py"))
     return tuple(argv)
 
 
@@ -189,64 +214,33 @@ def _gpus(c: dict[str, Any], where: str) -> int:
     return count
 
 
-def _port(c: dict[str, Any], where: str) -> int:
+def _port(c: dict[str, Any], where: str, port_name: str, default: int) -> int:
     ports = _list(c.get("ports"), f"{where}.ports",
-                  f"ports: [{{name: {DEFAULT_PORT_NAME}, containerPort: {DEFAULT_PORT}}}]")
+                  f"ports: [{{name: {port_name}, containerPort: {default}}}]")
     for i, p in enumerate(ports):
         if not isinstance(p, dict):
             raise _err(f"{where}.ports[{i}]", "expected {name: ..., containerPort: ...}",
-                       f"name: {DEFAULT_PORT_NAME}, containerPort: {DEFAULT_PORT}")
+                       f"name: {port_name}, containerPort: {default}")
         port = _int(p, "containerPort", f"{where}.ports[{i}]", 1, (65535, "the TCP port range"))
-        if p.get("name") == DEFAULT_PORT_NAME:
-            return DEFAULT_PORT if port is None else port
-    return DEFAULT_PORT
+        if p.get("name") == port_name:
+            return default if port is None else port
+    return default
 
 
-def _replica(rtype: str, raw: Any, where: str) -> Replica:
+def _replica(flavor: Flavor, rtype: str, raw: Any, where: str) -> Replica:
     raw = _mapping(raw, where)
     count = _int(raw, "replicas", where, 0,
                  (limits.MAX_LOCAL_PROCESSES, "MAX_LOCAL_PROCESSES"))
-    policy = raw.get("restartPolicy") or "OnFailure"
+    policy = raw.get("restartPolicy") or flavor.default_restart
     if policy not in RESTART_POLICIES:
         raise _err(f"{where}.restartPolicy", f"unknown restart policy {_short(policy)}",
                    f"use one of {', '.join(RESTART_POLICIES)}")
-    c, cwhere = _container(_mapping(raw.get("template"), f"{where}.template"), where)
+    c, cwhere = _container(_mapping(raw.get("template"), f"{where}.template"), where,
+                           flavor.container)
     wd = c.get("workingDir")
     return Replica(rtype, 1 if count is None else count, policy, _command(c, cwhere),
                    _env(c, cwhere), str(wd) if wd else None, _gpus(c, cwhere),
-                   _port(c, cwhere))
-
-
-def _elastic(raw: Any, replicas: dict[str, Replica]) -> Elastic:
-    where = "spec.elasticPolicy"
-    raw = _mapping(raw, where)
-    most = (limits.MAX_LOCAL_PROCESSES, "MAX_LOCAL_PROCESSES")
-    lo, hi = _int(raw, "minReplicas", where, 1, most), _int(raw, "maxReplicas", where, 1, most)
-    if lo is None and hi is None and WORKER in replicas:
-        lo = hi = replicas[WORKER].replicas
-    lo, hi = lo if lo is not None else hi, hi if hi is not None else lo
-    if lo is not None and hi is not None and lo > hi:
-        raise _err(f"{where}.minReplicas", f"minReplicas {lo} is above maxReplicas {hi}",
-                   "make minReplicas <= maxReplicas")
-    if WORKER not in replicas:
-        raise _err("spec.pytorchReplicaSpecs.Worker", "an elastic job needs Worker replicas",
-                   "add a Worker replica spec")
-    backend = raw.get("rdzvBackend") or "c10d"
-    if backend not in ("c10d", "etcd", "etcd-v2"):
-        raise _err(f"{where}.rdzvBackend", f"unknown backend {_short(backend)}", "use c10d")
-    conf = tuple((str(i.get("key")), str(i.get("value")))
-                 for i in _list(raw.get("rdzvConf"), f"{where}.rdzvConf",
-                                "rdzvConf: [{key: timeout, value: '900'}]")
-                 if isinstance(i, dict))
-    host = raw.get("rdzvHost")
-    if host is not None and not isinstance(host, str):
-        raise _err(f"{where}.rdzvHost", f"expected a host name, got {_short(host)}",
-                   "remove it: locally the rendezvous is on 127.0.0.1")
-    return Elastic(lo, hi, backend, host, _int(raw, "rdzvPort", where, 1,
-                                               (65535, "the TCP port range")),
-                   None if raw.get("rdzvId") is None else str(raw["rdzvId"]), conf,
-                   _int(raw, "maxRestarts", where), _int(raw, "nProcPerNode", where, 1, most),
-                   bool(raw.get("standalone")))
+                   _port(c, cwhere, flavor.port_name, flavor.default_port))
 
 
 def _check_service_names(name: str, replicas: dict[str, Replica]) -> None:
@@ -261,70 +255,62 @@ def _check_service_names(name: str, replicas: dict[str, Replica]) -> None:
                        f"shorten the job's name to at most {max(keep, 1)} characters")
 
 
+def replica_type(flavor: Flavor, key: Any) -> str | None:
+    """The canonical replica type for a key in any case, as the operator camel-cases them
+    (setTypeNameToCamelCase: 'worker' -> Worker, 'ps' -> PS); None when unknown."""
+    return next((t for t in flavor.replica_types if t.lower() == str(key).lower()), None)
+
+
 def parse(obj: dict[str, Any]) -> JobSpec:
-    """Validate and default a PyTorchJob; raises InputError naming the field."""
+    """Validate and default a PyTorchJob or TFJob; raises InputError naming the field."""
+    flavor = flavor_for(str(obj.get("kind")))
     meta = obj["metadata"]
     spec = _mapping(obj.get("spec"), "spec")
-    raw_specs = _mapping(spec.get("pytorchReplicaSpecs"), "spec.pytorchReplicaSpecs")
+    key = flavor.specs_key
+    raw_specs = _mapping(spec.get(key), f"spec.{key}")
     if not raw_specs:
-        raise _err("spec.pytorchReplicaSpecs", "missing",
-                   "add Master (1 replica) and/or Worker replica specs")
+        raise _err(f"spec.{key}", "missing", flavor.missing_hint)
     replicas: dict[str, Replica] = {}
-    for key, raw in raw_specs.items():
-        rtype = str(key).capitalize()  # the operator camel-cases 'master'/'worker'
-        if rtype not in REPLICA_TYPES:
-            raise _err(f"spec.pytorchReplicaSpecs.{key}", "unknown replica type",
-                       "use Master and Worker")
-        replicas[rtype] = _replica(rtype, raw, f"spec.pytorchReplicaSpecs.{key}")
-    if MASTER in replicas and replicas[MASTER].replicas != 1:
-        raise _err("spec.pytorchReplicaSpecs.Master.replicas", "a PyTorchJob has one Master",
-                   "set replicas: 1 (add Workers for more processes)")
+    for rkey, raw in raw_specs.items():
+        rtype = replica_type(flavor, rkey)
+        if rtype is None:
+            raise _err(f"spec.{key}.{rkey}", "unknown replica type",
+                       f"use {', '.join(flavor.replica_types)}")
+        replicas[rtype] = _replica(flavor, rtype, raw, f"spec.{key}.{rkey}")
     run = _mapping(spec.get("runPolicy"), "spec.runPolicy")
     clean = run.get("cleanPodPolicy") or "None"
     if clean not in CLEAN_POD_POLICIES:
         raise _err("spec.runPolicy.cleanPodPolicy", f"unknown policy {_short(clean)}",
                    f"use one of {', '.join(CLEAN_POD_POLICIES)}")
-    nproc = spec.get("nprocPerNode")
-    elastic = (None if spec.get("elasticPolicy") is None
-               else _elastic(spec["elasticPolicy"], replicas))
-    if nproc is None and (elastic is None or elastic.nproc_per_node is None):
-        nproc = "auto"
-    if nproc is not None and not (_DIGITS.match(str(nproc))
-                                  or str(nproc) in ("auto", "cpu", "gpu")):
-        raise _err("spec.nprocPerNode", f"{_short(nproc)} is not a number, auto, cpu or gpu",
-                   'set nprocPerNode: "2" (a string, as in the CRD)')
-    ignored = tuple(k for k in ("schedulingPolicy", "ttlSecondsAfterFinished", "suspend",
-                                "managedBy") if run.get(k) is not None)
-    backoff = _int(run, "backoffLimit", "spec.runPolicy")
-    _check_service_names(str(meta["name"]), replicas)
+    ignored = tuple(f"runPolicy.{k}" for k in ("schedulingPolicy", "ttlSecondsAfterFinished",
+                                                "suspend", "managedBy")
+                    if run.get(k) is not None)
     job = JobSpec(meta["name"], meta.get("namespace", "default"), replicas,
-                  None if nproc is None else str(nproc), backoff,
+                  _int(run, "backoffLimit", "spec.runPolicy"),
                   _int(run, "activeDeadlineSeconds", "spec.runPolicy", 1,
-                       (limits.INT64_MAX, "INT64_MAX")), clean, elastic, ignored)
-    per_node = max(job.nproc_int, (elastic.nproc_per_node or 1) if elastic else 1)
-    processes = max(job.total_replicas, (elastic.max_replicas or 0) if elastic else 0) * per_node
-    if processes > limits.MAX_LOCAL_PROCESSES:
-        raise _err("spec.nprocPerNode" if per_node > 1 else "spec.pytorchReplicaSpecs",
-                   limits.limit("processes (replicas x nprocPerNode)", processes,
-                                limits.MAX_LOCAL_PROCESSES, "MAX_LOCAL_PROCESSES"),
-                   "lower the replica counts or nprocPerNode (run bigger jobs on a cluster)")
+                       (limits.INT64_MAX, "INT64_MAX")), clean, kind=flavor.kind,
+                  ignored=ignored)
+    job = flavor.parse_spec(job, spec)
+    _check_service_names(str(meta["name"]), replicas)
+    flavor.check_processes(job)
     return job
+
+
+def with_fields(job: JobSpec, **changes: Any) -> JobSpec:
+    """A copy of `job` with kind-specific fields set (JobSpec is frozen)."""
+    return dataclasses.replace(job, **changes)
 
 
 def apply_defaults(obj: dict[str, Any], job: JobSpec) -> None:
     """Write the webhook's defaults into the stored object, as `kubectl get -o yaml` shows."""
+    flavor = job.flavor
     spec = obj.setdefault("spec", {})
     spec.setdefault("runPolicy", {}).setdefault("cleanPodPolicy", job.clean_pod_policy)
-    if job.nproc_per_node is not None:
-        spec.setdefault("nprocPerNode", job.nproc_per_node)
-    specs = spec["pytorchReplicaSpecs"]
+    specs = spec[flavor.specs_key]
     for key in list(specs):
-        rtype = str(key).capitalize()
+        rtype = replica_type(flavor, key)
+        assert rtype is not None  # parse() refused unknown types
         specs[rtype] = specs.pop(key)
         specs[rtype].setdefault("replicas", job.replicas[rtype].replicas)
         specs[rtype].setdefault("restartPolicy", job.replicas[rtype].restart_policy)
-    if job.elastic is not None:
-        ep = spec["elasticPolicy"]
-        if job.elastic.min_replicas is not None:
-            ep.setdefault("minReplicas", job.elastic.min_replicas)
-            ep.setdefault("maxReplicas", job.elastic.max_replicas)
+    flavor.apply_defaults(obj, job)

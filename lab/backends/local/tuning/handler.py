@@ -20,7 +20,6 @@ import contextlib
 import copy
 import queue
 import secrets
-import statistics
 import threading
 import time
 from collections.abc import Iterator
@@ -28,15 +27,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab import signals, state
+from lab import fidelity, signals, state
 from lab.backends.local.owners import Lease
 from lab.backends.local.procs import ChildGroup, iter_log, kill_group
+from lab.backends.local.tuning import earlystop
 from lab.backends.local.tuning import spec as tuning_spec
 from lab.backends.local.tuning import status as tuning_status
 from lab.backends.local.tuning import trials as tuning_trials
+from lab.backends.local.tuning.differences import differences
+from lab.backends.local.tuning.grid import KatibGrid
 from lab.backends.local.tuning.metrics import UNAVAILABLE, MetricLog, Tail
-from lab.backends.local.tuning.search import distribution_notes, distributions, sampler
-from lab.backends.local.tuning.space import fmt, grid, grid_values
+from lab.backends.local.tuning.search import distribution_notes, distributions, quiet, sampler
+from lab.backends.local.tuning.space import fmt
 from lab.backends.local.tuning.spec import Spec
 from lab.backends.local.tuning.trials import EXPERIMENT_LABEL
 from lab.errors import InputError, LabError
@@ -47,6 +49,7 @@ from lab.state import StateError
 WATCH = 0.2
 PLOTS_ANNOTATION = "kflab.dev/plots"
 IGNORED_ANNOTATION = "kflab.dev/ignored-fields"
+DIFFERENCES_ANNOTATION = fidelity.ANNOTATION
 
 
 @dataclass
@@ -59,6 +62,7 @@ class Running:
     started: float
     early_stopped: bool = False
     fmt: str = "TEXT"
+    grid_id: int | None = None  # the grid point, for grid experiments
 
 
 @dataclass
@@ -73,6 +77,8 @@ class _Run:
     exhausted: bool = False
     exits: queue.SimpleQueue[str] = field(default_factory=queue.SimpleQueue)
     group: ChildGroup | None = None
+    grid: KatibGrid | None = None
+    told: dict[str, int] = field(default_factory=dict)  # trial name -> grid id, told to Optuna
 
     def __post_init__(self) -> None:
         import optuna
@@ -83,23 +89,22 @@ class _Run:
         self.sampler, notes = sampler(self.spec.algorithm, self.spec.settings)
         self.spec.warnings.extend(notes)
         self.spec.warnings.extend(distribution_notes(self.spec.params, self.spec.algorithm))
+        self.differences = differences(self.spec)
         direction = "maximize" if self.spec.objective.type == "maximize" else "minimize"
-        self.study = optuna.create_study(direction=direction, sampler=self.sampler)
+        with quiet():
+            self.study = optuna.create_study(direction=direction, sampler=self.sampler)
         if self.spec.algorithm == "grid":
             from optuna.distributions import CategoricalDistribution
 
-            self.points = grid(self.spec.params)
-            self.dists = {p.name: CategoricalDistribution(grid_values(p))
-                          for p in self.spec.params}
+            seed = self.spec.settings.get("random_state")
+            self.grid = KatibGrid(self.spec.params, None if seed is None else int(seed))
+            self.dists = {name: CategoricalDistribution(vals)
+                          for name, vals in self.grid.values.items()}
         else:
-            self.points = []
             self.dists = distributions(self.spec.params)
         self.parallel = self.spec.parallel
         if self.spec.collector.kind == "File" and self.parallel > 1:
-            self.spec.warnings.append(
-                "spec.parallelTrialCount: trials run one at a time because the File "
-                "collector's path is shared locally (each pod has its own on a cluster)")
-            self.parallel = 1
+            self.parallel = 1  # announced: katib.collector.file-parallel
         self.t0 = time.monotonic()
 
     # --- persistence ---------------------------------------------------------------------
@@ -118,43 +123,44 @@ class _Run:
     # --- trials ----------------------------------------------------------------------------
 
     def _rules(self) -> list[dict[str, Any]]:
-        """Median stopping: once enough trials succeeded, a new trial must not fall behind
-        the median of their mean objective values (Katib's medianstop service)."""
+        """Median stopping, fixed when the trial is created (tuning/earlystop.py)."""
         es = self.spec.early
         if es is None:
             return []
-        means = []
-        for t in self.trials:
-            run = t.get("_values")
-            if tuning_status.trial_state(t) == "Succeeded" and run:
-                means.append(statistics.fmean(run))
-        if len(means) < es.min_trials_required:
-            return []
-        maximize = self.spec.objective.type == "maximize"
-        return [{"name": self.spec.objective.metric, "value": fmt(statistics.median(means)),
-                 "comparison": "less" if maximize else "greater",
-                 "startStep": es.start_step}]
+        succeeded = [t.get("_reports", []) for t in self.trials
+                     if tuning_status.trial_state(t) == "Succeeded"]
+        return earlystop.rules(succeeded, metric=self.spec.objective.metric,
+                               maximize=self.spec.objective.type == "maximize",
+                               start_step=es.start_step,
+                               min_trials_required=es.min_trials_required)
 
-    def _assignments(self) -> tuple[Any, list[dict[str, str]]] | None:
-        if self.spec.algorithm == "grid":
-            if len(self.trials) >= len(self.points):
-                self.exhausted = True
+    def _assignments(self) -> tuple[Any, list[dict[str, str]], int | None] | None:
+        grid_id = None
+        if self.grid is not None:
+            if len(self.trials) >= len(self.grid):
+                self.exhausted = True  # katib.grid.end: Katib would re-run points
                 return None
-            self.study.enqueue_trial(self.points[len(self.trials)])
-        otrial = self.study.ask(fixed_distributions=self.dists)
+            asked = [t["_grid_id"] for t in self.trials]
+            told = set(self.told.values())
+            finished = [g for g in asked if g in told]
+            grid_id = self.grid.next(finished, [g for g in asked if g not in finished])
+            self.study.enqueue_trial(self.grid.assignment(grid_id))
+        with quiet():
+            otrial = self.study.ask(fixed_distributions=self.dists)
         return otrial, [{"name": p.name, "value": fmt(otrial.params[p.name])}
-                        for p in self.spec.params]
+                        for p in self.spec.params], grid_id
 
     def start_one(self, group: ChildGroup) -> bool:
         got = self._assignments()
         if got is None:
             return False
-        otrial, assignments = got
+        otrial, assignments, grid_id = got
         name = f"{self.spec.name}-{secrets.token_hex(4)}"
         runspec = tuning_trials.run_spec(self.spec, name, assignments, self.exp["metadata"])
         trial = tuning_trials.trial_object(self.exp, self.spec, name, assignments, runspec,
                                            self._rules())
         tuning_status.trial_created(trial)
+        trial["_grid_id"] = grid_id
         self.trials.append(trial)
         log = self.store.run_file("Trial", name, self.ns, "trial.log")
         started = tuning_trials.launch(group, self.spec, runspec, name, log, self.base_dir)
@@ -165,7 +171,7 @@ class _Run:
                            "trial": name, "params": {a["name"]: a["value"]
                                                      for a in assignments}})
         run = Running(trial, proc, started.tail, metrics, otrial.number,
-                      time.monotonic(), fmt=coll.format)
+                      time.monotonic(), fmt=coll.format, grid_id=grid_id)
         if proc is None:
             self.finish(run, rc=127, detail=str(started.problem))
             return True
@@ -182,18 +188,9 @@ class _Run:
         self.exits.put(name)
 
     def _early_stop(self, run: Running) -> bool:
-        rules = run.trial["spec"].get("earlyStoppingRules") or []
-        for rule in rules:
-            vals = run.metrics.values.get(rule["name"], [])
-            if len(vals) < rule["startStep"]:
-                continue
-            try:
-                latest, bound = float(vals[-1]), float(rule["value"])
-            except ValueError:
-                continue
-            if (latest < bound) if rule["comparison"] == "less" else (latest > bound):
-                return True
-        return False
+        return earlystop.should_stop(run.trial["spec"].get("earlyStoppingRules") or [],
+                                     run.metrics.values, objective=self.spec.objective.metric,
+                                     maximize=self.spec.objective.type == "maximize")
 
     def watch(self, run: Running) -> None:
         for line in run.tail.read():
@@ -212,29 +209,38 @@ class _Run:
         observation = run.metrics.observation()
         if observation is not None:
             trial["status"]["observation"] = observation
-        trial["_values"] = [float(v) for v in run.metrics.values[self.spec.objective.metric]
-                            if _is_float(v)]
+        trial["_reports"] = list(run.metrics.values[self.spec.objective.metric])
         if killed:
             ctype, detail = "Killed", detail or "stopped before it finished"
         elif run.early_stopped:
-            ctype, detail = "EarlyStopped", "objective fell behind the median of earlier trials"
+            rule = (trial["spec"].get("earlyStoppingRules") or [{}])[0]
+            ctype, detail = "EarlyStopped", (
+                f"its best '{rule.get('name')}' by report {rule.get('startStep')} was "
+                f"{'below' if rule.get('comparison') == 'less' else 'above'} the median "
+                f"stopping value {rule.get('value')}")
         elif rc != 0:
             ctype, detail = "Failed", detail or f"process exited with code {rc}"
+        elif run.fmt == "JSON" and run.metrics.bad_line is not None:
+            number, text = run.metrics.bad_line
+            ctype, detail = "Failed", (
+                f"line {number} of the metrics file is not a JSON object ({text!r}): Katib's "
+                "File collector stops on it (failed to parse the json object)")
         elif tuning_status.trial_objective(trial) == UNAVAILABLE or \
                 observation is None:
-            ctype = "MetricsUnavailable"
-            detail = (f"'{self.spec.objective.metric}' never appeared in "
-                      f"{'the output' if self.spec.collector.kind == 'StdOut' else 'the file'}")
+            ctype, detail = "MetricsUnavailable", self._missing(run)
         else:
             ctype = "Succeeded"
         tuning_status.trial_finished(trial, ctype, detail)
         value = tuning_status.trial_objective(trial)
-        if ctype == "Succeeded" and _is_float(value):
-            self.study.tell(run.number, float(value))
-        else:
-            state = optuna.trial.TrialState.PRUNED if ctype == "EarlyStopped" \
-                else optuna.trial.TrialState.FAIL
-            self.study.tell(run.number, state=state)
+        # Katib tells its suggestion service Succeeded and EarlyStopped trials, with their
+        # objective (pkg/suggestion/v1beta1/internal/trial.py `Trial.convert`).
+        with quiet():
+            if ctype in ("Succeeded", "EarlyStopped") and _is_float(value):
+                self.study.tell(run.number, float(value))
+                if run.grid_id is not None:
+                    self.told[trial["metadata"]["name"]] = run.grid_id
+            else:
+                self.study.tell(run.number, state=optuna.trial.TrialState.FAIL)
         self.active.pop(trial["metadata"]["name"], None)
         if self.group is not None and run.proc is not None:
             self.group.forget(run.proc)
@@ -246,8 +252,39 @@ class _Run:
                            "seconds": round(time.monotonic() - run.started, 2),
                            "detail": detail})
 
+    def _missing(self, run: Running) -> str:
+        """Why the objective is unavailable, in the learner's terms."""
+        metric = self.spec.objective.metric
+        where = "the output" if self.spec.collector.kind == "StdOut" else "the file"
+        if run.metrics.unread.get(metric):
+            return (f"'{metric}' never appeared in {where} as a string: Katib's JSON "
+                    f"collector reads only string values, write {{\"{metric}\": \"0.3\"}} "
+                    f"instead of {{\"{metric}\": 0.3}}")
+        return f"'{metric}' never appeared in {where}"
+
+    def to_start(self) -> int:
+        """How many trials to create now, by Katib's count (kubeflow/katib
+        pkg/controller.v1beta1/experiment/experiment_controller.go `ReconcileTrials`):
+        up to parallelTrialCount active, and at most maxTrialCount minus the completed
+        trials, where completed leaves out MetricsUnavailable ones -- so such trials make
+        Katib create more than maxTrialCount trials, and so does this."""
+        states = [tuning_status.trial_state(t) for t in self.trials]
+        active = sum(s in ("Pending", "Running") for s in states)
+        if self.spec.max_trials is None:
+            required = self.parallel
+        else:
+            completed = sum(s in ("Succeeded", "Failed", "Killed", "EarlyStopped")
+                            for s in states)
+            required = min(self.spec.max_trials - completed, self.parallel)
+        return max(required - active, 0)
+
     def loop(self, group: ChildGroup) -> None:
-        max_trials = self.spec.max_trials
+        """Katib's experiment controller: create trials while the experiment is not
+        complete; once it is (goal, max failed, max trials), running trials go on until
+        they finish, and only the counts and the optimal trial still change
+        (experiment_controller.go `Reconcile`: a completed experiment with running trials
+        is still reconciled, without new trials; katib#855)."""
+        announced = False
         while True:
             for name in list(self.active):
                 run = self.active[name]
@@ -256,30 +293,28 @@ class _Run:
                 if rc is not None:
                     self.finish(run, rc=rc)
             if tuning_status.is_completed(self.exp):
-                break
-            while (len(self.active) < self.parallel and not self.exhausted
-                   and (max_trials is None or len(self.trials) < max_trials)):
-                if not self.start_one(group):
+                if not self.active:
                     break
-                if tuning_status.is_completed(self.exp):
-                    break
-            if not self.active:
-                self.exhausted = self.exhausted or (
-                    max_trials is not None and len(self.trials) >= max_trials)
-                self.refresh()
-                if tuning_status.is_completed(self.exp):
-                    break
-                if self.exhausted:  # nothing left to run, no rule fired: stop here
-                    break
-                continue
+                if not announced:
+                    announced = True
+                    cond = tuning_status.last_condition(self.exp) or {}
+                    self.backend.emit({"event": "message", "text": (
+                        f"experiment {cond.get('type', '').lower()} "
+                        f"({cond.get('reason', '')}); {len(self.active)} running trial(s) "
+                        "finish as Katib lets them")})
+            else:
+                wanted = self.to_start()
+                for _ in range(wanted):
+                    if self.exhausted or not self.start_one(group) or \
+                            tuning_status.is_completed(self.exp):
+                        break
+                if not self.active:
+                    self.refresh()
+                    if tuning_status.is_completed(self.exp) or self.exhausted or not wanted:
+                        break  # done, or nothing left to suggest and nothing running
+                    continue
             with contextlib.suppress(queue.Empty):
                 self.exits.get(timeout=WATCH / 4 if self.spec.early else WATCH)
-
-    def kill_active(self, detail: str) -> None:
-        for run in list(self.active.values()):
-            kill_group(run.proc.pid, grace=1.0)
-            run.proc.wait()
-            self.finish(run, rc=run.proc.returncode, detail=detail, killed=True)
 
     def run(self) -> dict[str, Any]:
         self.save()
@@ -289,17 +324,14 @@ class _Run:
                            "params": [p.name for p in self.spec.params],
                            "metric": self.spec.objective.metric})
         if self.spec.warnings:
-            text = "; ".join(self.spec.warnings)
-            self.exp["metadata"].setdefault("annotations", {})[IGNORED_ANNOTATION] = text
-            self.backend.emit({"event": "message", "text":
-                               f"[yellow]warning:[/] ignored on the local backend (they "
-                               f"matter on a cluster only): {text}"})
+            self.exp["metadata"].setdefault("annotations", {})[IGNORED_ANNOTATION] = \
+                "; ".join(self.spec.warnings)
+        fidelity.announce(self.backend, self.exp, self.differences)
         lease = self.lease
         with ChildGroup(lease.token, on_start=lease.add, on_exit=lease.drop) as group:
             self.group = group
             try:
                 self.loop(group)
-                self.kill_active("the experiment completed")
             except BaseException as exc:
                 why = signals.reason(exc, lease.stop_request()) \
                     if isinstance(exc, KeyboardInterrupt) else f"kflab hit an error: {exc}"
@@ -309,11 +341,13 @@ class _Run:
                 with contextlib.suppress(StateError):
                     for run in list(self.active.values()):
                         self.finish(run, rc=-1, detail=why, killed=True)
-                    tuning_status.interrupted(self.exp, why)
+                    if not tuning_status.is_completed(self.exp):  # a completion stands
+                        tuning_status.interrupted(self.exp, why)
                     self.save()
+                cond = tuning_status.last_condition(self.exp) or {}
                 self.backend.emit({"event": "experiment-finished",
-                                   "experiment": self.spec.name, "condition": "Failed",
-                                   "reason": tuning_status.FAILED, "best": None,
+                                   "experiment": self.spec.name, "condition": cond.get("type"),
+                                   "reason": cond.get("reason"), "best": None,
                                    "assignments": [], "plots": ""})
                 raise
         self.refresh()
@@ -370,9 +404,10 @@ def _public(trial: dict[str, Any]) -> dict[str, Any]:
 def _defaults(obj: dict[str, Any], spec: Spec) -> None:
     """Fill the spec the way Katib's mutating webhook does, so the stored object matches."""
     s = obj["spec"]
-    s.setdefault("parallelTrialCount", spec.parallel)
-    s["objective"]["metricStrategies"] = [{"name": n, "value": spec.objective.strategies[n]}
-                                          for n in spec.objective.names]
+    if s.get("parallelTrialCount") is None:  # absent or null: Katib's default
+        s["parallelTrialCount"] = spec.parallel
+    s["objective"]["metricStrategies"] = [{"name": n, "value": v}
+                                          for n, v in spec.objective.strategies.items()]
     mc = s.setdefault("metricsCollectorSpec", {})
     mc.setdefault("collector", {}).setdefault("kind", spec.collector.kind)
 

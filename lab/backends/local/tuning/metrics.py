@@ -10,11 +10,37 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-UNAVAILABLE = "unavailable"
+from lab.kube.katib import UNAVAILABLE, metric_value
+
+__all__ = ["UNAVAILABLE", "FilterError", "MetricLog", "Tail", "compile_filter",
+           "objective_value"]
+
+
+class FilterError(ValueError):
+    """A metricsFormat expression that Katib's collector could not compile."""
+
+
+def compile_filter(pattern: str) -> Any:
+    """Compile a metricsFormat expression with RE2, the engine of Katib's collector (Go's
+    regexp: pkg/metricscollector/v1beta1/common, `regexp.MustCompile` of each filter).
+
+    So an expression is accepted exactly when a cluster would accept it (no backreferences
+    or lookarounds), and matching takes linear time: a manifest's pattern such as `(a+)+b`
+    cannot hang a trial's collector on a long line, as it would with Python's `re`."""
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False  # the error is raised (and reported once), not logged to stderr
+    try:
+        return re2.compile(pattern, options=options)
+    except re2.error as exc:
+        detail = exc.args[0].decode(errors="replace") if exc.args and isinstance(
+            exc.args[0], bytes) else str(exc)
+        raise FilterError(detail) from None
 
 
 def _is_float(text: str) -> bool:
@@ -32,9 +58,14 @@ class MetricLog:
     names: tuple[str, ...]
     filters: tuple[str, ...]
     values: dict[str, list[str]] = field(default_factory=dict)
+    # JSON format only: reports Katib would not read (metric -> count of non-string
+    # values), and the first line that is not a JSON object (number, text).
+    unread: dict[str, int] = field(default_factory=dict)
+    bad_line: tuple[int, str] | None = None
+    lines: int = 0
 
     def __post_init__(self) -> None:
-        self._compiled = [re.compile(f) for f in self.filters]
+        self._compiled = [compile_filter(f) for f in self.filters]
         for name in self.names:
             self.values.setdefault(name, [])
 
@@ -48,15 +79,27 @@ class MetricLog:
                     self.values[name].append(value)
 
     def feed_json(self, line: str) -> None:
+        """One line of a JSON metrics file, read as Katib's File collector reads it
+        (pkg/metricscollector/v1beta1/file-metricscollector/file-metricscollector.go,
+        `parseLogsInJsonFormat`): empty lines are skipped, any other line must be a JSON
+        object (else the collector fails), and only *string* values count: `{"loss": "0.3"}`
+        is a report, `{"loss": 0.3}` is not."""
+        self.lines += 1
+        if not line.strip():
+            return
         try:
             data = json.loads(line)
         except (ValueError, RecursionError):  # not JSON, or nested beyond the parser
-            return
+            data = None
         if not isinstance(data, dict):
+            if self.bad_line is None:
+                self.bad_line = (self.lines, line[:80])
             return
         for name in self.names:
-            if name in data and data[name] is not None and not isinstance(data[name], dict):
-                self.values[name].append(str(data[name]))
+            if isinstance(data.get(name), str):
+                self.values[name].append(data[name])
+            elif name in data:
+                self.unread[name] = self.unread.get(name, 0) + 1
 
     def feed(self, line: str, fmt: str = "TEXT") -> None:
         (self.feed_json if fmt == "JSON" else self.feed_text)(line)
@@ -119,9 +162,4 @@ class Tail:
 
 def objective_value(observation: dict | None, metric: str, strategy: str) -> str:
     """The trial's objective as Katib reads it: min, max or latest, per the strategy."""
-    for m in (observation or {}).get("metrics", []):
-        if m["name"] == metric:
-            if strategy in ("min", "max") and m[strategy] != UNAVAILABLE:
-                return str(m[strategy])
-            return str(m["latest"])
-    return UNAVAILABLE
+    return metric_value(observation, metric, strategy)

@@ -1,19 +1,26 @@
 """Katib algorithms as Optuna samplers, and the search space as Optuna distributions.
 
-Katib itself runs Optuna for tpe, multivariate-tpe, cmaes, random and grid (its
-suggestion-optuna service), so these map one to one with the same settings names. sobol
-(goptuna in Katib) is Optuna's QMC sampler with a Sobol sequence; bayesianoptimization
-(scikit-optimize in Katib) is mapped to Optuna's Gaussian-process sampler. Grid is our own
-enumeration (Optuna's GridSampler only works inside study.optimize).
+Katib v0.19 (the lab's katib-config) serves random and tpe with hyperopt, grid and
+multivariate-tpe with Optuna, cmaes and sobol with goptuna, bayesianoptimization with
+scikit-optimize; locally every one runs on the pinned Optuna with Katib's settings names.
+sobol is Optuna's QMC sampler with a Sobol sequence; bayesianoptimization is mapped to
+Optuna's Gaussian-process sampler. Grid order is Katib's own (tuning/grid.py).
+
+Optuna's own warnings (FutureWarning for deprecated arguments, ExperimentalWarning) never
+reach the terminal: `quiet()` captures them; what matters to a user is said once, in
+kflab's words (e.g. cmaes restarts, see `restart_note`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from lab.backends.local.tuning.space import Param, grid_size
+from lab.backends.local.tuning import grid as katib_grid
+from lab.backends.local.tuning.space import Param
 
 if TYPE_CHECKING:
     import optuna
@@ -35,7 +42,7 @@ INT_SETTINGS = {"random_state", "n_startup_trials", "n_ei_candidates", "n_EI_can
 FLOAT_SETTINGS = {"gamma", "prior_weight", "sigma"}
 # Settings that configure scikit-optimize internals Optuna's GP sampler has no knob for.
 UNMAPPED = {"acq_func", "acq_optimizer"}
-
+RESTART_STRATEGIES = ("ipop", "bipop", "none")
 
 
 def check_settings(algorithm: str, settings: dict[str, str], params: tuple[Param, ...],
@@ -54,8 +61,11 @@ def check_settings(algorithm: str, settings: dict[str, str], params: tuple[Param
             return f"{fld}.value: '{value}' is not a number"
         if number is not None and number < 0:
             return f"{fld}.value: {key} must be >= 0"
-        if key == "restart_strategy" and value not in ("ipop", "bipop", "None", "none"):
-            return f"{fld}.value: restart_strategy must be ipop, bipop or none"
+        # goptuna serves cmaes in Katib v0.19 and takes ipop, bipop or none, nothing else
+        # (kubeflow/katib pkg/suggestion/v1beta1/goptuna/converter.go `toGoptunaSampler`).
+        if key == "restart_strategy" and value not in RESTART_STRATEGIES:
+            return f"{fld}.value: restart_strategy '{value}' is not one of ipop, bipop, " \
+                   "none (Katib's cmaes service refuses anything else)"
         if key == "base_estimator" and value != "GP":
             return f"{fld}.value: only base_estimator GP is available locally " \
                    "(Optuna's Gaussian-process sampler)"
@@ -66,7 +76,7 @@ def check_settings(algorithm: str, settings: dict[str, str], params: tuple[Param
             if p.type == "double" and p.step is None:
                 return f"spec.parameters[{i}].feasibleSpace.step: grid needs a step for " \
                        f"double parameter '{p.name}'"
-        size = grid_size(params)
+        size = katib_grid.size(params)
         if max_trials is not None and max_trials > size:
             return f"spec.maxTrialCount: {max_trials} is more than the {size} points of the grid"
     return None
@@ -124,7 +134,7 @@ def sampler(algorithm: str, settings: dict[str, str]) -> tuple[optuna.samplers.B
     seed = int(settings["random_state"]) if "random_state" in settings else None
     notes = [f"spec.algorithm.algorithmSettings {k}: no Optuna equivalent, ignored"
              for k in settings if k in UNMAPPED]
-    if algorithm in ("random", "grid"):
+    if algorithm in ("random", "grid"):  # grid: points come from tuning/grid.py
         return optuna.samplers.RandomSampler(seed=seed), notes
     if algorithm in ("tpe", "multivariate-tpe"):
         kw: dict[str, Any] = {"seed": seed, "constant_liar": True}
@@ -142,14 +152,13 @@ def sampler(algorithm: str, settings: dict[str, str]) -> tuple[optuna.samplers.B
             kw["multivariate"] = True
         return optuna.samplers.TPESampler(**kw), notes
     if algorithm == "cmaes":
-        restart = settings.get("restart_strategy")
-        return optuna.samplers.CmaEsSampler(
-            seed=seed, sigma0=float(settings["sigma"]) if "sigma" in settings else None,
-            restart_strategy=None if restart in (None, "None", "none") else restart,
-            warn_independent_sampling=False), notes
+        # restart_strategy is not passed: the pinned Optuna ignores it (restart_note says so)
+        with quiet():  # sigma0 is deprecated in Optuna 4.9 but still honoured
+            return optuna.samplers.CmaEsSampler(
+                seed=seed, sigma0=float(settings["sigma"]) if "sigma" in settings else None,
+                warn_independent_sampling=False), notes
     if algorithm == "sobol":
-        with warnings.catch_warnings():  # "experimental" since Optuna 3: noise for learners
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        with quiet():  # "experimental" since Optuna 3: noise for learners
             return optuna.samplers.QMCSampler(qmc_type="sobol", scramble=seed is not None,
                                               seed=seed, warn_independent_sampling=False,
                                               warn_asynchronous_seeding=False), notes
@@ -159,3 +168,22 @@ def sampler(algorithm: str, settings: dict[str, str]) -> tuple[optuna.samplers.B
             kw["n_startup_trials"] = int(settings["n_initial_points"])
         return optuna.samplers.GPSampler(**kw), notes
     raise ValueError(algorithm)
+
+
+def restart_note(settings: dict[str, str]) -> str | None:
+    """The fidelity rule a cmaes restart_strategy falls under, if one is asked for."""
+    if settings.get("restart_strategy") in ("ipop", "bipop"):
+        return "katib.cmaes.restart_strategy"
+    return None
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """Optuna's FutureWarning and ExperimentalWarning stay off the terminal: they are about
+    arguments kflab passes, not about the user's Experiment."""
+    import optuna
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        yield

@@ -6,7 +6,6 @@ Pure data and enumeration, no Optuna: both the Experiment reader (spec) and the 
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +23,8 @@ class Param:
 
 
 def grid_values(p: Param) -> list[str]:
-    """Every value a grid visits for one parameter (Katib needs a step for doubles)."""
+    """Every value a grid visits for one parameter (Katib needs a step for doubles); the
+    order and spelling Katib uses are tuning/grid.py's."""
     if p.values:
         return list(p.values)
     assert p.min is not None and p.max is not None
@@ -34,13 +34,6 @@ def grid_values(p: Param) -> list[str]:
         return []
     n = math.floor((p.max - p.min) / p.step + 1e-9)
     return [fmt(p.min + k * p.step) for k in range(n + 1)]
-
-
-def grid(params: tuple[Param, ...]) -> list[dict[str, str]]:
-    """The full grid in declaration order (first parameter varies slowest)."""
-    names = [p.name for p in params]
-    return [dict(zip(names, combo, strict=True))
-            for combo in itertools.product(*(grid_values(p) for p in params))]
 
 
 def fmt(value: Any) -> str:

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lab import limits
+from lab.backends.local import entrypoint
+from lab.backends.local.tuning.metrics import FilterError, compile_filter
 from lab.backends.local.tuning.space import Param, grid_size
 from lab.errors import InputError
 
@@ -52,7 +54,7 @@ class Objective:
     metric: str
     goal: float | None
     additional: tuple[str, ...]
-    strategies: dict[str, str]  # metric name -> min | max | latest
+    strategies: dict[str, str]  # metric name -> min | max | latest, in Katib's stored order
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -243,8 +245,7 @@ def _objective(r: _Reader, spec: dict[str, Any]) -> Objective:
         if m == metric:
             raise r.fail(f"{p}.additionalMetricNames[{i}]",
                          f"'{m}' is already the objective metric", "remove it from this list")
-    strategies = {metric: "min" if otype == "minimize" else "max"}
-    strategies.update({m: "latest" for m in additional})
+    given: dict[str, str] = {}
     for i, s in enumerate(r.get(obj, "metricStrategies", list, p, default=[])):
         sp = f"{p}.metricStrategies[{i}]"
         if not isinstance(s, dict):
@@ -254,10 +255,18 @@ def _objective(r: _Reader, spec: dict[str, Any]) -> Objective:
         if value not in STRATEGIES:
             raise r.fail(f"{sp}.value", f"unknown strategy '{value}'",
                          f"use one of: {', '.join(STRATEGIES)}")
-        if name not in strategies:
+        if name != metric and name not in additional:
             raise r.fail(f"{sp}.name", f"metric '{name}' is not the objective nor an "
                                        "additional metric", "declare it in additionalMetricNames")
-        strategies[name] = value
+        given[name] = value
+    # Katib's defaulting webhook (pkg/apis/controller/experiments/v1beta1/
+    # experiment_defaults.go, `setDefaultObjective`): given strategies stay first, then the
+    # objective's and every additional metric's default -- min when minimizing, max when
+    # maximizing, for additional metrics too.
+    default = "min" if otype == "minimize" else "max"
+    strategies = dict(given)
+    for name in (metric, *additional):
+        strategies.setdefault(name, default)
     return Objective(otype, metric, goal, tuple(additional), strategies)
 
 
@@ -301,11 +310,14 @@ def _collector(r: _Reader, spec: dict[str, Any]) -> Collector:
             if not isinstance(f, str):
                 raise r.fail(fp, "expected a regular expression")
             try:
-                if re.compile(f).groups < 2:
-                    raise r.fail(fp, "the expression needs two groups: (name) then (value)",
-                                 r"e.g. '([\w-]+)\s*:\s*([0-9.]+)'")
-            except re.error as exc:
-                raise r.fail(fp, f"invalid regular expression: {exc}") from None
+                groups = compile_filter(f).groups
+            except FilterError as exc:
+                raise r.fail(fp, f"invalid regular expression for Katib's collector (RE2 "
+                                 f"syntax, as Go's regexp): {exc}",
+                             "write it without backreferences or lookarounds") from None
+            if groups < 2:
+                raise r.fail(fp, "the expression needs two groups: (name) then (value)",
+                             r"e.g. '([\w-]+)\s*:\s*([0-9.]+)'")
         filters = tuple(raw) or filters
     if kind == "StdOut":
         return Collector(kind, filters=filters)
@@ -425,8 +437,8 @@ def _template(r: _Reader, spec: dict[str, Any], params: tuple[Param, ...],
     command = r.get(container, "command", list, where)
     args = r.get(container, "args", list, where, default=[])
     if not command:
-        raise r.fail(f"{where}.command", "missing: locally there is no image ENTRYPOINT to "
-                                         "fall back on", "set command: [python3, train.py]")
+        raise r.fail(f"{where}.command", entrypoint.problem(container),
+                     entrypoint.hint(container, "python3", "/path/to/train.py"))
     for key, seq in (("command", command), ("args", args)):
         for i, a in enumerate(seq):
             if isinstance(a, bool) or not isinstance(a, str | int | float):

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from lab.backends.local.tuning.metrics import UNAVAILABLE, objective_value
 from lab.kube.conditions import get_condition, is_true, now, set_condition
+from lab.kube.katib import UNAVAILABLE
+from lab.kube.katib import trial_objective as trial_objective
 
 # Experiment reasons (Katib's experiment status util).
 CREATED = "ExperimentCreated"
@@ -85,14 +86,6 @@ def trial_state(trial: dict[str, Any]) -> str:
         if is_true(status, ctype):
             return ctype
     return "Pending"
-
-
-def trial_objective(trial: dict[str, Any]) -> str:
-    spec = trial["spec"]["objective"]
-    metric = spec["objectiveMetricName"]
-    strategy = next((s["value"] for s in spec.get("metricStrategies", [])
-                     if s["name"] == metric), "latest")
-    return objective_value((trial.get("status") or {}).get("observation"), metric, strategy)
 
 
 # --- experiments -------------------------------------------------------------------------

@@ -1,0 +1,1 @@
+"""Kubeflow Notebooks on a cluster (the Notebook controller)."""

@@ -1,0 +1,1 @@
+"""Kubeflow Notebooks on the local backend: a JupyterLab server per Notebook."""

@@ -1,0 +1,117 @@
+"""What differs between the Training Operator's job kinds, behind one small interface.
+
+The supervisor (run.py), the handler and the status writer are shared by every kind, as the
+operator's common job controller (pkg/controller.v1/common) is shared by its per-framework
+reconcilers. A kind supplies what its reconciler supplies there: the replica types and the
+default container, port and restart policy (its *_defaults.go), the environment it appends to
+each replica's container (pytorch: envvar.go; tensorflow: SetClusterSpec), when the job counts
+as succeeded or failed, and the status messages (its UpdateJobStatus).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from lab import limits
+from lab.backends.local.training.spec import JobSpec, Replica, _err
+
+
+class ReplicaState(Protocol):
+    """What the rules read of one running replica (run.Instance)."""
+
+    rep: Replica
+    index: int
+    state: str  # running | restarting | pending | succeeded | failed | stopped
+    exit_code: int | None
+
+
+def counts(job: JobSpec, instances: Sequence[ReplicaState]) -> dict[str, dict[str, int]]:
+    """Active/succeeded/failed per replica type, as the operator counts pods."""
+    out: dict[str, dict[str, int]] = {}
+    for rtype in job.replicas:
+        out[rtype] = {"active": 0, "succeeded": 0, "failed": 0}
+    for inst in instances:
+        c = out[inst.rep.type]
+        if inst.state in ("running", "restarting"):
+            c["active"] += 1
+        elif inst.state in ("succeeded", "failed"):
+            c[inst.state] += 1
+    return out
+
+
+class Flavor:
+    """A job kind's rules; subclasses set the class attributes and override what differs."""
+
+    kind: str
+    specs_key: str  # pytorchReplicaSpecs, tfReplicaSpecs
+    replica_types: tuple[str, ...]  # canonical names, in naming (rank) order
+    container: str  # the container the operator runs and configures
+    port_name: str
+    default_port: int
+    default_restart: str
+    operator_name: str  # the training.kubeflow.org/operator-name label value
+    fidelity_prefix: str  # the kind's rule ids in lab/fidelity.py (pytorch.*, tfjob.*)
+    missing_hint: str = "add replica specs"
+
+    # --- the manifest ----------------------------------------------------------------------
+    def parse_spec(self, job: JobSpec, spec: dict[str, Any]) -> JobSpec:
+        """Validate the kind's own fields and return the job with them set."""
+        return job
+
+    def apply_defaults(self, obj: dict[str, Any], job: JobSpec) -> None:
+        """The kind's own defaults in the stored object (after the shared ones)."""
+
+    def check_processes(self, job: JobSpec) -> None:
+        if job.total_replicas > limits.MAX_LOCAL_PROCESSES:
+            raise _err(f"spec.{self.specs_key}",
+                       limits.limit("processes (replicas)", job.total_replicas,
+                                    limits.MAX_LOCAL_PROCESSES, "MAX_LOCAL_PROCESSES"),
+                       "lower the replica counts (run bigger jobs on a cluster)")
+
+    # --- the environment -------------------------------------------------------------------
+    def local_defaults(self) -> dict[str, str]:
+        """Variables set for every replica unless the manifest sets them: kflab's own
+        (loopback sockets), not the operator's."""
+        return {}
+
+    def ports(self, job: JobSpec, free_port: Any) -> dict[str, int]:
+        """Ports chosen per job (free loopback ports), by the names operator_env reads."""
+        return {}
+
+    def operator_env(self, job: JobSpec, rep: Replica, index: int,
+                     ports: Mapping[str, int]) -> list[tuple[str, str]]:
+        """The variables the operator appends to the container's env, in its order."""
+        raise NotImplementedError
+
+    # --- status ----------------------------------------------------------------------------
+    def leaders(self, job: JobSpec) -> tuple[str, ...]:
+        """Replica types whose running keeps the job's Running condition True."""
+        raise NotImplementedError
+
+    def succeeded(self, job: JobSpec, instances: Sequence[ReplicaState]) -> str | None:
+        """The Succeeded message once the job has succeeded, else None."""
+        raise NotImplementedError
+
+    def created_message(self, job: JobSpec) -> str:
+        return f"{self.kind} {job.name} is created."
+
+    def running_message(self, job: JobSpec) -> str:
+        raise NotImplementedError
+
+    def failed_message(self, job: JobSpec, rtype: str, failed: int,
+                       policy: str) -> str | None:
+        """The Failed message when `failed` replicas of `rtype` failed for good (None: the
+        job goes on, e.g. a TFJob's dynamic workers)."""
+        raise NotImplementedError
+
+    def restarting_message(self, job: JobSpec, rtype: str) -> str:
+        """The Restarting message when a replica is re-created (restartPolicy ExitCode)."""
+        raise NotImplementedError
+
+    def differences(self, job: JobSpec) -> list[tuple[str, dict[str, str]]]:
+        """The kind's DIFFERENT rows of lab/fidelity.py this job runs into (announced)."""
+        return []
+
+    def abandoned_message(self, name: str, why: str) -> str:
+        return f"{self.kind} {name} has failed because {why}"

@@ -1,0 +1,452 @@
+"""How faithful the local backend is to upstream, one rule at a time: the conformance table.
+
+Each row names an upstream field or behaviour of a kind (Katib Experiment, Training
+Operator PyTorchJob and TFJob, KServe InferenceService, Kubeflow Notebook), says whether the
+local backend does the same, does it differently (and why that is the better choice for a
+learner), or refuses it, and cites the upstream source the rule was read from. The same
+table is used three ways, so it cannot drift from the code:
+
+- the local handlers announce every DIFFERENT row a manifest runs into with the row's own
+  `announce` text (`announce()` below), and record the ids in an annotation;
+- docs/fidelity.md is rendered from it (`python -m lab.fidelity > docs/fidelity.md`), and a
+  test fails when the page and the table differ;
+- the fidelity tests exercise every row: DIFFERENT rows must be announced by an example
+  manifest, REFUSED rows must be refused naming the row's field, SAME rows name the test
+  that replays the upstream rule.
+
+Versions: the lab installs kubeflow/manifests 26.03, i.e. Katib v0.19, Training Operator
+v1 (v1.9), KServe v0.16 in Standard (raw deployment) mode, the Notebook controller v1.10.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+SAME, DIFFERENT, REFUSED = "same", "different", "refused"
+ANNOTATION = "kflab.dev/local-differences"
+KINDS = ("Experiment", "PyTorchJob", "TFJob", "InferenceService", "Notebook")
+UPSTREAM = {"Experiment": "Katib v0.19", "PyTorchJob": "Training Operator v1.9",
+            "TFJob": "Training Operator v1.9",
+            "InferenceService": "KServe v0.16 (Standard mode)",
+            "Notebook": "Notebook controller v1.10"}
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    kind: str          # one of KINDS
+    subject: str       # the upstream field or behaviour
+    upstream: str      # what upstream does (facts, in our words)
+    local: str         # SAME | DIFFERENT | REFUSED
+    detail: str        # what the local backend does; why, when it differs or refuses
+    source: str        # where upstream decides it: repository, file, function
+    announce: str = ""  # DIFFERENT: the line `kflab apply` prints ({name} placeholders)
+    test: str = ""     # SAME: the test that replays the upstream rule
+    field: str = ""    # REFUSED: the field the error names
+
+
+KATIB = "kubeflow/katib"
+TO = "kubeflow/training-operator"
+KSERVE = "kserve/kserve"
+NBC = "kubeflow/kubeflow components/notebook-controller"
+
+RULES: tuple[Rule, ...] = (
+    # --- Katib Experiment ------------------------------------------------------------------
+    Rule("katib.objective.metricStrategies", "Experiment", "objective.metricStrategies defaults",
+         "strategies given stay first; the objective and every additional metric without one "
+         "get min when minimizing, max when maximizing",
+         SAME, "the stored Experiment shows the same list, in the same order",
+         f"{KATIB} pkg/apis/controller/experiments/v1beta1/experiment_defaults.go "
+         "setDefaultObjective", test="test_metric_strategy_defaults_follow_the_webhook"),
+    Rule("katib.objective.value", "Experiment", "a trial's objective value",
+         "the objective metric's min, max or latest per its strategy; min and max fall back to "
+         "latest when unavailable; the optimal trial and the goal use that value",
+         SAME, "status and `kflab get trials` (OBJECTIVE) show the value Katib ranks by",
+         f"{KATIB} pkg/controller.v1beta1/experiment/util/status_util.go "
+         "getObjectiveMetricValue", test="test_objective_column_is_the_ranked_value"),
+    Rule("katib.status.conditions", "Experiment", "completion conditions",
+         "checked in order: goal reached; failed + metrics-unavailable trials reach "
+         "maxFailedTrialCount; completed trials reach maxTrialCount",
+         SAME, "same order, reasons and messages; counts with Go's omitempty",
+         f"{KATIB} pkg/controller.v1beta1/experiment/util/status_util.go "
+         "UpdateExperimentStatusCondition", test="test_condition_order_and_failed_count"),
+    Rule("katib.completion.running-trials", "Experiment", "trials running when it completes",
+         "they run to their end (katib#855); counts and currentOptimalTrial keep following "
+         "them, the completion condition stays",
+         SAME, "`kflab apply` waits for them; they end Succeeded, Failed... as they would",
+         f"{KATIB} pkg/controller.v1beta1/experiment/experiment_controller.go Reconcile, "
+         "ReconcileExperiment", test="test_running_trials_finish_after_the_goal"),
+    Rule("katib.trials.count", "Experiment", "how many trials are created",
+         "at most parallelTrialCount active and maxTrialCount minus completed trials, where "
+         "completed leaves out MetricsUnavailable ones (so those can push the total past "
+         "maxTrialCount)",
+         SAME, "the same count, trial by trial",
+         f"{KATIB} pkg/controller.v1beta1/experiment/experiment_controller.go ReconcileTrials",
+         test="test_trial_count_follows_reconcile_trials"),
+    Rule("katib.parallelTrialCount.default", "Experiment", "parallelTrialCount default",
+         "3", SAME, "3",
+         f"{KATIB} pkg/apis/controller/experiments/v1beta1/experiment_defaults.go "
+         "setDefaultParallelTrialCount", test="test_metric_strategy_defaults_follow_the_webhook"),
+    Rule("katib.grid.order", "Experiment", "grid: order of the points",
+         "optuna 3.3 GridSampler driven by ask/tell: parameters sorted by name, numpy's "
+         "RandomState seeded by random_state (unseeded without it) picks among points neither "
+         "finished nor running; doubles come from numpy.arange and are written with str()",
+         SAME, "the same rule and the same values (0.019999999999999997 included); replayed "
+         "against a trace recorded with optuna 3.3.0",
+         f"{KATIB} pkg/suggestion/v1beta1/optuna/base_service.py _create_sampler, "
+         "internal/search_space.py convert_to_combinations; optuna v3.3.0 "
+         "samplers/_grid.py GridSampler", test="test_grid_order_replays_katib_trace"),
+    Rule("katib.grid.end", "Experiment", "grid without maxTrialCount",
+         "no controller sets ExperimentSuggestionEndReached (UpdateExperimentStatus always "
+         "passes false); once every point started, the sampler re-suggests points, and telling "
+         "the last one raises in the suggestion service: the Experiment stays Running",
+         DIFFERENT, "the Experiment ends Succeeded, ExperimentSuggestionEndReached, after the "
+         "last point: a learner gets a finished experiment instead of one that never ends",
+         f"{KATIB} pkg/controller.v1beta1/experiment/util/status_util.go "
+         "UpdateExperimentStatus; optuna v3.3.0 samplers/_grid.py GridSampler.after_trial",
+         announce="grid without maxTrialCount ends here with ExperimentSuggestionEndReached "
+                  "after its {size} points; Katib would keep it Running (set maxTrialCount: "
+                  "{size} for the same end everywhere)"),
+    Rule("katib.algorithm.hyperopt", "Experiment", "random and tpe",
+         "served by Katib's hyperopt suggestion service",
+         DIFFERENT, "Optuna's RandomSampler / TPESampler (constant_liar) with Katib's settings "
+         "names: the same kind of search, other samples than a cluster draws",
+         f"{KATIB} manifests katib-config (suggestion-hyperopt); "
+         "pkg/suggestion/v1beta1/hyperopt/base_service.py",
+         announce="{algorithm} is Optuna's sampler here (Katib uses hyperopt): same settings, "
+                  "other samples"),
+    Rule("katib.algorithm.goptuna", "Experiment", "cmaes and sobol",
+         "served by Katib's goptuna suggestion service",
+         DIFFERENT, "Optuna's CmaEsSampler / QMCSampler(sobol): the same kind of search, other "
+         "samples than a cluster draws",
+         f"{KATIB} pkg/suggestion/v1beta1/goptuna/converter.go toGoptunaSampler",
+         announce="{algorithm} is Optuna's sampler here (Katib uses goptuna): same settings, "
+                  "other samples"),
+    Rule("katib.algorithm.skopt", "Experiment", "bayesianoptimization",
+         "served by scikit-optimize's Gaussian-process optimizer",
+         DIFFERENT, "Optuna's GPSampler; n_initial_points is its n_startup_trials, "
+         "acq_func and acq_optimizer have no equivalent and are listed as ignored",
+         f"{KATIB} pkg/suggestion/v1beta1/skopt/base_service.py",
+         announce="bayesianoptimization is Optuna's Gaussian-process sampler here (Katib uses "
+                  "scikit-optimize)"),
+    Rule("katib.cmaes.restart_strategy", "Experiment", "cmaes restart_strategy ipop / bipop",
+         "goptuna restarts CMA-ES with a doubled population (ipop, bipop) once the search "
+         "has converged; other values than ipop, bipop, none are refused",
+         DIFFERENT, "accepted and run without restarts: the pinned Optuna dropped them (4.4) "
+         "and a first restart comes only after the search converged -- about 550 trials on "
+         "a noise-free 2-parameter problem, thousands with noisy metrics (measured with the "
+         "cmaes library); any other value is refused as Katib does",
+         f"{KATIB} pkg/suggestion/v1beta1/goptuna/converter.go toGoptunaSampler",
+         announce="cmaes restart_strategy {value} runs without restarts here (a restart needs "
+                  "hundreds of trials to converge first)"),
+    Rule("katib.algorithm.nas", "Experiment", "hyperband, enas, darts, pbt",
+         "served by their own suggestion services (and NAS controllers, shared volumes)",
+         REFUSED, "refused with the reason and a way out (tpe/random with medianstop, or a "
+         "cluster)",
+         f"{KATIB} pkg/suggestion/v1beta1/hyperband, nas, pbt",
+         field="spec.algorithm.algorithmName"),
+    Rule("katib.earlyStopping.medianstop", "Experiment", "earlyStopping medianstop",
+         "with min_trials_required succeeded trials, a new trial gets one rule: the mean over "
+         "succeeded trials of each one's mean of its first start_step objective values; the "
+         "collector compares the trial's best value so far with it once, at the start_step-th "
+         "report",
+         SAME, "the same rule value (written as Python writes the float) and the same single "
+         "check; EarlyStopped trials are told to the sampler with their value, as Katib does",
+         f"{KATIB} pkg/earlystopping/v1beta1/medianstop/service.py get_median_value; "
+         "cmd/metricscollector/v1beta1/file-metricscollector/main.go updateStopRules",
+         test="test_medianstop_replays_the_upstream_example"),
+    Rule("katib.collector.stdout", "Experiment", "StdOut and File TEXT collectors",
+         "lines mentioning a metric name are matched with the filters (default name=value)",
+         SAME, "the same filters and matching",
+         f"{KATIB} pkg/metricscollector/v1beta1/file-metricscollector/"
+         "file-metricscollector.go parseLogsInTextFormat", test="test_text_collector_filters"),
+    Rule("katib.collector.file-json", "Experiment", "File collector, JSON format",
+         "one JSON object per line; only string values are metrics ({\"loss\": \"0.3\"}); "
+         "a line that is not a JSON object makes the collector fail",
+         SAME, "numbers are not read (the trial ends MetricsUnavailable, and its message says "
+         "to quote the value); a non-JSON line fails the trial, naming the line",
+         f"{KATIB} pkg/metricscollector/v1beta1/file-metricscollector/"
+         "file-metricscollector.go parseLogsInJsonFormat",
+         test="test_json_collector_reads_strings_only"),
+    Rule("katib.collector.file-parallel", "Experiment", "File collector with parallel trials",
+         "each trial's pod has its own filesystem, so trials write the same path in parallel",
+         DIFFERENT, "trials run one at a time: locally the path would be one shared file",
+         f"{KATIB} pkg/webhook/v1beta1/pod/inject_webhook.go (collector sidecar per pod)",
+         announce="trials run one at a time (not {parallel}): the File collector's path is "
+                  "one shared file here"),
+    Rule("katib.collector.others", "Experiment",
+         "TensorFlowEvent, Prometheus, Custom, Push and None collectors",
+         "sidecars and services of their own", REFUSED,
+         "refused: print name=value lines (StdOut) or write a File",
+         f"{KATIB} pkg/metricscollector/v1beta1",
+         field="spec.metricsCollectorSpec.collector.kind"),
+    Rule("katib.trialTemplate.command", "Experiment", "trial container without command",
+         "the image's entrypoint runs", REFUSED,
+         "refused: the entrypoint is unknown locally; the error shows the command line to add",
+         "kubernetes Container.command semantics",
+         field="spec.trialTemplate.trialSpec.spec.template.spec.containers[0].command"),
+    Rule("katib.trialTemplate.configMap", "Experiment", "trialTemplate.configMap",
+         "the template is read from a ConfigMap", REFUSED, "refused: inline it as trialSpec",
+         f"{KATIB} pkg/controller.v1beta1/experiment/manifest/generator.go",
+         field="spec.trialTemplate.configMap"),
+    Rule("katib.trialTemplate.cluster-fields", "Experiment",
+         "image, resources, volumes, restartPolicy and other pod fields",
+         "shape the trial's pod", DIFFERENT,
+         "accepted and listed once as ignored: a trial is a process running the command",
+         "kubernetes PodSpec",
+         announce="ignored here (cluster only): {fields}"),
+    Rule("katib.maxTrialCount.required", "Experiment",
+         "maxTrialCount absent (not grid, no goal)",
+         "the experiment runs until stopped", REFUSED,
+         "refused: locally it would never end", f"{KATIB} experiment_controller.go "
+         "ReconcileTrials", field="spec.maxTrialCount"),
+    # --- Training Operator PyTorchJob ------------------------------------------------------
+    Rule("pytorch.defaults", "PyTorchJob", "defaults",
+         "replicas 1, restartPolicy OnFailure, cleanPodPolicy None, nprocPerNode auto, "
+         "port pytorchjob-port 23456, replica types camel-cased",
+         SAME, "the stored job shows the same defaults",
+         f"{TO} pkg/apis/kubeflow.org/v1/pytorch_defaults.go SetDefaults_PyTorchJob",
+         test="test_defaults_written_like_the_webhook"),
+    Rule("pytorch.env", "PyTorchJob", "environment of each replica",
+         "MASTER_ADDR/PORT, WORLD_SIZE, RANK, PET_* (torchrun), PYTHONUNBUFFERED",
+         SAME, "the same variables; addresses are 127.0.0.1 and free loopback ports",
+         f"{TO} pkg/controller.v1/pytorch/envvar.go setPodEnv",
+         test="test_master_and_workers_rank_and_world_size"),
+    Rule("pytorch.command", "PyTorchJob", "container without command",
+         "the image's entrypoint runs (with args)", REFUSED,
+         "refused: the entrypoint is unknown locally; the error shows the command line to add "
+         "and keeps the args", "kubernetes Container.command semantics",
+         field="spec.pytorchReplicaSpecs.Master.template.spec.containers[0].command"),
+    Rule("pytorch.valueFrom", "PyTorchJob", "env valueFrom (secrets, field refs)",
+         "resolved by the kubelet", REFUSED, "refused: give a literal value",
+         "kubernetes EnvVarSource",
+         field="spec.pytorchReplicaSpecs.Master.template.spec.containers[0].env[0].valueFrom"),
+    Rule("pytorch.cluster-fields", "PyTorchJob",
+         "image, resources except GPUs, volumes, schedulingPolicy, ttlSecondsAfterFinished",
+         "shape pods and scheduling", DIFFERENT,
+         "accepted; run policies without local effect are listed in the "
+         "kflab.dev/ignored-locally annotation and announced",
+         f"{TO} pkg/controller.v1/common/job.go ReconcileJobs",
+         announce="ignored here (cluster only): {fields}"),
+    # --- Training Operator TFJob -----------------------------------------------------------
+    Rule("tfjob.defaults", "TFJob", "defaults",
+         "replicas 1, restartPolicy Never, cleanPodPolicy None, successPolicy \"\", port "
+         "tfjob-port 2222, replica types camel-cased (ps -> PS); at most one Chief or Master",
+         SAME, "the stored job shows the same defaults; a Chief beside a Master is refused as "
+         "the webhook refuses it",
+         f"{TO} pkg/apis/kubeflow.org/v1/tensorflow_defaults.go SetDefaults_TFJob; "
+         "pkg/webhooks/tensorflow/tfjob_webhook.go validateTFReplicaSpecs",
+         test="test_webhook_defaults_and_case_insensitive_types"),
+    Rule("tfjob.tf_config", "TFJob", "TF_CONFIG of each replica",
+         "only for distributed jobs (more than one replica): the cluster (every replica type "
+         "of the spec, lower-cased, replicas in index order at their Service's "
+         "HOST:tfjob-port), the task (type, index) and environment cloud, keys sorted as Go "
+         "writes them; sparse (ps and the task's own worker) with enableDynamicWorker",
+         SAME, "the same JSON, byte for byte, with 127.0.0.1 addresses",
+         f"{TO} pkg/controller.v1/tensorflow/tensorflow.go genTFConfigJSONStr, genClusterSpec; "
+         "tfjob_controller.go SetClusterSpec",
+         test="test_tf_config_is_the_operators_json_with_local_addresses"),
+    Rule("tfjob.success", "TFJob", "when the job succeeds or fails",
+         "with a Chief or Master: when it succeeds; without: when Worker 0 succeeds (every "
+         "Worker with successPolicy AllWorkers); a replica failing for good fails the job, "
+         "except Workers with enableDynamicWorker",
+         SAME, "the same rules and messages (TFJob NS/NAME successfully completed.)",
+         f"{TO} pkg/controller.v1/tensorflow/tfjob_controller.go UpdateJobStatus, "
+         "IsWorker0Completed", test="test_success_rules"),
+    Rule("tfjob.ports", "TFJob", "tfjob-port",
+         "every replica listens on the same port (2222 by default) of its own pod", DIFFERENT,
+         "the replicas share 127.0.0.1 (in the job's own network namespace), so each gets a "
+         "free port of its own; TF_CONFIG names them",
+         f"{TO} pkg/controller.v1/tensorflow/util.go GetPortFromTFJob",
+         announce="each replica listens on a free port of its own on 127.0.0.1 (TF_CONFIG "
+                  "names them), not on the shared port {port}"),
+    Rule("tfjob.command", "TFJob", "container without command",
+         "the image's entrypoint runs (with args)", REFUSED,
+         "refused: the entrypoint is unknown locally; the error shows the command line to add "
+         "and keeps the args", "kubernetes Container.command semantics",
+         field="spec.tfReplicaSpecs.Worker.template.spec.containers[0].command"),
+    Rule("tfjob.valueFrom", "TFJob", "env valueFrom (secrets, field refs)",
+         "resolved by the kubelet", REFUSED, "refused: give a literal value",
+         "kubernetes EnvVarSource",
+         field="spec.tfReplicaSpecs.Worker.template.spec.containers[0].env[0].valueFrom"),
+    Rule("tfjob.cluster-fields", "TFJob",
+         "image, resources except GPUs, volumes, schedulingPolicy, ttlSecondsAfterFinished",
+         "shape pods and scheduling", DIFFERENT,
+         "accepted; run policies without local effect are listed in the "
+         "kflab.dev/ignored-locally annotation and announced",
+         f"{TO} pkg/controller.v1/common/job.go ReconcileJobs",
+         announce="ignored here (cluster only): {fields}"),
+    # --- KServe InferenceService -----------------------------------------------------------
+    Rule("kserve.runtime.selection", "InferenceService", "which serving runtime runs a model",
+         "runtimes supporting the format (auto-select) and the protocol, highest priority "
+         "first: sklearn/xgboost with v1 go to kserve-sklearnserver / kserve-xgbserver, with "
+         "v2 to kserve-mlserver (priority 2)",
+         SAME, "the same choice from the same runtime table (checked against the upstream "
+         "manifests); the chosen runtime's file rule decides which file loads",
+         f"{KSERVE} pkg/apis/serving/v1beta1/predictor_model.go GetSupportingRuntimes, "
+         "sortSupportedRuntimeByPriority; config/runtimes (ClusterServingRuntimes)",
+         test="test_runtime_selection_matches_kserve"),
+    Rule("kserve.runtime.files", "InferenceService", "which model file a runtime loads",
+         "kserve sklearn/xgb servers: exactly one file with the format's suffix in the "
+         "folder; MLServer: model-settings.json's parameters.uri if present, else model.bst / "
+         "model.json / model.ubj (xgboost), model.joblib / model.pickle / model.pkl (sklearn)",
+         SAME, "the same rule per runtime: a folder with model.bst and model-settings.json "
+         "loads on MLServer and fails on xgbserver, as upstream",
+         f"{KSERVE} python/xgbserver/xgbserver/model.py XGBoostModel.load, "
+         "python/sklearnserver/sklearnserver/model.py SKLearnModel.load; SeldonIO/MLServer "
+         "mlserver/utils.py get_model_uri", test="test_model_files_per_runtime"),
+    Rule("kserve.runtime.mlserver", "InferenceService", "the kserve-mlserver runtime",
+         "MLServer 1.5 serves the model: V2 only, output tensors named predict",
+         DIFFERENT, "KServe's own Python server loads the file MLServer would load and answers "
+         "V2 (outputs named output-0); `kflab predict` refuses V1 for it as MLServer would; "
+         "MLServer is not installed locally",
+         f"{KSERVE} config/runtimes kserve-mlserver; SeldonIO/MLServer runtimes/xgboost",
+         announce="runtime kserve-mlserver (KServe's choice for {format} with protocol v2) is "
+                  "served here by KServe's Python server with MLServer's file rule ({file}); "
+                  "V2 only"),
+    Rule("kserve.protocol.grpc", "InferenceService", "protocolVersion grpc-v2 for sklearn/xgboost",
+         "no sklearn or xgboost runtime lists grpc-v2, so no runtime is found and the "
+         "InferenceService fails",
+         DIFFERENT, "served, with gRPC on loopback beside REST, so the protocol can be tried "
+         "locally; the announcement says a cluster would not serve it",
+         f"{KSERVE} predictor_model.go GetSupportingRuntimes (IsProtocolVersionSupported)",
+         announce="protocolVersion grpc-v2: served here, but KServe has no {format} runtime "
+                  "for grpc-v2 and would fail to find one on a cluster"),
+    Rule("kserve.runtime.none", "InferenceService", "a format or version no runtime supports",
+         "the InferenceService fails: no runtime found", REFUSED,
+         "refused at apply with the runtimes that exist (local formats: sklearn, xgboost)",
+         f"{KSERVE} predictor_model.go GetSupportingRuntimes",
+         field="spec.predictor.model.modelFormat.name"),
+    Rule("kserve.rollout", "InferenceService", "a new version that fails to load",
+         "the Deployment's rolling update keeps the old pod serving until a new one is "
+         "ready; Ready stays True while the old one is available, modelStatus shows target "
+         "FailedToLoad / BlockedByFailedLoad; after progressDeadlineSeconds (600) Ready turns "
+         "False (ProgressDeadlineExceeded) while the old pod still serves",
+         SAME, "the old server keeps serving; the same Ready, modelStatus and deadline",
+         f"{KSERVE} pkg/apis/serving/v1beta1/inference_service_status.go PropagateRawStatus, "
+         "UpdateModelRevisionStates; reconcilers/deployment/deployment_reconciler.go "
+         "setDefaultDeploymentSpec", test="test_bad_rollout_keeps_the_old_server"),
+    Rule("kserve.rollout.url", "InferenceService", "the URL across a rollout",
+         "stable: the Service name", DIFFERENT,
+         "the new server listens on a new loopback port, so status.url changes when a "
+         "rollout completes (kflab predict and checks read it from the status)",
+         f"{KSERVE} reconcilers/service",
+         announce="rolled out on a new local port: {url} (a cluster keeps the same URL)",
+         test="test_bad_rollout_keeps_the_old_server"),
+    Rule("kserve.cluster-fields", "InferenceService",
+         "replicas, autoscaling, canary traffic, resources, scheduling, the model container's "
+         "fields", "shape pods, scaling and traffic", DIFFERENT,
+         "accepted; listed once at apply as ignored: one server, no autoscaler",
+         f"{KSERVE} pkg/apis/serving/v1beta1/component.go ComponentExtensionSpec",
+         announce="ignored here (cluster only): {fields}"),
+    Rule("kserve.components", "InferenceService", "transformer, explainer, custom containers",
+         "run their own images", REFUSED, "refused: they are images",
+         f"{KSERVE} pkg/apis/serving/v1beta1/inference_service.go",
+         field="spec.transformer"),
+    # --- Kubeflow Notebook -----------------------------------------------------------------
+    Rule("notebook.prefix", "Notebook", "where the server answers",
+         "the first container gets NB_PREFIX=/notebook/NAMESPACE/NAME; Kubeflow's images serve "
+         "JupyterLab under it", SAME,
+         "JupyterLab serves under the same path (127.0.0.1, a free port)",
+         f"{NBC} controllers/notebook_controller.go setPrefixEnvVar",
+         test="test_a_notebook_serves_its_folder_on_loopback_with_a_private_token"),
+    Rule("notebook.status", "Notebook", "status",
+         "the pod's conditions mirrored, readyReplicas of the StatefulSet, the state of the "
+         "container named like the Notebook", SAME,
+         "the same fields from the server process (terminated, with its last log lines, when "
+         "it died); valid against the upstream CRD",
+         f"{NBC} controllers/notebook_controller.go createNotebookStatus, PodCondToNotebookCond",
+         test="test_a_server_that_dies_is_reported_terminated"),
+    Rule("notebook.image", "Notebook", "the notebook image",
+         "the image's server runs (Kubeflow's: JupyterLab without a token, behind Kubeflow's "
+         "login)", DIFFERENT,
+         "JupyterLab from this installation serves the manifest's folder, with a token kept "
+         "in the state folder (0600); its kernels are this installation's Python",
+         f"{NBC} controllers/notebook_controller.go generateStatefulSet",
+         announce="JupyterLab from this installation serves this folder on 127.0.0.1, with a "
+                  "token (the image {value} runs on a cluster)"),
+    Rule("notebook.cpu", "Notebook", "resources.limits.cpu",
+         "a CPU quota (CFS) for the pod", DIFFERENT,
+         "the server and its kernels run on that many CPUs, rounded up (CPU affinity)",
+         "kubernetes container resources (kubelet CPU quota)",
+         announce="cpu limit {value}: the server and its kernels may use {size} CPU(s) here "
+                  "(a set of CPUs, not a quota)"),
+    Rule("notebook.cluster-fields", "Notebook",
+         "memory limit, requests, volumes, volumeMounts, ports, command, scheduling and the "
+         "other pod fields", "shape the pod", DIFFERENT,
+         "accepted; listed once at apply and in the kflab.dev/ignored-locally annotation",
+         f"{NBC} controllers/notebook_controller.go generateStatefulSet",
+         announce="ignored here (cluster only): {fields}"),
+    Rule("notebook.gpus", "Notebook", "more GPUs than the machine has",
+         "the pod stays Pending until a node has them", REFUSED,
+         "refused before anything starts (locally no GPU will appear)",
+         "kubernetes scheduling of extended resources (nvidia.com/gpu)",
+         field="spec.template.spec.containers[0].resources.limits.nvidia.com/gpu"),
+)
+
+BY_ID: dict[str, Rule] = {r.id: r for r in RULES}
+
+
+def text(rule_id: str, values: Mapping[str, str] | None = None) -> str:
+    """A DIFFERENT rule's announcement, filled in."""
+    rule = BY_ID[rule_id]
+    body = rule.announce.format(**(values or {}))
+    return f"note: {body} (differs from {UPSTREAM[rule.kind]}, see docs/fidelity.md)"
+
+
+def announce(backend: Any, obj: dict[str, Any],
+             found: Iterable[tuple[str, Mapping[str, str]]]) -> list[str]:
+    """Print each difference once and record their ids on the object (an annotation)."""
+    ids = []
+    for rule_id, values in found:
+        backend.emit({"event": "message", "text": text(rule_id, values), "rule": rule_id})
+        ids.append(rule_id)
+    if ids:
+        notes = obj["metadata"].setdefault("annotations", {})
+        notes[ANNOTATION] = ",".join(dict.fromkeys(ids))
+    return ids
+
+
+# --- docs/fidelity.md --------------------------------------------------------------------
+
+_LABEL = {SAME: "same", DIFFERENT: "**different**", REFUSED: "refused"}
+
+
+def _cell(value: str) -> str:
+    return value.replace("|", "\\|").replace("\n", " ")
+
+
+def render() -> str:
+    """docs/fidelity.md, from the table."""
+    out = [
+        "# Fidelity: what the local backend does like upstream, differently, or not at all",
+        "",
+        "The local backend runs the same manifests as a cluster. This page lists, per kind, "
+        "the upstream fields and behaviours a learner can observe and how the local backend "
+        "treats each: **same** (replayed against the upstream rule by a test), "
+        "**different** (a deliberate difference, announced by `kflab apply` with a `note:` "
+        "line and recorded in the `" + ANNOTATION + "` annotation), or **refused** (an "
+        "error naming the field and the fix). Upstream versions are those the lab installs "
+        "(kubeflow/manifests 26.03).",
+        "",
+        "Generated from `lab/fidelity.py` (`python -m lab.fidelity > docs/fidelity.md`); a "
+        "test keeps the two equal, and checks every row against the code.",
+        "",
+    ]
+    for kind in KINDS:
+        out += [f"## {kind} ({UPSTREAM[kind]})", "",
+                "| upstream field or behaviour | upstream | local | what the local backend "
+                "does | upstream source |",
+                "| --- | --- | --- | --- | --- |"]
+        for r in RULES:
+            if r.kind == kind:
+                out.append(f"| {_cell(r.subject)} | {_cell(r.upstream)} | {_LABEL[r.local]} "
+                           f"| {_cell(r.detail)} | {_cell(r.source)} |")
+        out.append("")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    print(render(), end="")

@@ -10,6 +10,7 @@ Usage: python3 make_stage2.py [--stage1 gbrt-stage1] [--out stage2.yaml]
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -67,6 +68,9 @@ def main() -> None:
     exp = yaml.safe_load(Path(args.stage1_file).read_text())
     exp["metadata"] = {"name": "gbrt-stage2"}
     exp["spec"]["parameters"] = stage2_parameters(best)
+    # the grid's size is the budget, so stage 2 ends the same way here and on a cluster
+    exp["spec"]["maxTrialCount"] = math.prod(len(p["feasibleSpace"]["list"])
+                                             for p in exp["spec"]["parameters"])
     header = (f"# Stage 2 of the gradient-boosting recipe, built by make_stage2.py from the "
               f"best trial of {args.stage1}:\n# "
               + ", ".join(f"{k}={v}" for k, v in best.items()) + "\n")

@@ -367,11 +367,18 @@ def test_every_scenario_passes_on_the_cluster_backend(world: Any, tmp_path: Path
     report = tmp_path / "report.json"
     out = _cli(world, "scenario", "test", "--all", "--backend", "cluster", "--json",
                str(report), cwd=tmp_path, timeout=3000)
+    from lab.scenarios.loader import discover, load_scenario
+
     results = {r["id"]: r for r in json.loads(report.read_text())}
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert all(r["backend"] == "cluster" for r in results.values())
+    local_only = {sid: why for sid, path in discover().items()
+                  if (why := load_scenario(path).why_not("cluster"))}
     for sid, r in results.items():
-        if sid == "gpu-check":  # this machine has no GPU: skipped with the reason
+        if sid in local_only:  # written for the local backend: skipped with its own reason
+            assert r["status"] == "skipped", (sid, r)
+            assert all(s["skip_reason"] == local_only[sid] for s in r["steps"]), sid
+        elif sid == "gpu-check":  # this machine has no GPU: skipped with the reason
             assert r["status"] == "skipped"
             assert "GPU" in (r["steps"][0]["skip_reason"] or "")
         else:

@@ -1,0 +1,51 @@
+"""Compare the sequential search with the Dask one: same answer? how much faster?
+
+Usage: python compare.py [--sequential result-sequential.json] [--dask result-dask.json]
+Writes comparison.json.
+"""
+
+import argparse
+import json
+from pathlib import Path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sequential", default="result-sequential.json")
+    ap.add_argument("--dask", default="result-dask.json")
+    ap.add_argument("--out", default="comparison.json")
+    args = ap.parse_args()
+    seq = json.loads(Path(args.sequential).read_text())
+    dsk = json.loads(Path(args.dask).read_text())
+    if (seq["backend"], dsk["backend"]) != ("sequential", "dask"):
+        raise SystemExit(f"expected a sequential and a dask result, got {seq['backend']} and "
+                         f"{dsk['backend']}")
+    report = {
+        "same_grid": (seq["candidates"], seq["splits"]) == (dsk["candidates"], dsk["splits"]),
+        "same_best_params": seq["best_params"] == dsk["best_params"],
+        "same_best_score": seq["best_score"] == dsk["best_score"],
+        "same_scores_everywhere": seq["mean_test_scores"] == dsk["mean_test_scores"],
+        "workers": dsk["workers"],
+        "cores": dsk["cores"],
+        # both timed in the Dask run, taking turns: the same machine at the same moment
+        "speedup": round(dsk["sequential_seconds"] / dsk["fit_seconds"], 3),
+        "sequential": {k: seq[k] for k in ("best_params", "best_score", "fit_seconds")},
+        "dask": {k: dsk[k] for k in ("best_params", "best_score", "fit_seconds",
+                                     "sequential_seconds", "startup_seconds")},
+    }
+    print(f"{'':<28}{'fit s':>8}  best accuracy  best parameters")
+    for name, r, seconds in (("sequential (step 1)", seq, seq["fit_seconds"]),
+                             ("sequential (between Dask)", dsk, dsk["sequential_seconds"]),
+                             ("dask", dsk, dsk["fit_seconds"])):
+        print(f"{name:<28}{seconds:>8.2f}  {r['best_score']:>13.4f}  {r['best_params']}")
+    print(f"same best parameters: {report['same_best_params']}, same best score: "
+          f"{report['same_best_score']}, same score for every candidate: "
+          f"{report['same_scores_everywhere']}")
+    print(f"speed-up with {report['workers']} Dask workers on {report['cores']} cores: "
+          f"{report['speedup']:.2f}x (cluster start-up, {dsk['startup_seconds']} s, not counted)")
+    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -109,7 +109,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="kflab-scaling-") as tmp:
         report = Path(args.json or Path(tmp) / "report.json")
         env = {**os.environ, "KFLAB_STATE": str(Path(tmp) / "state"),
-               "PYTHONPATH": str(REPO)}
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO),
+                                                          os.environ.get("PYTHONPATH")]))}
         load = os.getloadavg()[0]
         t0 = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "lab.cli", "scenario", "test", *args.labs,

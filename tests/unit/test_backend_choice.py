@@ -143,4 +143,10 @@ def test_cli_commands_take_backend_and_context(kflab) -> None:
 def test_scenario_list_shows_backends(kflab) -> None:
     out = kflab("scenario", "list", "--json")
     rows = json.loads(out.stdout)
-    assert all(r["backends"] == ["local", "cluster"] for r in rows)
+    assert all(r["backends"][0] == "local" for r in rows)
+    # a lab that cannot use a cluster says why, and every other one runs on both
+    local_only = {r["id"]: r["unsupported"] for r in rows if r["backends"] == ["local"]}
+    assert set(local_only) == {"dask-grid-search", "input-pipeline-bottleneck",
+                               "mixed-precision-and-profiling"}
+    assert all(why["cluster"] for why in local_only.values()), local_only
+    assert all(r["backends"] == ["local", "cluster"] for r in rows if r["id"] not in local_only)

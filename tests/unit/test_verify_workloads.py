@@ -55,7 +55,7 @@ def config(tmp: Path | None = None, components: list[str] | None = None,
     named = yaml.safe_load((REPO_ROOT / "manifests" / "versions.yaml").read_text())[
         "images"]["verify"]  # the role reads them by name, as here
     images = {"python": named["python"], "sklearn": named["sklearn"],
-              "cuda": named["gpu"]["cuda"]}
+              "notebook": named["notebook"], "cuda": named["gpu"]["cuda"]}
     return {"kubectl": ["kubectl"], "namespace": CATALOG.lab_namespace,
             "kfp_namespace": "kubeflow",
             "components": components or [c.name for c in CATALOG.components if not c.gpu_only],
@@ -70,7 +70,7 @@ def all_objects() -> list[dict[str, Any]]:
 
 def test_checks_follow_the_components_and_the_gpu() -> None:
     assert [c.name for c in kv.selected(config())] == [
-        "cert-manager", "pipelines", "katib", "training-operator", "kserve", "gpu"]
+        "cert-manager", "pipelines", "katib", "training-operator", "kserve", "notebooks", "gpu"]
     assert [c.name for c in kv.selected(config(components=["katib"], gpu=False))] == ["katib"]
 
 
@@ -89,7 +89,7 @@ def test_every_workload_object_validates(shared: Path) -> None:
         assert obj["metadata"]["namespace"] == CATALOG.lab_namespace
         assert obj["metadata"]["labels"]["app.kubernetes.io/part-of"] == "kflab-verify"
     assert kinds == {"Issuer", "Certificate", "Experiment", "PyTorchJob", "PersistentVolumeClaim",
-                     "Job", "InferenceService", "Pod"}
+                     "Job", "InferenceService", "Notebook", "Pod"}
 
 
 def test_a_workload_with_a_wrong_field_is_refused(shared: Path) -> None:
@@ -212,6 +212,7 @@ class StandInCluster(kv.Kubectl):
         self.controllers = controllers
         self.deleted: list[str] = []
         self.runs: dict[str, dict[str, Any]] = {}
+        self.jupyter_api = json.dumps({"version": "2.17.0"})
 
     def apply(self, objects: list[dict[str, Any]]) -> None:
         for obj in objects:
@@ -251,6 +252,8 @@ class StandInCluster(kv.Kubectl):
                                  for n in ("produce", "consume", "root")]}})
         if verb == "create" and path.endswith(":predict"):
             return True, json.dumps({"predictions": [1, 1]})
+        if verb == "get" and path.endswith("/proxy/notebook/kflab-lab/kflab-verify-nb/api"):
+            return True, self.jupyter_api
         if verb == "delete":
             self.deleted.append(path.rsplit("/", 1)[-1])
             return True, "{}"
@@ -275,13 +278,17 @@ def test_rows_pass_and_clean_up_or_fail_and_keep(monkeypatch: pytest.MonkeyPatch
         "pytorchjob": true("Failed"),
         "job": true("Complete"),
         "inferenceservice": true("Ready"),
+        "notebook": lambda obj: {"readyReplicas": 1},
     })
     cfg = config(gpu=False)
     rows = kv.run_workloads(cluster, kv.selected(cfg), skip=set())
     by = {r["name"]: r for r in rows}
     assert [r["name"] for r in rows] == ["cert-manager", "pipelines", "katib",
-                                         "training-operator", "kserve"]
-    assert all(by[n]["ok"] for n in ("cert-manager", "pipelines", "katib", "kserve")), rows
+                                         "training-operator", "kserve", "notebooks"]
+    assert all(by[n]["ok"] for n in ("cert-manager", "pipelines", "katib", "kserve",
+                                     "notebooks")), rows
+    assert by["notebooks"]["message"] == ("ready (1 replica); Jupyter Server 2.17.0 answered "
+                                          "/notebook/kflab-lab/kflab-verify-nb/api")
     assert by["katib"]["message"] == "2 trials Succeeded; best score 0.99"
     assert by["kserve"]["message"] == "Ready; V1 predict answered [1, 1]"
     assert "produce passed a parameter to consume" in by["pipelines"]["message"]
@@ -295,6 +302,26 @@ def test_rows_pass_and_clean_up_or_fail_and_keep(monkeypatch: pytest.MonkeyPatch
     assert "Experiment/kflab-verify-hpo" in cluster.deleted and "r1" in cluster.deleted
     body = cluster.runs["r1"]
     assert body["pipeline_spec"]["pipelineInfo"]["name"] == "kflab-verify"
+
+
+def test_a_notebook_needs_a_ready_replica_and_a_jupyter_answer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kv, "POLL_S", 0.01)
+    ready = {"n": 0}
+    cluster = StandInCluster({"notebook": lambda obj: {"readyReplicas": ready["n"]}})
+    cfg = {**config(components=["notebooks"], gpu=False), "timeouts": {"notebooks": 0.05}}
+    [row] = kv.run_workloads(cluster, kv.selected(cfg), skip=set())
+    assert not row["ok"] and row["message"].startswith("not done after 0s")
+    assert "kubectl -n kflab-lab describe notebook kflab-verify-nb" in row["hint"]
+    # ready, but what answers under NB_PREFIX is not Jupyter
+    ready["n"] = 1
+    cluster.jupyter_api = "<html>404</html>"
+    cfg["timeouts"] = {"notebooks": 5}
+    [row] = kv.run_workloads(cluster, kv.selected(cfg), skip=set())
+    assert not row["ok"] and "answered without a Jupyter version: <html>404" in row["message"]
+    [obj] = kv.Notebook(cfg).objects()
+    assert obj["spec"]["template"]["spec"]["containers"][0]["image"].startswith(
+        "ghcr.io/kubeflow/kubeflow/notebook-servers/jupyter-scipy:")
 
 
 def test_a_timeout_says_what_it_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:

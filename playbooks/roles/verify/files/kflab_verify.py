@@ -6,9 +6,9 @@ controller) and runs it with the node's python3 and kubectl: standard library on
 kubectl call an argv list (no shell). Usage: kflab_verify.py CONFIG.json
 
 Rows, in order: node, controllers, then one per selected component (cert-manager, pipelines,
-katib, training-operator, kserve) and gpu when enabled. The workloads start together and are
-then polled, each against its own timeout. A row is {name, ok, seconds, message, hint}; the
-contract is written down in playbooks/roles/verify/README.md. A workload that passed is
+katib, training-operator, kserve, notebooks) and gpu when enabled. The workloads start together
+and are then polled, each against its own timeout. A row is {name, ok, seconds, message, hint};
+the contract is written down in playbooks/roles/verify/README.md. A workload that passed is
 deleted; one that failed is LEFT IN PLACE so the hint's `kubectl describe` finds it (the next
 run deletes it first). The exit code is 0 whenever the results file was written.
 """
@@ -532,6 +532,53 @@ class KServe(Check):
                 "logs deploy/kserve-controller-manager")
 
 
+class Notebook(Check):
+    """A Notebook server from the lab's notebook image: the controller makes its StatefulSet
+    and Service, and JupyterLab answers its API under NB_PREFIX through the API server's
+    service proxy (Kubeflow's images run without a token behind that prefix)."""
+
+    name = "notebooks"
+    kind = "Notebook"
+    resource = "kflab-verify-nb"
+
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        super().__init__(cfg)
+        self.last_answer = ""
+
+    def objects(self) -> list[dict[str, Any]]:
+        return [{"apiVersion": "kubeflow.org/v1", "kind": "Notebook",
+                 "metadata": meta(self.resource, self.ns),
+                 "spec": {"template": {"spec": {"containers": [{
+                     "name": self.resource, "image": self.cfg["images"]["notebook"],
+                     "resources": small(cpu="100m", memory="256Mi", memory_max="1Gi")}]}}}}]
+
+    def poll(self, k: Kubectl) -> tuple[bool, str] | None:
+        nb = k.get("notebook", self.resource, self.ns)
+        if int(((nb or {}).get("status") or {}).get("readyReplicas") or 0) < 1:
+            return None
+        prefix = f"/notebook/{self.ns}/{self.resource}"
+        ok, out = k.raw("get", f"/api/v1/namespaces/{self.ns}/services/{self.resource}:80"
+                               f"/proxy{prefix}/api")
+        if not ok:
+            self.last_answer = out.strip()[-200:]
+            return None  # the Service's endpoints may lag readyReplicas: retry
+        try:
+            version = json.loads(out)["version"]
+        except (ValueError, KeyError, TypeError):
+            return False, f"{prefix}/api answered without a Jupyter version: {out[:200]}"
+        return True, f"ready (1 replica); Jupyter Server {version} answered {prefix}/api"
+
+    def waiting(self, k: Kubectl) -> str:
+        parts = [pod_problems(k, self.ns, prefix=self.resource),
+                 f"last API error: {self.last_answer}" if self.last_answer else ""]
+        return "; ".join(p for p in parts if p) or "no ready replica and no pod problem reported"
+
+    def hint(self) -> str:
+        return (f"kubectl -n {self.ns} describe notebook {self.resource}; kubectl -n {self.ns} "
+                f"logs {self.resource}-0; kubectl -n notebook-controller-system logs "
+                "deploy/notebook-controller-deployment")
+
+
 class Gpu(Check):
     name = "gpu"
     kind = "Pod"
@@ -565,7 +612,8 @@ class Gpu(Check):
 
 CHECKS: dict[str, type[Check]] = {
     "cert-manager": CertManager, "pipelines": Pipelines, "katib": Katib,
-    "training-operator": TrainingOperator, "kserve": KServe, "gpu": Gpu}
+    "training-operator": TrainingOperator, "kserve": KServe, "notebooks": Notebook,
+    "gpu": Gpu}
 
 
 def selected(cfg: dict[str, Any]) -> list[Check]:

@@ -280,6 +280,24 @@ def _virtualization_row(host: Host, needs: Needs) -> Row:
                observed, advice)
 
 
+def sizing_rows(host: Host, cpus: int, want_cpu: int, mem: float, want_mem: float,
+                want_disk: float) -> list[Row]:
+    """The cpus, memory and disk rows: one rule for Linux and macOS, whatever each measures."""
+    try:
+        free = shutil.disk_usage(host.root).free / GIB
+    except OSError:
+        free = 0.0
+    return [
+        Row("cpus", "pass" if cpus >= want_cpu else "warn", str(cpus),
+            "" if cpus >= want_cpu else f"the lab wants {want_cpu}; it will be slow"),
+        Row("memory", "pass" if mem >= want_mem else "fail", f"{mem:.1f} GiB",
+            "" if mem >= want_mem else
+            f"needs {want_mem:.0f} GiB: close programs or lower `memory` in lab.yaml"),
+        Row("disk", "pass" if free >= want_disk else "fail", f"{free:.0f} GiB free",
+            "" if free >= want_disk else f"free at least {want_disk:.0f} GiB"),
+    ]
+
+
 def diagnose(needs: Needs | None = None, host: Host | None = None) -> list[Row]:
     needs, host = needs or Needs(), host or Host()
     if host.system == "Darwin":
@@ -292,22 +310,9 @@ def diagnose(needs: Needs | None = None, host: Host | None = None) -> list[Row]:
 
     cpus = host.read("/proc/cpuinfo").count("processor\t:") or os.cpu_count() or 0
     want_cpu = needs.cpus if on_node else 2
-    rows.append(Row("cpus", "pass" if cpus >= want_cpu else "warn", str(cpus),
-                    "" if cpus >= want_cpu else f"the lab wants {want_cpu}; it will be slow"))
-
-    mem = _meminfo_gib(host)
     want_mem = needs.memory_gib + (2 if vm else 0) if on_node else needs.local_memory_gib
-    rows.append(Row("memory", "pass" if mem >= want_mem else "fail", f"{mem:.1f} GiB",
-                    "" if mem >= want_mem else
-                    f"needs {want_mem:.0f} GiB: close programs or lower `memory` in lab.yaml"))
-
-    try:
-        free = shutil.disk_usage(host.root).free / GIB
-    except OSError:
-        free = 0.0
-    want_disk = needs.disk_gib if on_node else needs.local_disk_gib
-    rows.append(Row("disk", "pass" if free >= want_disk else "fail", f"{free:.0f} GiB free",
-                    "" if free >= want_disk else f"free at least {want_disk:.0f} GiB"))
+    rows += sizing_rows(host, cpus, want_cpu, _meminfo_gib(host), want_mem,
+                        needs.disk_gib if on_node else needs.local_disk_gib)
 
     rows.append(_virtualization_row(host, needs))
 

@@ -9,9 +9,8 @@ VirtualBox). Facts come from `sysctl` through Host.run, the seam the Linux probe
 from __future__ import annotations
 
 import os
-import shutil
 
-from lab.doctor import GIB, Host, Needs, Row, existing_rows, local_backend_row
+from lab.doctor import GIB, Host, Needs, Row, existing_rows, local_backend_row, sizing_rows
 
 APPLE_SILICON = ("arm64", "aarch64")
 
@@ -57,20 +56,9 @@ def diagnose_macos(needs: Needs, host: Host) -> list[Row]:
 
     cpus = os.cpu_count() or 0
     want_cpu = needs.cpus if vm else 2
-    rows.append(Row("cpus", "pass" if cpus >= want_cpu else "warn", str(cpus),
-                    "" if cpus >= want_cpu else f"the lab wants {want_cpu}; it will be slow"))
-    mem = _memory_gib(host)
     want_mem = needs.memory_gib + 2 if vm else needs.local_memory_gib
-    rows.append(Row("memory", "pass" if mem >= want_mem else "fail", f"{mem:.1f} GiB",
-                    "" if mem >= want_mem else
-                    f"needs {want_mem:.0f} GiB: close programs or lower `memory` in lab.yaml"))
-    try:
-        free = shutil.disk_usage(host.root).free / GIB
-    except OSError:
-        free = 0.0
-    want_disk = needs.disk_gib if vm else needs.local_disk_gib
-    rows.append(Row("disk", "pass" if free >= want_disk else "fail", f"{free:.0f} GiB free",
-                    "" if free >= want_disk else f"free at least {want_disk:.0f} GiB"))
+    rows += sizing_rows(host, cpus, want_cpu, _memory_gib(host), want_mem,
+                        needs.disk_gib if vm else needs.local_disk_gib)
 
     if vm:
         hv = _sysctl(host, "kern.hv_support") == "1"

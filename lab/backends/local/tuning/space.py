@@ -22,20 +22,6 @@ class Param:
     distribution: str = "uniform"  # uniform | logUniform | normal | logNormal
 
 
-def grid_values(p: Param) -> list[str]:
-    """Every value a grid visits for one parameter (Katib needs a step for doubles); the
-    order and spelling Katib uses are tuning/grid.py's."""
-    if p.values:
-        return list(p.values)
-    assert p.min is not None and p.max is not None
-    if p.type == "int":
-        return [str(v) for v in range(int(p.min), int(p.max) + 1, int(p.step or 1))]
-    if p.step is None:
-        return []
-    n = math.floor((p.max - p.min) / p.step + 1e-9)
-    return [fmt(p.min + k * p.step) for k in range(n + 1)]
-
-
 def fmt(value: Any) -> str:
     """A parameter value as Katib writes assignments: text, floats without float noise."""
     if isinstance(value, float):

@@ -63,6 +63,15 @@ class Store:
         state.write_json(self._file(obj["kind"], meta["name"], meta["namespace"]), obj)
         return obj
 
+    def put_if_current(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Store a status update unless the resource was deleted or applied again meanwhile
+        (by another kflab process): a stale update must not overwrite the newer one."""
+        meta = obj["metadata"]
+        current = self.get(obj["kind"], meta["name"], meta["namespace"])
+        if current is None or (current.get("metadata") or {}).get("uid") != meta.get("uid"):
+            return obj
+        return self.put(obj)
+
     def list(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
         plural = lookup(kind).plural
         if namespace is not None:

@@ -239,13 +239,8 @@ def _container_name(obj: dict[str, Any]) -> str:
 
 
 def _save(backend: Any, obj: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
-    """Store a status update unless the Notebook was deleted or applied again meanwhile."""
     obj["status"] = status
-    meta = obj["metadata"]
-    current = backend.store.get(KIND, meta["name"], meta["namespace"])
-    if current is None or (current.get("metadata") or {}).get("uid") != meta.get("uid"):
-        return obj
-    return backend.store.put(obj)
+    return backend.store.put_if_current(obj)
 
 
 def delete(backend: Any, obj: dict[str, Any]) -> None:

@@ -195,7 +195,7 @@ def _blocked(backend: Any, obj: dict[str, Any], problem: str) -> dict[str, Any]:
         "copies": {"failedCopies": 1, "totalCopies": 1},
         "lastFailureInfo": {"reason": "ModelLoadFailed", "message": problem, "time": now()},
     }
-    return _save(backend, obj)
+    return backend.store.put_if_current(obj)
 
 
 def _wait_next(backend: Any, obj: dict[str, Any], spec: serving_spec.ServingSpec,
@@ -231,7 +231,7 @@ def _promote(backend: Any, obj: dict[str, Any], info: dict[str, Any]) -> dict[st
     obj = _ready(backend, obj, info)
     if obj["status"]["url"] != old_url:
         fidelity.announce(backend, obj, [("kserve.rollout.url", {"url": obj["status"]["url"]})])
-        _save(backend, obj)
+        backend.store.put_if_current(obj)
     return obj
 
 
@@ -336,7 +336,7 @@ def _deadline(backend: Any, obj: dict[str, Any]) -> dict[str, Any]:
     status = obj["status"]
     set_condition(status, "PredictorReady", False, DEADLINE_REASON, message)
     set_condition(status, "Ready", False, DEADLINE_REASON, message)
-    return _save(backend, obj)
+    return backend.store.put_if_current(obj)
 
 
 def _ready(backend: Any, obj: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
@@ -352,7 +352,7 @@ def _ready(backend: Any, obj: dict[str, Any], info: dict[str, Any]) -> dict[str,
                              "copies": {"failedCopies": 0, "totalCopies": 1}}
     set_condition(status, "PredictorReady", True)
     set_condition(status, "Ready", True)
-    return _save(backend, obj)
+    return backend.store.put_if_current(obj)
 
 
 def _fail(backend: Any, obj: dict[str, Any], reason: str, failure: str,
@@ -371,17 +371,9 @@ def _fail(backend: Any, obj: dict[str, Any], reason: str, failure: str,
     }
     if loaded:  # the model had loaded; the runtime went away
         status["modelStatus"]["states"]["activeModelState"] = ""
-    return _save(backend, obj)
+    return backend.store.put_if_current(obj)
 
 
-def _save(backend: Any, obj: dict[str, Any]) -> dict[str, Any]:
-    """Store a status update unless the service was deleted or re-applied meanwhile (by
-    another kflab process): a stale update must not overwrite the newer deployment."""
-    meta = obj["metadata"]
-    current = backend.store.get(KIND, meta["name"], meta["namespace"])
-    if current is None or (current.get("metadata") or {}).get("uid") != meta.get("uid"):
-        return obj
-    return backend.store.put(obj)
 
 
 def delete(backend: Any, obj: dict[str, Any]) -> None:

@@ -74,6 +74,10 @@ def _condition(ctx: Context, p: dict[str, Any]) -> Outcome:
     cond = get_condition(obj.get("status") or {}, p["condition"])
     want = str(p.get("status", "True"))
     if cond is None:
+        failed = get_condition(obj.get("status") or {}, "Failed")
+        if failed is not None and failed.get("status") == "True":  # say why it never will
+            return Outcome(False, f"Failed ({failed.get('reason', '')}): "
+                                  f"{failed.get('message', '')}".rstrip(": "))
         return Outcome(False, f"no {p['condition']} condition yet")
     ok = cond.get("status") == want
     return Outcome(ok, f"{p['condition']}={cond.get('status')} ({cond.get('reason', '')})")

@@ -40,9 +40,27 @@ def test_condition(ctx: Context) -> None:
     assert not checks.evaluate(c, ctx).ok  # missing resource
     put_experiment(ctx, succeeded=False)
     out = checks.evaluate(c, ctx)
-    assert not out.ok and "no Succeeded condition" in out.observed
+    # no kflab process owns it, so reading it marks it Failed, and the check says so
+    assert not out.ok and out.observed.startswith("Failed (ExperimentFailed): "), out.observed
     put_experiment(ctx, succeeded=True)
     assert checks.evaluate(c, ctx).ok
+
+
+def test_condition_on_a_failed_resource_says_why(ctx: Context) -> None:
+    """A Failed resource never gets Succeeded: the check shows the reason, not "yet"."""
+    status: dict = {}
+    set_condition(status, "Created", True, "PyTorchJobCreated")
+    set_condition(status, "Failed", True, "PyTorchJobFailed",
+                  "PyTorchJob p is failed because 1 Worker replica(s) failed.")
+    ctx.backend.store.put({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                           "metadata": {"name": "p"}, "spec": {}, "status": status})
+    out = checks.evaluate(chk("condition", kind="PyTorchJob", name="p", condition="Succeeded"),
+                          ctx)
+    assert not out.ok
+    assert out.observed == ("Failed (PyTorchJobFailed): PyTorchJob p is failed because 1 "
+                            "Worker replica(s) failed.")
+    assert checks.evaluate(chk("condition", kind="PyTorchJob", name="p", condition="Failed"),
+                           ctx).ok
 
 
 def test_field_query_and_list(ctx: Context) -> None:

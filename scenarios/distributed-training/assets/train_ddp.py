@@ -90,6 +90,7 @@ def main() -> None:
         with open(args.out, "w") as fh:
             json.dump(summary, fh, indent=2)
     if distributed:
+        dist.barrier()  # no peer tears down its connections while another still uses them
         dist.destroy_process_group()
 
 

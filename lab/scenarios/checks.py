@@ -153,7 +153,9 @@ def _command(ctx: Context, p: dict[str, Any]) -> Outcome:
     except subprocess.TimeoutExpired:
         return Outcome(False, "command timed out")
     want = p.get("exit_code", 0)
-    tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
+    lines = (proc.stdout + proc.stderr).strip().splitlines()
+    # a Python traceback's last line names the error; the frames above it only add noise
+    tail = lines[-1:] if "Traceback (most recent call last):" in lines else lines[-3:]
     if proc.returncode != want:
         return Outcome(False, f"exit code {proc.returncode} (want {want}): {' | '.join(tail)}")
     if "stdout" in p and not re.search(p["stdout"], proc.stdout):

@@ -120,6 +120,17 @@ def test_command_uses_argv_not_a_shell(ctx: Context) -> None:
     assert "not found" in checks.evaluate(chk("command", argv=["no-such-cmd-kflab"]), ctx).observed
 
 
+def test_a_failing_command_shows_a_tracebacks_error_not_its_frames(ctx: Context) -> None:
+    out = checks.evaluate(chk("command", argv=[sys.executable, "-c",
+                                               "import no_such_module_kflab"]), ctx)
+    assert out.observed == ("exit code 1 (want 0): ModuleNotFoundError: No module named "
+                            "'no_such_module_kflab'")
+    out = checks.evaluate(chk("command", argv=[sys.executable, "-c",
+                                               "print('a'); print('b'); print('c'); "
+                                               "print('d'); raise SystemExit(3)"]), ctx)
+    assert out.observed == "exit code 3 (want 0): b | c | d"  # plain output: its last lines
+
+
 def test_timeout_polls_until_true(ctx: Context) -> None:
     import threading
 

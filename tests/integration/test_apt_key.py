@@ -40,8 +40,9 @@ def gpg(home: Path, *args: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def keys(tmp_path_factory) -> dict[str, tuple[str, bytes]]:
-    """Two throwaway signing keys: name -> (fingerprint, armored public key)."""
+def keys(tmp_path_factory) -> Iterator[dict[str, tuple[str, bytes]]]:
+    """Two throwaway signing keys: name -> (fingerprint, armored public key); the gpg-agent
+    that making them started is stopped afterwards (it would outlive the tests)."""
     if shutil.which("gpg") is None or os.geteuid() != 0:
         pytest.skip("needs gpg and root (the role writes root-owned files)")
     home = tmp_path_factory.mktemp("gnupg")
@@ -53,7 +54,8 @@ def keys(tmp_path_factory) -> dict[str, tuple[str, bytes]]:
         fpr = next(line.split(":")[9] for line in gpg(home, "--with-colons", "--list-keys", uid)
                .splitlines() if line.startswith("fpr:"))
         out[name] = (fpr, gpg(home, "--armor", "--export", fpr).encode())
-    return out
+    yield out
+    subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "gpg-agent"], check=False)
 
 
 @pytest.fixture

@@ -11,8 +11,10 @@ CPUINFO = "".join(f"processor\t: {i}\nflags\t\t: fpu vmx sse\n\n" for i in range
 
 
 def fake_host(tmp_path: Path, *, mem_kib: int = 32 * 1024 * 1024, gpu: bool = False,
-              iommu: bool = True, wsl: bool = False, tools: tuple[str, ...] = ()) -> Host:
-    """A stand-in host tree: /proc and /sys files as the kernel would show them."""
+              iommu: bool = True, wsl: bool = False, tools: tuple[str, ...] = (),
+              free_gib: float = 500.0) -> Host:
+    """A stand-in host tree: /proc and /sys files as the kernel would show them, and a disk
+    with `free_gib` free (not this machine's, which varies)."""
     root = tmp_path / "host"
     (root / "proc/sys/kernel").mkdir(parents=True)
     (root / "proc/cpuinfo").write_text(CPUINFO)
@@ -32,7 +34,7 @@ def fake_host(tmp_path: Path, *, mem_kib: int = 32 * 1024 * 1024, gpu: bool = Fa
         if iommu:
             os.symlink(root / "sys/kernel/iommu_groups/13", dev / "iommu_group")
     return Host(root=root, which=lambda name: f"/usr/bin/{name}" if name in tools else None,
-                env={})
+                env={}, disk_free_gib=free_gib)
 
 
 def rows(host: Host, **needs) -> dict:
@@ -54,6 +56,18 @@ def test_vm_lab_needs_memory_and_vagrant(tmp_path: Path) -> None:
     assert r["vagrant"].status == "fail"
     ok = rows(fake_host(tmp_path / "b", tools=("vagrant", "virsh")), provider="vagrant-libvirt")
     assert ok["vagrant"].status == "pass" and ok["vm providers"].status == "pass"
+
+
+def test_disk_need_follows_the_lab(tmp_path: Path) -> None:
+    """A VM lab needs its disk size free; the local backend only 5 GiB."""
+    vm = rows(fake_host(tmp_path, free_gib=30.0), provider="vagrant-libvirt")["disk"]
+    assert (vm.status, vm.observed, vm.advice) == ("fail", "30 GiB free", "free at least 40 GiB")
+    small = rows(fake_host(tmp_path / "b", free_gib=30.0), provider="vagrant-libvirt",
+                 disk_gib=20.0)["disk"]
+    assert small.status == "pass" and small.advice == ""
+    local = rows(fake_host(tmp_path / "c", free_gib=6.0))["disk"]
+    assert local.status == "pass"
+    assert Host(root=tmp_path).free_gib() > 0  # unset: measured on the real disk
 
 
 def test_gpu_passthrough_needs_iommu(tmp_path: Path) -> None:
@@ -83,8 +97,7 @@ def test_gpu_auto_without_a_gpu_passes_iommu(tmp_path: Path) -> None:
     """Defect 11: `gpu: auto` on a host without an NVIDIA GPU (and without IOMMU) is a
     CPU-only libvirt lab: no IOMMU failure ("set gpu: off") may block `kflab up`."""
     r = rows(fake_host(tmp_path, iommu=False, tools=("vagrant", "virsh")),
-             provider="vagrant-libvirt", gpu="auto",
-             disk_gib=0.0)  # the stand-in tree lies on this machine's disk, whatever it has free
+             provider="vagrant-libvirt", gpu="auto")
     assert r["nvidia gpu"].status == "pass"
     assert r["iommu"].status == "pass" and "CPU-only" in r["iommu"].observed
     assert not [x for x in r.values() if x.status == "fail"]

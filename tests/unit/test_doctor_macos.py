@@ -32,7 +32,8 @@ def fake_mac(tmp_path: Path, machine: str = "arm64", *, mem_gib: int = 16, hv: i
             return str(sysctl)
         return f"/usr/local/bin/{name}" if name in tools else None
 
-    return Host(root=root, which=which, env={}, system="Darwin", machine=machine)
+    return Host(root=root, which=which, env={}, system="Darwin", machine=machine,
+                disk_free_gib=500.0)
 
 
 def rows(host: Host, **needs) -> dict:

@@ -38,12 +38,16 @@ def class_group() -> None:
                                "kubeconfig; a lab on 127.0.0.1 needs the server's address).")
 @click.option("--hours", default=24 * 7, show_default=True, type=float,
               help="How long the students' tokens stay valid.")
+@click.option("--pod-security", type=click.Choice(["baseline", "privileged"]),
+              default="baseline", show_default=True,
+              help="Pod Security level enforced in students' namespaces (privileged only "
+                   "for an offline wheelhouse mounted from the node: docs/teaching.md).")
 @click.option("--no-kfp", "no_kfp", is_flag=True,
               help="Do not let students reach Kubeflow Pipelines (its API is shared).")
 @_kube
 @pass_obj
 def class_create(obj: Obj, roster: str, class_name: str, out: str | None, server: str | None,
-                 hours: float, no_kfp: bool, kubeconfig: str | None,
+                 hours: float, pod_security: str, no_kfp: bool, kubeconfig: str | None,
                  context: str | None) -> None:
     """Create a namespace, quota, ServiceAccount and kubeconfig for each student of ROSTER
     (a CSV with a `student` column; `name` and `email` optional)."""
@@ -56,7 +60,8 @@ def class_create(obj: Obj, roster: str, class_name: str, out: str | None, server
     kube, _, _ = class_.instructor_cluster(obj.state, kubeconfig, context)
     record = class_.create(kube, obj.state, students, class_name,
                            Path(out or f"kubeconfigs-{class_name}"), quota=quota,
-                           server=server, hours=hours, kfp=not no_kfp)
+                           server=server, hours=hours, kfp=not no_kfp,
+                           pod_security=pod_security)
     if students.ignored_columns:
         click.echo(f"note: columns not used: {', '.join(students.ignored_columns)}")
     for seat in record.seats:

@@ -51,6 +51,10 @@ KFP_NAMESPACE = "kubeflow"
 KFP_SERVICES = ("ml-pipeline", "metadata-grpc-service", "seaweedfs")
 KFP_SECRETS = ("mlpipeline-minio-artifact",)
 FORMAT = 1
+# Pod Security admission (Kubernetes >= 1.25 enforces these namespace labels): `baseline`
+# refuses privileged pods, host namespaces and hostPath volumes, so a student's pod cannot
+# take over the shared node. `privileged` is needed only for KFLAB_WHEELHOUSE (a hostPath).
+POD_SECURITY = ("baseline", "privileged")
 
 RW = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
 RO = ["get", "list", "watch"]
@@ -139,8 +143,8 @@ def _labels(class_name: str, student: Student | None = None) -> dict[str, str]:
     return out
 
 
-def student_objects(class_name: str, student: Student,
-                    quota: dict[str, str]) -> list[dict[str, Any]]:
+def student_objects(class_name: str, student: Student, quota: dict[str, str],
+                    pod_security: str = "baseline") -> list[dict[str, Any]]:
     """What one student gets, in apply order (the namespace first)."""
     from lab.teaching.sizing import limit_range
 
@@ -151,7 +155,10 @@ def student_objects(class_name: str, student: Student,
     lr["metadata"].update(meta)
     return [
         {"apiVersion": "v1", "kind": "Namespace",
-         "metadata": {"name": ns, "labels": {**LAB_LABELS, **labels}}},
+         "metadata": {"name": ns, "labels": {
+             **LAB_LABELS, **labels,
+             "pod-security.kubernetes.io/enforce": pod_security,
+             "pod-security.kubernetes.io/warn": "baseline"}}},
         {"apiVersion": "v1", "kind": "ResourceQuota",
          "metadata": {"name": "kflab-class", **meta}, "spec": {"hard": dict(quota)}},
         lr,
@@ -245,19 +252,22 @@ def write_kubeconfig(path: Path, cluster: dict[str, Any], user: str, token: str,
 
 def create(kube: Any, state: Path, roster: Roster, class_name: str, out_dir: Path, *,
            quota: dict[str, str], server: str | None = None, hours: float = 24 * 7,
-           kfp: bool = True) -> ClassRecord:
+           kfp: bool = True, pod_security: str = "baseline") -> ClassRecord:
     """Make the class (idempotent: running it again re-applies and re-issues tokens)."""
     from lab.state import write_json
 
     if not 1 <= hours <= 24 * 365:
         raise LabError(f"token lifetime {hours:g} h is out of range",
                        hint="give --hours between 1 and 8760")
+    if pod_security not in POD_SECURITY:
+        raise LabError(f"unknown pod security level {pod_security!r}",
+                       hint=f"use one of {', '.join(POD_SECURITY)}")
     url, cluster = _server(kube, server)
     out_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(out_dir, 0o700)
     apply(kube, cluster_role(), manager=MANAGER)
     for student in roster.students:
-        for obj in student_objects(class_name, student, quota):
+        for obj in student_objects(class_name, student, quota, pod_security):
             apply(kube, obj, manager=MANAGER)
     namespaces = [s.namespace(class_name) for s in roster.students]
     with_kfp = kfp and get(kube, Ref("v1", "Namespace", KFP_NAMESPACE), missing_ok=True) \
@@ -284,6 +294,11 @@ def delete_class(kube: Any, state: Path, class_name: str) -> list[str]:
     selector = f"{CLASS_LABEL}={check_class_name(class_name)}"
     for ns in list_objects(kube, "v1", "Namespace", label_selector=selector):
         name = ns["metadata"]["name"]
+        # Access goes first: a namespace may stay Terminating for minutes (finalizers), and
+        # its ServiceAccount's tokens stop working once the ServiceAccount is gone.
+        for ref in (Ref("rbac.authorization.k8s.io/v1", "RoleBinding", STUDENT_ROLE, name),
+                    Ref("v1", "ServiceAccount", SERVICE_ACCOUNT, name)):
+            delete(kube, ref)
         if delete(kube, Ref("v1", "Namespace", name)):
             done.append(f"Namespace/{name}")
     if get(kube, Ref("v1", "Namespace", KFP_NAMESPACE), missing_ok=True) is not None:

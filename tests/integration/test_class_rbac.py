@@ -118,6 +118,20 @@ def test_student_can_create_an_experiment_in_their_namespace_only(klass):
         get(ann, Ref("v1", "Secret", "other-secret", "kubeflow"), missing_ok=True)
 
 
+def test_student_runs_a_lab_workload_with_kflab(klass, tmp_path):
+    """kflab's own cluster backend with Bob's kubeconfig: the Experiment and the ConfigMap of
+    its files land in his namespace (he may not label namespaces: the instructor did)."""
+    from lab.backends import Choice, get_backend
+
+    kc = str(klass["out"] / "bob.kubeconfig")
+    backend = get_backend(Choice("cluster", None, kc), str(tmp_path), namespace=klass["bob"])
+    made = backend.apply(_experiment(), base_dir=REPO / "scenarios" / "katib-hpo" / "assets",
+                         wait=False)
+    assert made["metadata"]["namespace"] == klass["bob"]
+    files = list_objects(connect(Path(kc)), "v1", "ConfigMap", klass["bob"])
+    assert any("random-search" in c["metadata"]["name"] for c in files)
+
+
 def test_status_and_grade_read_each_namespace(klass):
     """Ann's random-search succeeded (Katib's controller, played); Bob made nothing."""
     admin = klass["admin"]

@@ -235,3 +235,20 @@ def test_k3s_installs_from_the_bundle_with_no_network(made, github, tmp_path):
     assert result.rc == 0, result.output[-3000:]
     assert (tmp_path / "bin" / "k3s").read_bytes() == STANDIN
     assert len(github["server"].requests) == asked
+
+
+def test_wheelhouse_is_built_against_the_lock(github, tmp_path, monkeypatch):
+    """The wheelhouse step, wired as `bundle create` runs it: pip wheel of this checkout with
+    the lock file as constraints. --no-deps and --no-build-isolation keep this test off the
+    package index (the full wheelhouse is measured in docs/teaching.md)."""
+    from lab.teaching import bundle
+
+    monkeypatch.setenv("KFLAB_VERSIONS_FILE", str(github["versions"]))
+    monkeypatch.setenv("KFLAB_GITHUB_URL", github["server"].url)
+    said: list[str] = []
+    manifest = bundle.create(tmp_path / "b", arch=ARCH, images=[], say=said.append,
+                             extras="", pip_args=("--no-deps", "--no-build-isolation"))
+    wheels = [f for f in manifest["files"] if f.startswith("wheels/")]
+    assert len(wheels) == 1 and wheels[0].startswith("wheels/kflab-")
+    assert any(f"locked by {bundle.LOCK_FILE}" in s for s in said)
+    bundle.verify(tmp_path / "b")

@@ -263,6 +263,16 @@ def create(kube: Any, state: Path, roster: Roster, class_name: str, out_dir: Pat
         raise LabError(f"unknown pod security level {pod_security!r}",
                        hint=f"use one of {', '.join(POD_SECURITY)}")
     url, cluster = _server(kube, server)
+    taken = []
+    for student in roster.students:
+        ns = get(kube, Ref("v1", "Namespace", student.namespace(class_name)), missing_ok=True)
+        owner = ((ns or {}).get("metadata") or {}).get("labels", {}) or {}
+        if ns is not None and owner.get(CLASS_LABEL) != class_name:
+            taken.append(f"{student.namespace(class_name)} (line {student.line})")
+    if taken:  # checked before anything is made: never take over someone's namespace
+        raise LabError(f"namespace(s) already exist and are not class {class_name!r}'s: "
+                       f"{', '.join(taken[:5])}{' ...' if len(taken) > 5 else ''}",
+                       hint="choose another --class name")
     out_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(out_dir, 0o700)
     apply(kube, cluster_role(), manager=MANAGER)

@@ -94,6 +94,21 @@ def test_create_makes_namespaces_quota_and_private_kubeconfigs(klass):
         assert "certificate-authority-data" in path.read_text()
 
 
+def test_create_refuses_to_take_over_a_namespace(klass, core_apiserver, tmp_path):
+    admin = klass["admin"]
+    apply(admin, {"apiVersion": "v1", "kind": "Namespace",
+                  "metadata": {"name": f"{klass['name']}x-carol"}}, manager="someone")
+    roster = tmp_path / "r.csv"
+    roster.write_text("student\ndave\ncarol\n")
+    out = CliRunner().invoke(cli, ["--state", str(tmp_path / "s"), "class", "create",
+                                   str(roster), "--class", f"{klass['name']}x", "--out",
+                                   str(tmp_path / "kc"), "--kubeconfig",
+                                   str(core_apiserver.kubeconfig)])
+    assert out.exit_code != 0
+    assert f"{klass['name']}x-carol (line 3)" in str(out.exception)
+    assert get(admin, Ref("v1", "Namespace", f"{klass['name']}x-dave"), missing_ok=True) is None
+
+
 def test_student_can_create_an_experiment_in_their_namespace_only(klass):
     ann = connect(klass["out"] / "ann-lee.kubeconfig")
     assert ann.namespace == klass["ann"]  # the context's namespace is the student's

@@ -115,3 +115,13 @@ def test_class_plan_command(tmp_path: Path) -> None:
     assert out.exit_code == 0, out.output
     assert "katib-hpo" in out.output and "no: cpu short" in out.output
     assert "labs fit 30 student(s)" in out.output
+
+
+def test_class_create_checks_the_roster_before_any_cluster(tmp_path: Path) -> None:
+    """A bad roster fails before kflab even reads a kubeconfig (there is none here)."""
+    p = _roster(tmp_path, "student\nann\nANN\n")
+    out = CliRunner().invoke(cli, ["--state", str(tmp_path / "s"), "class", "create", str(p),
+                                   "--kubeconfig", str(tmp_path / "none")])
+    assert isinstance(out.exception, InputError)
+    assert f"{p}:3: field 'student'" in str(out.exception)
+    assert not (tmp_path / "kubeconfigs-class").exists()

@@ -142,7 +142,8 @@ def class_quota(needs: list[Need], headroom: float = 1.25) -> dict[str, str]:
     return {"requests.cpu": f"{int((cpu * h * 1000).to_integral_value())}m",
             "requests.memory": f"{int((mem * h / MI).to_integral_value())}Mi",
             "requests.ephemeral-storage": f"{int((disk * h / MI).to_integral_value())}Mi",
-            "pods": str(int(pods * 2)),  # finished pods of earlier labs still count
+            # x2: long-lived pods of an earlier lab (a model server, a notebook) may still run
+            "pods": str(int(pods * 2)),
             "persistentvolumeclaims": "4"}
 
 

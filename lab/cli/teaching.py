@@ -97,7 +97,11 @@ def class_status(obj: Obj, class_name: str, labs: tuple[str, ...], students: tup
     if as_json:
         click.echo(json.dumps([{"student": c.seat.id, "lab": c.scenario.id,
                                 "passed": c.passed, "checkable": c.checkable,
-                                "steps": {s.id: s.status for s in c.result.steps}}
+                                "steps": {s.id: s.status for s in c.result.steps},
+                                "checks": {s.id: [{"check": ch.label, "ok": ch.ok,
+                                                   "observed": ch.observed}
+                                                  for ch in s.checks]
+                                           for s in c.result.steps}}
                                for c in cells], indent=2))
         return
     width = max([len(s.id) for s in scenarios] + [5])

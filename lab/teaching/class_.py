@@ -224,9 +224,9 @@ def _token(kube: Any, namespace: str, hours: float) -> tuple[str, str | None]:
 
     from lab.kube.apierrors import translated
 
-    body = client.AuthenticationV1TokenRequest(
-        spec=client.V1TokenRequestSpec(audiences=None,
-                                       expiration_seconds=int(hours * 3600)))
+    # A plain body: the typed model insists on audiences; left out, the server gives its own.
+    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+            "spec": {"expirationSeconds": int(hours * 3600)}}
     with translated("create", f"a token for ServiceAccount {namespace}/{SERVICE_ACCOUNT}"):
         out = client.CoreV1Api(kube.api).create_namespaced_service_account_token(
             SERVICE_ACCOUNT, namespace, body, _request_timeout=kube.timeout)

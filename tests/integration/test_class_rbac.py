@@ -6,8 +6,8 @@ is RBAC (who may create an Experiment where) and kflab's own objects, not Katib'
 (that is the CRD server's job in test_kube_crd_api.py). The test plays Katib's experiment
 controller with tests/integration/controllers.py (status written as Katib writes it). No
 controller-manager runs: a deleted namespace stays Terminating, so deletion is checked by the
-namespaces' deletionTimestamp and by the student's token being refused (its ServiceAccount
-is deleted first).
+namespaces' deletionTimestamp and by the student's token being refused (their RoleBinding
+and ServiceAccount are deleted first).
 """
 
 from __future__ import annotations
@@ -153,7 +153,13 @@ def test_status_and_grade_read_each_namespace(klass):
     katib_step(admin, Ref("kubeflow.org/v1beta1", "Experiment", "random-search", klass["ann"]),
                "Created")
     katib_step(admin, Ref("kubeflow.org/v1beta1", "Experiment", "random-search", klass["ann"]),
-               "Succeeded", trials=6, trialsSucceeded=6)
+               "Succeeded", trials=6, trialsSucceeded=6,
+               # Katib's status_util.go: the best trial's observation, metric values as text
+               currentOptimalTrial={
+                   "bestTrialName": "random-search-t0",
+                   "parameterAssignments": [{"name": "C", "value": "10"}],
+                   "observation": {"metrics": [{"name": "accuracy", "min": "0.97",
+                                                "max": "0.97", "latest": "0.97"}]}})
     before = get(admin, Ref("kubeflow.org/v1beta1", "Experiment", "random-search",
                             klass["ann"]))
     common = ["--class", klass["name"], "--lab", "katib-hpo", "--kubeconfig",
@@ -190,7 +196,9 @@ def test_delete_revokes_and_removes_everything(klass):
     with pytest.raises(NotFound):
         get(admin, Ref("rbac.authorization.k8s.io/v1", "Role",
                        f"kflab-class-kfp-{klass['name']}", "kubeflow"))
-    with pytest.raises(Unauthorized):  # the token died with its ServiceAccount
+    # Refused at once: 403 (the RoleBinding is gone) until the server's ServiceAccount cache
+    # sees the account gone, 401 after.
+    with pytest.raises((Unauthorized, Forbidden)):
         list_objects(ann, "kubeflow.org/v1beta1", "Experiment", klass["ann"])
     assert not ann_kc.exists() and not (klass["out"] / "bob.kubeconfig").exists()
     assert not (klass["state"] / "classes" / klass["name"]).exists()

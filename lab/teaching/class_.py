@@ -273,6 +273,7 @@ def create(kube: Any, state: Path, roster: Roster, class_name: str, out_dir: Pat
         raise LabError(f"namespace(s) already exist and are not class {class_name!r}'s: "
                        f"{', '.join(taken[:5])}{' ...' if len(taken) > 5 else ''}",
                        hint="choose another --class name")
+    out_dir = out_dir.resolve()  # the record must find the files from any folder
     out_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(out_dir, 0o700)
     apply(kube, cluster_role(), manager=MANAGER)
@@ -285,7 +286,7 @@ def create(kube: Any, state: Path, roster: Roster, class_name: str, out_dir: Pat
     if with_kfp:
         for obj in kfp_objects(class_name, namespaces):
             apply(kube, obj, manager=MANAGER)
-    record = ClassRecord(class_name, now(), url, dict(quota), with_kfp, str(out_dir.resolve()))
+    record = ClassRecord(class_name, now(), url, dict(quota), with_kfp, str(out_dir))
     for student in roster.students:
         ns = student.namespace(class_name)
         token, expires = _token(kube, ns, hours)

@@ -252,3 +252,15 @@ def test_wheelhouse_is_built_against_the_lock(github, tmp_path, monkeypatch):
     assert len(wheels) == 1 and wheels[0].startswith("wheels/kflab-")
     assert any(f"locked by {bundle.LOCK_FILE}" in s for s in said)
     bundle.verify(tmp_path / "b")
+
+
+def test_up_refuses_a_changed_bundle_before_anything_runs(made, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(made["dir"], copy)
+    image = next((copy / "images").iterdir())
+    image.write_bytes(image.read_bytes()[:-1])
+    res = CliRunner().invoke(cli, ["--state", str(tmp_path / "state"), "up", "--provider",
+                                   "host", "--bundle", str(copy)])
+    assert res.exit_code != 0
+    assert f"{image}: sha256" in str(res.exception)
+    assert not (tmp_path / "state" / "labs").exists()  # no lab was started

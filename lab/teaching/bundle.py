@@ -173,8 +173,11 @@ def build_wheels(dest: Path, source: Path, extras: str, say: Say,
 
 def source_tree() -> Path | None:
     """The kflab checkout this code runs from, or None (an installed wheel)."""
-    root = Path(__file__).resolve().parents[2]
-    return root if (root / "pyproject.toml").is_file() else None
+    from lab.content import import_root
+
+    root = import_root()
+    return root if (root / "pyproject.toml").is_file() and (root / LOCK_FILE).is_file() \
+        else None
 
 
 def create(dest: Path, *, arch: str, images: list[str], say: Say,

@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from lab.cli import (  # noqa: F401
+    bundle,
     components,
     grading,
     guided,
@@ -22,6 +23,7 @@ from lab.cli import (  # noqa: F401
     pipeline,
     resources,
     scenario,
+    teaching,
 )
 from lab.cli.root import cli
 from lab.errors import LabError

@@ -35,10 +35,13 @@ from lab.errors import LabError
               "VM, this machine, the cluster) and change nothing.")
 @click.option("-y", "--yes", is_flag=True, help="host/wsl2: apply the changes to this machine "
               "without asking (review them with --dry-run first).")
+@click.option("--bundle", "bundle_dir", type=click.Path(exists=True, file_okay=False),
+              help="Install from an offline bundle (`kflab bundle create`), verified first: "
+                   "no download.")
 @pass_obj
 def up(obj: Obj, profile_path: str | None, provider: str | None, only: str | None,
        playbook: str | None, ask_become_pass: bool, force: bool, dry_run: bool,
-       yes: bool) -> None:
+       yes: bool, bundle_dir: str | None) -> None:
     """Create the lab: the node (VM, WSL, this host), then k3s and Kubeflow with Ansible.
 
     On this machine itself (--provider host or wsl2) it first lists what it will change
@@ -49,6 +52,12 @@ def up(obj: Obj, profile_path: str | None, provider: str | None, only: str | Non
     from lab.ui import verify_table
 
     profile = config.resolve(profile_path, provider)
+    if bundle_dir:
+        from lab.teaching.bundle import verify
+
+        files = verify(Path(bundle_dir))["files"]
+        click.echo(f"bundle {bundle_dir}: {len(files)} files verified")
+        profile = profile.with_overrides(offline=str(Path(bundle_dir).resolve()))
     roles = [r.strip() for r in only.split(",") if r.strip()] if only else None
     book = Path(playbook).resolve() if playbook else None
     if dry_run:

@@ -39,14 +39,16 @@ class Result:
 
 
 def run_playbook(playbook: Path, inventory: str, extra: dict, tmp: Path, *args: str,
-                 timeout: float = 600) -> Result:
+                 timeout: float = 600, prefix: tuple[str, ...] = ()) -> Result:
+    """ansible-playbook with the repository's roles; `prefix` runs it under another command
+    (e.g. `unshare -n`: no network)."""
     vars_file = tmp / "vars.json"
     vars_file.write_text(json.dumps(extra))
     env = {**os.environ, "ANSIBLE_ROLES_PATH": str(PLAYBOOKS / "roles"),
            "ANSIBLE_CONFIG": str(PLAYBOOKS / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
            "ANSIBLE_LOCAL_TEMP": str(tmp / "ansible-local"), "ANSIBLE_FORCE_COLOR": "0",
            "no_proxy": "127.0.0.1,localhost", "NO_PROXY": "127.0.0.1,localhost"}
-    proc = subprocess.run([ansible_playbook(), "-i", inventory, str(playbook), "-e",
+    proc = subprocess.run([*prefix, ansible_playbook(), "-i", inventory, str(playbook), "-e",
                            f"@{vars_file}", *args], env=env, capture_output=True, text=True,
                           timeout=timeout, check=False)
     return Result(proc.returncode, proc.stdout + proc.stderr)

@@ -203,7 +203,8 @@ def shape(backend: Any, run: dict[str, Any], namespace: str,
 
 def _runs(backend: Any, namespace: str, name: str | None = None) -> list[dict[str, Any]]:
     kfp = api(backend)
-    return kfp.runs(kfp.experiment_id(namespace), name)
+    exp_id = kfp.find_experiment(namespace)
+    return [] if exp_id is None else kfp.runs(exp_id, name)
 
 
 def get(backend: Any, name: str, namespace: str) -> dict[str, Any] | None:

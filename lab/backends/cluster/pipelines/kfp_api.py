@@ -43,13 +43,20 @@ class KfpApi:
 
     # --- experiments ------------------------------------------------------------------------
 
-    def experiment_id(self, name: str) -> str:
-        """The id of the experiment named `name`, created when missing."""
+    def find_experiment(self, name: str) -> str | None:
+        """The id of the experiment named `name`, or None (a read creates nothing)."""
         found = self.call("GET", "/experiments", query={
             "filter": _equals("display_name", name), "page_size": "10"})
         for exp in found.get("experiments") or []:
             if exp.get("display_name") == name:
                 return str(exp["experiment_id"])
+        return None
+
+    def experiment_id(self, name: str) -> str:
+        """The id of the experiment named `name`, created when missing."""
+        found = self.find_experiment(name)
+        if found is not None:
+            return found
         made = self.call("POST", "/experiments", {
             "display_name": name, "description": "kflab runs of this lab namespace"})
         return str(made["experiment_id"])

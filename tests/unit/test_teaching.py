@@ -1,0 +1,127 @@
+"""Class roster (hostile CSV), lab sizing and the class plan: pure logic, no cluster."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from lab.cli import cli
+from lab.components.footprint import Footprint
+from lab.errors import InputError
+from lab.scenarios.loader import find, load_all
+from lab.teaching import plan, roster, sizing
+from tests.conftest import SHARED
+
+
+def _roster(tmp_path: Path, text: str | bytes, name: str = "r.csv") -> Path:
+    p = tmp_path / name
+    p.write_bytes(text if isinstance(text, bytes) else text.encode())
+    return p
+
+
+def test_roster_names_become_labels(tmp_path: Path) -> None:
+    p = _roster(tmp_path, "\ufeffStudent,Name,email,group\n"
+                          "José Núñez,,j@x.org,a\n\n  s-0042 ,Ada Lovelace,,b\n"
+                          '"O\'Brien, Pat",Pat,,c\n')
+    r = roster.load(p, "ml-101")
+    assert [s.id for s in r.students] == ["jose-nunez", "s-0042", "o-brien-pat"]
+    assert [s.name for s in r.students] == ["José Núñez", "Ada Lovelace", "Pat"]
+    assert r.students[1].line == 4 and r.students[1].namespace("ml-101") == "ml-101-s-0042"
+    assert r.ignored_columns == ["group"]
+
+
+@pytest.mark.parametrize(("text", "field", "line", "words"), [
+    ("name\nann\n", "student", 1, "no 'student' column"),
+    ("student,student\nann,bob\n", "student", 1, "column named twice"),
+    ("student\nann\nAnn\n", "student", 3, "same student id 'ann' as line 2"),
+    ("student\nann\n,x\n", "student", 3, "empty"),
+    ("student\n李雷\n", "student", 2, "no letter or digit"),
+    ("student\n" + "a" * 60 + "\n", "student", 2, "at most 56 fit"),
+    ('student,name\nann,"two\nlines"\n', "name", 2, "line break"),
+    ("student\n", "student", None, "only a header row"),
+    ("", None, 1, "no header row"),
+    ('student\n"ann\n', None, None, "not valid CSV"),
+])
+def test_roster_refuses_bad_rows_naming_line_and_field(tmp_path: Path, text: str,
+                                                        field: str | None, line: int | None,
+                                                        words: str) -> None:
+    p = _roster(tmp_path, text)
+    with pytest.raises(InputError) as err:
+        roster.load(p, "ml-101")
+    assert err.value.file == str(p) and err.value.field == field and words in str(err.value)
+    if line is not None:
+        assert err.value.line == line
+    assert err.value.hint
+
+
+def test_roster_refuses_binary_and_huge_files_and_bad_class_names(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="not UTF-8"):
+        roster.load(_roster(tmp_path, b"student\nann\n\xff\xfe\n"), "c")
+    with pytest.raises(InputError, match="NUL"):
+        roster.load(_roster(tmp_path, b"student\nann\x00\n"), "c")
+    with pytest.raises(InputError, match="at most"):
+        roster.load(_roster(tmp_path, b"student\n" + b"a\n" * 600_000), "c")
+    with pytest.raises(InputError, match="cannot read"):
+        roster.load(tmp_path / "missing.csv", "c")
+    for bad in ("ML", "-a", "a" * 21, "a_b", ""):
+        with pytest.raises(InputError, match="class name"):
+            roster.load(_roster(tmp_path, "student\nann\n"), bad)
+
+
+def test_lab_need_counts_what_the_controllers_run() -> None:
+    """katib-hpo ships two Experiments with parallelTrialCount 2: per Experiment 2 trial pods
+    (the training container + Katib's metrics-collector sidecar) and 1 suggestion pod."""
+    need = sizing.lab_need(find("katib-hpo"))
+    assert (need.pods, need.containers) == (6, 10)
+    assert need.cpu == 10 * Decimal("0.25") and need.memory == 10 * 512 * 2**20
+    ddp = sizing.lab_need(find("distributed-training"))
+    assert (ddp.pods, ddp.containers) == (3, 3)  # master + 2 workers of the PyTorchJob
+    assert sizing.lab_need(find("pipeline-classifiers")).pipelines
+
+
+def test_class_quota_is_the_largest_lab_with_headroom() -> None:
+    needs = [sizing.lab_need(s) for s in load_all()]
+    quota = sizing.class_quota(needs)
+    biggest = max(n.cpu for n in needs)
+    assert quota["requests.cpu"] == f"{int(biggest * Decimal('1.25') * 1000)}m"
+    assert int(quota["pods"]) == 2 * max(n.pods for n in needs)
+    assert sizing.class_quota([])["requests.cpu"] == "312m"  # one default container
+
+
+def test_plan_says_which_labs_fit() -> None:
+    labs = [find("katib-hpo"), find("kserve-serving"), find("dask-grid-search")]
+    comps = Footprint(cpu_requests=Decimal("0.4"), memory_requests=Decimal(2 * 2**30))
+    server = plan.Server(Decimal(16), Decimal(64 * 2**30), Decimal(500 * 2**30))
+    base, rows = plan.plan(10, labs, comps, server)
+    by = {r.lab: r for r in rows}
+    assert base.cpu == Decimal("0.9")
+    assert by["katib-hpo"].cpu == Decimal("0.9") + 10 * Decimal("2.5")
+    assert by["katib-hpo"].short == ["cpu"] and not by["katib-hpo"].fits
+    assert by["kserve-serving"].fits
+    assert by["dask-grid-search"].why_not and not by["dask-grid-search"].fits
+
+
+@pytest.mark.slow  # ~25 s: renders the whole lab profile with kustomize for the footprint
+@pytest.mark.skipif(not (SHARED / "upstream" / "kubeflow-manifests-26.03").is_dir(),
+                    reason="../shared/upstream not found")
+def test_class_plan_command(tmp_path: Path) -> None:
+    out = CliRunner().invoke(cli, ["--state", str(tmp_path), "class", "plan", "--students",
+                                   "30", "--upstream",
+                                   str(SHARED / "upstream" / "kubeflow-manifests-26.03"),
+                                   "--cpus", "32", "--memory", "128", "--disk", "400"])
+    assert out.exit_code == 0, out.output
+    assert "katib-hpo" in out.output and "no: cpu short" in out.output
+    assert "labs fit 30 student(s)" in out.output
+
+
+def test_class_create_checks_the_roster_before_any_cluster(tmp_path: Path) -> None:
+    """A bad roster fails before kflab even reads a kubeconfig (there is none here)."""
+    p = _roster(tmp_path, "student\nann\nANN\n")
+    out = CliRunner().invoke(cli, ["--state", str(tmp_path / "s"), "class", "create", str(p),
+                                   "--kubeconfig", str(tmp_path / "none")])
+    assert isinstance(out.exception, InputError)
+    assert f"{p}:3: field 'student'" in str(out.exception)
+    assert not (tmp_path / "kubeconfigs-class").exists()

@@ -7,6 +7,7 @@
     state/progress/<id>.events.jsonl   the journal of every start, check, hint and solve
     state/resources/...         the objects the student's runs made (their status is the record)
     state/runs/...              their logs, artifacts and plots
+    state/owners/...            the owner record of each run (which command made it)
     work/<id>/...               the student's work folder for each scenario
 
 Grading never reads a hand-in in place: `unpack` copies it into a fresh sandbox (regular files
@@ -139,6 +140,10 @@ def export(state_root: Path, sids: list[str], student: str, out: Path) -> dict[s
             src = state.path(state_root, part)
             if src.is_dir():
                 copy_tree(src, root / "state" / part, budget)
+        owners_dir = state.path(state_root, "owners")
+        for rec in sorted(owners_dir.glob("*/*/*.json")) if owners_dir.is_dir() else []:
+            if rec.is_file() and not rec.is_symlink():
+                copy_file(rec, root / "state" / rec.relative_to(state_root), budget)
         manifest["left_out"] = budget.left_out
         manifest["files"], manifest["bytes"] = budget.files, budget.bytes
         (root / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
@@ -246,6 +251,8 @@ class HandIn:
     notes: list[str]
     exported_at: str | None = None
     backend: str = "local"  # where the student's session ran its workloads
+    # owner records of the student's runs (which command made each), `_resource` added
+    owner_records: list[dict[str, Any]] = field(default_factory=list)
 
 
 def unpack(source: Path, sid: str, dest_state: Path, dest_work: Path, *,
@@ -306,6 +313,7 @@ def unpack(source: Path, sid: str, dest_state: Path, dest_work: Path, *,
                 copy_tree(s_state / part, dest_state / part, budget, label=f"state/{part}")
         copy_tree(s_work, dest_work, budget, skip=SKIP_NAMES if manifest is None else frozenset(),
                   label="work")
+        owner_records = read_owner_records(s_state)
     progress = state.read_json(dest_state / "progress" / f"{sid}.json",
                                fix="ask the student to export again") or {}
     old_work = old_work or str(progress.get("workdir") or "")
@@ -318,7 +326,26 @@ def unpack(source: Path, sid: str, dest_state: Path, dest_work: Path, *,
                      + (f" and {len(budget.left_out) - 20} more" if len(budget.left_out) > 20
                         else ""))
     return HandIn(name, str(source.resolve()), normalise_progress(progress), events, notes,
-                  manifest.get("exported_at") if manifest else None, session_backend(progress))
+                  manifest.get("exported_at") if manifest else None, session_backend(progress),
+                  owner_records)
+
+
+def read_owner_records(state_root: Path, limit_: int = 500) -> list[dict[str, Any]]:
+    """The owner records under `state_root/owners` (read, never copied into the sandbox: a
+    live-looking owner there would make the sandbox's backend wait on it)."""
+    base = state_root / "owners"
+    out = []
+    for rec in sorted(base.glob("*/*/*.json"))[:limit_] if base.is_dir() else []:
+        if rec.is_symlink() or not rec.is_file() or rec.stat().st_size > MAX_MANIFEST_BYTES:
+            continue
+        try:
+            data = json.loads(rec.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            data["_resource"] = f"{rec.parent.parent.name}/{rec.parent.name}/{rec.stem}"
+            out.append(data)
+    return out
 
 
 def session_backend(progress: Any) -> str:

@@ -366,10 +366,27 @@ def test_checks_read_the_students_state_not_the_instructors(kflab: Kflab, tmp_pa
     as_("ada", "progress", "export", "--student", "Ada", "--out", "ada.tar.gz")
     as_("eve", "scenario", "start", "state-run", "--workdir", "work")
     as_("eve", "progress", "export", "--student", "Eve", "--out", "eve.tar.gz")
+    # Fay ran `kflab solve`, then erased it from her progress and journal: the owner record
+    # of the run it made still names the command.
+    as_("fay", "scenario", "start", "state-run", "--workdir", "work")
+    as_("fay", "solve")
+    progress_file = tmp_path / "fay" / "state" / "progress" / "state-run.json"
+    progress = json.loads(progress_file.read_text())
+    progress["steps"]["run"]["solved"] = False
+    progress_file.write_text(json.dumps(progress))
+    events = progress_file.with_name("state-run.events.jsonl")
+    events.write_text("".join(x for x in events.read_text().splitlines(keepends=True)
+                              if '"solve"' not in x))
+    as_("fay", "progress", "export", "--student", "Fay", "--out", "fay.tar.gz")
 
     scenario = loader.find("state-run")
     eve = grading.grade(scenario, tmp_path / "eve" / "eve.tar.gz", tmp_path / "ada" / "state")
     assert [c.ok for c in eve.result.steps[0].checks] == [False, False]
+    fay = grading.grade(scenario, tmp_path / "fay" / "fay.tar.gz", tmp_path / "teacher")
+    assert fay.status == "complete+solve" and fay.steps[0].solved_by_solve
+    assert any("the owner record of pipelineruns/default/first-run says it was made by "
+               "`kflab solve` although progress and journal record no solve" in x
+               for x in fay.signals), fay.signals
 
     shutil.rmtree(tmp_path / "ada" / "state")
     shutil.rmtree(tmp_path / "ada" / "work")

@@ -123,6 +123,21 @@ def age(stamp: str | None) -> str:
     return f"{secs}s"
 
 
+_LONG_NUMBER = re.compile(r"(?<![\w.])-?\d+\.\d+(?:[eE][-+]?\d+)?(?![\w.])")
+
+
+def short_numbers(text: object) -> str:
+    """Numbers in a table cell rounded to 4 significant digits (0.123456789 -> 0.1235), so a
+    table fits 80 columns; `-o yaml` / `-o json` keep the full values."""
+    def fmt(m: re.Match[str]) -> str:
+        try:
+            return f"{float(m.group()):.4g}"
+        except ValueError:
+            return m.group()
+
+    return _LONG_NUMBER.sub(fmt, str(text))
+
+
 @dataclass(frozen=True)
 class Column:
     header: str
@@ -136,7 +151,8 @@ def print_table(columns: list[Column], rows: list[list[str]]) -> None:
     aligned columns as kubectl prints them, nothing wrapped or cut."""
     from rich.table import Table
 
-    rows = [[printable(c) for c in row] for row in rows]
+    rows = [[printable(c if col.key else short_numbers(c)) for col, c in
+             zip(columns, row, strict=True)] for row in rows]
     widths = [max([len(c.header), *(len(r[i]) for r in rows)]) for i, c in enumerate(columns)]
     out = console()
     if not out.is_terminal:
@@ -310,14 +326,21 @@ class TrialTable:
         # the trial name is what `kflab logs trial NAME` needs: never cut
         width = max([5, *(len(name) for name in self.rows)])
         table.add_column("TRIAL", no_wrap=True, min_width=width)
-        for col in ("STATE", self.ev["metric"].upper(), "TIME", *self.ev["params"]):
+        # a state (MetricsUnavailable), a value and a time are one word each: never split
+        states = [str(r["state"]) for _, r in rows[hidden:]]
+        table.add_column("STATE", no_wrap=True, min_width=max([5, *map(len, states)]))
+        table.add_column(esc(self.ev["metric"].upper()), no_wrap=True)
+        table.add_column("TIME", no_wrap=True)
+        for col in self.ev["params"]:
             table.add_column(esc(col), overflow="fold")
         for name, row in rows[hidden:]:
             state = row["state"]
+            objective = row.get("objective")
             table.add_row(cell(name), f"[{STATE_COLOR.get(state, 'white')}]{esc(state)}[/]",
-                          cell(row.get("objective") or ""),
+                          cell(short_numbers("" if objective is None else objective)),
                           f"{row['seconds']:.1f}s" if "seconds" in row else "",
-                          *(cell(row["params"].get(p, "")) for p in self.ev["params"]))
+                          *(cell(short_numbers(row["params"].get(p, "")))
+                            for p in self.ev["params"]))
         return table
 
     def update(self, ev: dict[str, Any]) -> None:
@@ -362,22 +385,32 @@ def summary(results: list[ScenarioResult]) -> None:
     console().print(table)
 
 
-def check_lines(results: list[Any]) -> None:
+def _hang(text: str, style: str = "", mark: tuple[str, str] | None = None) -> None:
+    """Print one line of prose wrapped to the terminal, continuation lines indented under
+    its own indentation plus two (never back at column 0). `mark` colours the first
+    occurrence of a symbol (e.g. ✘ in red). Piped: one line, never cut."""
     out = console()
+    width = text_width() if out.is_terminal else None
+    body = esc(wrap(text, width, "  "))
+    if mark is not None:
+        body = body.replace(mark[0], f"[{mark[1]}]{mark[0]}[/]", 1)
+    out.print(f"[{style}]{body}[/]" if style else body, soft_wrap=True)
+
+
+def check_lines(results: list[Any]) -> None:
     for res in results:
         if res.ok:
-            out.print(f"  [green]✔[/] {esc(res.label)}", width=text_width())
+            _hang(f"  ✔ {res.label}", mark=("✔", "green"))
             continue
         failed = getattr(res, "failed", None)
         if failed:  # the resource failed: say so and why, never "not yet"
             lines = str(failed).splitlines()
-            out.print(f"  [red]✘ {esc(res.label)}: failed[/]", width=text_width())
+            _hang(f"  ✘ {res.label}: failed", style="red")
             for line in lines:
-                out.print(f"    [red]{esc(line)}[/]" if line == lines[0] else
-                          f"    {esc(line)}", width=text_width())
+                _hang(f"    {line}", style="red" if line == lines[0] else "")
             continue
-        out.print(f"  [red]✘[/] {esc(res.label)}: {esc(res.message)}", width=text_width())
-        out.print(f"    [dim]{esc(res.observed)}[/]", width=text_width())
+        _hang(f"  ✘ {res.label}: {res.message}", mark=("✘", "red"))
+        _hang(f"    {res.observed}", style="dim")
 
 
 class CheckWait:
@@ -489,8 +522,18 @@ def show_step(session: Any, index: int | None = None) -> None:
     i = session.index if index is None else index
     step = s.steps[i]
     out = console()
-    out.print(Panel(step_markdown(step.text), width=min(out.width, TEXT_WIDTH + 4),
-                    title=f"{esc(s.id)} — step {i + 1}/{len(s.steps)}: {esc(step.title)}",
+    title = f"{s.id} — step {i + 1}/{len(s.steps)}: {step.title}"
+    if not out.is_terminal:
+        # Piped or redirected (less, a file): the step's own markdown, whole, never cut
+        # at a panel's edge.
+        out.print(cell(f"# {title}\n\n{step.text.strip()}\n\n(work folder: "
+                       f"{session.workdir})"), soft_wrap=True)
+        return
+    width = min(out.width, TEXT_WIDTH + 4)
+    # the title goes inside when the border cannot hold it whole
+    inside = len(title) + 6 > width
+    out.print(Panel(step_markdown(step.text if not inside else f"**{title}**\n\n{step.text}"),
+                    width=width, title=None if inside else esc(title),
                     subtitle=f"work folder: {esc(session.workdir)}"))
     if index is None or index == session.index:
         out.print("When done: [bold]kflab check[/]   stuck: [bold]kflab hint[/]   "

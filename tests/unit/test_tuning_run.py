@@ -126,6 +126,16 @@ print("training done, forgot to print the metric")
     validate(exp, EXPERIMENT_STATUS)
 
 
+def test_a_metric_name_in_another_case_gets_a_did_you_mean(backend: LocalBackend,
+                                                            tmp_path: Path) -> None:
+    obj = experiment(maxTrialCount=1, maxFailedTrialCount=1, parallelTrialCount=1)
+    obj["spec"]["objective"]["objectiveMetricName"] = "Loss"
+    apply(backend, obj, tmp_path, 'print("loss=0.25")')
+    (trial,) = trials_of(backend)
+    message = trial["status"]["conditions"][-1]["message"]
+    assert "'Loss' never appeared in the output; did you mean 'loss'?" in message, message
+
+
 def test_missing_command_counts_as_failed(backend: LocalBackend, tmp_path: Path) -> None:
     obj = experiment(maxTrialCount=2, maxFailedTrialCount=1, parallelTrialCount=1)
     container(obj)["command"] = ["no-such-program-kflab", "--x=${trialParameters.x}",

@@ -90,7 +90,30 @@ def _field(ctx: Context, p: dict[str, Any]) -> Outcome:
     value = jmespath.search(p["query"], obj)
     op = p.get("op", "==")
     ok = compare(value, op, p.get("value"))
-    return Outcome(ok, f"{p['query']} = {value!r}")
+    observed = f"{p['query']} = {value!r}"
+    if not ok and lookup(p["kind"]).kind == "PipelineRun":
+        observed += _metric_misses(obj, p["query"])
+    return Outcome(ok, observed)
+
+
+_METRIC_REF = re.compile(r"outputs\.metrics\.([A-Za-z_][\w-]*)")
+
+
+def _metric_misses(run: dict[str, Any], query: str) -> str:
+    """For a query over the run's task metrics: the tasks that logged metrics but not the
+    one named, and what they logged instead ("train-svm logged acc, not accuracy")."""
+    wanted = set(_METRIC_REF.findall(query))
+    if len(wanted) != 1:
+        return ""
+    (name,) = wanted
+    tasks = ((run.get("status") or {}).get("run_details") or {}).get("task_details") or []
+    misses = []
+    for task in tasks if isinstance(tasks, list) else []:
+        metrics = ((task or {}).get("outputs") or {}).get("metrics")
+        if isinstance(metrics, dict) and metrics and name not in metrics:
+            misses.append(f"{task.get('display_name')} logged "
+                          f"{', '.join(map(str, list(metrics)[:3]))}")
+    return f"; not '{name}': " + "; ".join(misses[:5]) if misses else ""
 
 
 def _valid_query(p: dict[str, Any]) -> str | None:

@@ -74,6 +74,23 @@ def test_field_query_and_list(ctx: Context) -> None:
                            ctx).ok
 
 
+def test_a_metric_query_names_the_task_that_logged_another_name(ctx: Context) -> None:
+    """pipeline-classifiers counts `accuracy` metrics: a trainer that logged `acc` is named."""
+    tasks = [{"display_name": f"train-{m}", "outputs": {"metrics": {"accuracy": 0.9}}}
+             for m in ("tree", "lr", "nb", "xgb")]
+    tasks.append({"display_name": "train-svm", "outputs": {"metrics": {"acc": 0.95}}})
+    tasks.append({"display_name": "load-data", "outputs": {}})
+    ctx.backend.store.put({"apiVersion": "kflab.dev/v1", "kind": "PipelineRun",
+                           "metadata": {"name": "five"},
+                           "status": {"state": "SUCCEEDED", "run_details": {
+                               "task_details": tasks}}})
+    out = checks.evaluate(chk("field", kind="PipelineRun", name="five", op=">=", value=5,
+                              query="length(status.run_details.task_details[]"
+                                    ".outputs.metrics.accuracy)"), ctx)
+    assert not out.ok
+    assert out.observed.endswith("= 4; not 'accuracy': train-svm logged acc"), out.observed
+
+
 def test_pipeline_run_state_and_artifact(ctx: Context, tmp_path: Path) -> None:
     c = chk("pipeline-run", name="r", artifact={"task": "t", "name": "model"})
     assert "no pipeline run" in checks.evaluate(c, ctx).observed

@@ -541,8 +541,10 @@ def show_step(session: Any, index: int | None = None) -> None:
                   width=text_width())
 
 
-def scenario_table(items: list[Any], progress: dict[str, str] | None = None) -> None:
-    """The scenarios; `progress` (id -> "2/3", "done") adds where the learner is."""
+def scenario_table(items: list[Any], progress: dict[str, str] | None = None,
+                   here: dict[str, str] | None = None) -> None:
+    """The scenarios; `progress` (id -> "2/3", "done") adds where the learner is; `here`
+    (id -> why) marks the labs this machine cannot run (no GPU, a missing extra)."""
     from lab.scenarios.model import BACKENDS
 
     columns = [Column("ID", key=True), Column("TITLE"), Column("LEVEL"), Column("TIME"),
@@ -556,6 +558,9 @@ def scenario_table(items: list[Any], progress: dict[str, str] | None = None) -> 
             if (why := s.why_not(b)) is not None:
                 runs += f" (not {b}*)"
                 notes.append(f"* {s.id} on {b}: {why}")
+        if here and s.id in here:
+            runs += " (not here*)"
+            notes.append(f"* {s.id} cannot run on this machine: {here[s.id]}")
         row = [s.id, s.title, s.level, s.duration, str(len(s.steps)), ", ".join(s.requires),
                runs]
         if progress is not None:

@@ -273,6 +273,15 @@ class Progress:
             out.print(line)
             if not res.ok:
                 out.print(f"           [yellow]{esc(res.message)}[/]")
+        elif kind == "checks-before":  # `scenario test`: before the solution, all must fail
+            results = ev["results"]
+            held = [r for r in results if r.ok]
+            if not held:
+                out.print(f"{self._elapsed()}   before the solution: {len(results)} "
+                          f"check(s) fail, as they must")
+            for r in held:
+                out.print(f"{self._elapsed()}   [red]✘ before the solution, "
+                          f"{esc(r.label)} already passes[/] [dim]— {esc(r.observed)}[/]")
         elif kind == "step-finished":
             res = ev["result"]
             if res.error:

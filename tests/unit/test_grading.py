@@ -397,6 +397,44 @@ def test_checks_read_the_students_state_not_the_instructors(kflab: Kflab, tmp_pa
     assert [c.ok for c in ada.result.steps[0].checks] == [True, True], ada.result.steps[0]
 
 
+def test_exporting_one_lab_carries_only_its_records(kflab: Kflab, tmp_path: Path,
+                                                    monkeypatch) -> None:
+    """Gus did state-run (a pipeline run named first-run, read by its check) and, from another
+    folder, an unrelated run: the hand-in of state-run carries first-run only; the hand-in of
+    hello-files carries no run at all; exporting everything carries both."""
+    folder = tmp_path / "scenarios" / "state-run"
+    (folder / "steps").mkdir(parents=True)
+    (folder / "assets").mkdir()
+    (folder / "scenario.yaml").write_text(STATE_RUN)
+    (folder / "steps" / "run.md").write_text("# Run\n")
+    shutil.copy(DATA / "pipelines" / "tiny.py", folder / "assets" / "tiny.py")
+    shutil.copytree(DATA / "scenarios" / "hello-files", tmp_path / "scenarios" / "hello-files")
+    env = {"KFLAB_SCENARIOS": str(tmp_path / "scenarios"), "KFLAB_STATE": str(tmp_path / "st")}
+    monkeypatch.setenv("KFLAB_SCENARIOS", env["KFLAB_SCENARIOS"])
+    home = tmp_path / "gus"
+    (home / "elsewhere").mkdir(parents=True)
+
+    def run(*args: str, cwd: Path = home) -> None:
+        out = kflab(*args, cwd=cwd, env=env)
+        assert out.returncode == 0, (args, out.stdout, out.stderr)
+
+    run("scenario", "start", "hello-files", "--workdir", "hello")
+    run("scenario", "start", "state-run", "--workdir", "work")
+    run("solve")
+    run("pipeline", "run", str(DATA / "pipelines" / "tiny.py"), "--name", "other-run",
+        cwd=home / "elsewhere")
+
+    def runs_in(name: str, *sids: str) -> list[str]:
+        run("progress", "export", *sids, "--student", "Gus", "--out", name)
+        return sorted(p.stem for p in (home / name / "state" / "resources").rglob("*.json"))
+
+    assert runs_in("one", "state-run") == ["first-run"]
+    assert runs_in("two", "hello-files") == []
+    assert runs_in("all") == ["first-run", "other-run"]
+    manifest = json.loads((home / "one" / handin.MANIFEST).read_text())
+    assert manifest["records"] == ["pipelineruns/default/first-run"]
+
+
 def test_collect_and_report_refuse_edited_files(tmp_path: Path, kflab: Kflab) -> None:
     """Grade and result files are read back from disk: a wrong shape is an error naming the
     file and the field (exit 2), never a traceback."""

@@ -326,31 +326,53 @@ class TrialTable:
             self.live.start()
 
     def render(self) -> Any:
-        from rich.table import Table
+        """The table, fitted to the terminal: the trial name (what `kflab logs trial NAME`
+        needs), the state, the value and the time are never split; parameters get a column
+        each where they fit, else a line of `name=value` pairs under each trial, wrapped
+        between pairs."""
+        from rich.console import Group
+        from rich.text import Text
 
         rows = list(self.rows.items())
         hidden = max(0, len(rows) - self.MAX_ROWS)
-        caption = f"{hidden} earlier trials not shown (kflab get trials)" if hidden else None
-        table = Table(box=None, header_style="bold", caption=caption, caption_justify="left")
-        # the trial name is what `kflab logs trial NAME` needs: never cut
-        width = max([5, *(len(name) for name in self.rows)])
-        table.add_column("TRIAL", no_wrap=True, min_width=width)
-        # a state (MetricsUnavailable), a value and a time are one word each: never split
-        states = [str(r["state"]) for _, r in rows[hidden:]]
-        table.add_column("STATE", no_wrap=True, min_width=max([5, *map(len, states)]))
-        table.add_column(esc(self.ev["metric"].upper()), no_wrap=True)
-        table.add_column("TIME", no_wrap=True)
-        for col in self.ev["params"]:
-            table.add_column(esc(col), overflow="fold")
-        for name, row in rows[hidden:]:
-            state = row["state"]
-            objective = row.get("objective")
-            table.add_row(cell(name), f"[{STATE_COLOR.get(state, 'white')}]{esc(state)}[/]",
-                          cell(short_numbers("" if objective is None else objective)),
-                          f"{row['seconds']:.1f}s" if "seconds" in row else "",
-                          *(cell(short_numbers(row["params"].get(p, "")))
-                            for p in self.ev["params"]))
-        return table
+        shown = rows[hidden:]
+        params = list(self.ev["params"])
+        values = [[short_numbers(r["params"].get(p, "")) for p in params] for _, r in shown]
+        objective = [short_numbers("" if r.get("objective") is None else r["objective"])
+                     for _, r in shown]
+        times = [f"{r['seconds']:.1f}s" if "seconds" in r else "" for _, r in shown]
+        headers = ["TRIAL", "STATE", self.ev["metric"].upper(), "TIME"]
+        widths = [max([len(headers[0]), *(len(n) for n, _ in shown)]),
+                  max([len(headers[1]), *(len(str(r["state"])) for _, r in shown)]),
+                  max([len(headers[2]), *map(len, objective)]),
+                  max([len(headers[3]), *map(len, times)])]
+        apart = [max([len(p), *(len(v[i]) for v in values)]) for i, p in enumerate(params)]
+        width = console().width
+        together = sum(widths) + sum(apart) + 2 * (len(widths) + len(apart) - 1) < width
+        if together:
+            headers += [p.upper() for p in params]
+            widths += apart
+        lines = [Text("  ".join(h.ljust(w) for h, w in zip(headers, widths,
+                                                             strict=False)).rstrip(),
+                      style="bold")]
+        for (name, row), vals, obj, took in zip(shown, values, objective, times, strict=True):
+            state = str(row["state"])
+            line = Text(printable(name).ljust(widths[0]) + "  ")
+            line.append(printable(state).ljust(widths[1]),
+                        style=STATE_COLOR.get(state, "white"))
+            rest = [obj, took, *(vals if together else [])]
+            line.append("  " + "  ".join(v.ljust(w) for v, w in zip(rest, widths[2:],
+                                                                     strict=False)))
+            line.rstrip()
+            lines.append(line)
+            if not together and params:
+                pairs = "   ".join(f"{p}={v}" for p, v in zip(params, vals, strict=True))
+                lines.append(Text(wrap("    " + printable(pairs), width - 1, ""),
+                                  style="dim"))
+        if hidden:
+            lines.append(Text(f"{hidden} earlier trials not shown (kflab get trials)",
+                              style="dim"))
+        return Group(*lines)
 
     def update(self, ev: dict[str, Any]) -> None:
         out = console()

@@ -252,3 +252,18 @@ def test_the_live_trial_table_and_a_piped_step_at_80_columns(terminal: Terminal)
     assert "│" not in out  # plain markdown, no panel to cut it
     rc, out, _ = t.type("k", "kflab scenario show katib-hpo --step 2 > step.txt; wc -w step.txt")
     assert int(out.split()[0]) > 100
+
+    # a title too long for the panel's border is shown whole, inside it (read from the
+    # screen itself: tmux's joined capture re-flows a panel's box lines)
+    t.type("k", "kflab scenario show distributed-training --step 3")
+    screen = t.screen("k").rsplit("show distributed-training --step 3", 1)[1]
+    assert "│ distributed-training — step 3/3: Compare the single-process and the" in screen
+    assert "│ distributed run " in screen
+    # a check's message wraps under its own text, never back at column 0
+    rc, _, _ = t.type("k", "kflab scenario start kserve-serving >/dev/null; kflab check")
+    assert rc == 1
+    lines = t.screen("k").rsplit("; kflab check", 1)[1].splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("  ✘ file models/v1"))
+    assert lines[first + 1].startswith("    ") and lines[first + 1].strip(), lines
+    joined = t.screen("k", joined=True).rsplit("; kflab check", 1)[1].splitlines()
+    assert all(len(line.rstrip()) <= 80 for line in joined), joined  # kflab wrapped them

@@ -272,7 +272,7 @@ class Progress:
                 line += f" [dim]— {esc(res.observed)}[/]"
             out.print(line)
             if not res.ok:
-                out.print(f"           [yellow]{esc(res.message)}[/]")
+                hanging("           ", f"[yellow]{esc(res.message)}[/]")
         elif kind == "checks-before":  # `scenario test`: before the solution, all must fail
             results = ev["results"]
             held = [r for r in results if r.ok]
@@ -285,13 +285,13 @@ class Progress:
         elif kind == "step-finished":
             res = ev["result"]
             if res.error:
-                out.print(f"           [red]{esc(res.error)}[/]")
+                hanging("           ", f"[red]{esc(res.error)}[/]")
             if getattr(res, "skip_reason", None):
                 out.print(f"{self._elapsed()}   [yellow]- skipped: {esc(res.skip_reason)}[/]")
         elif kind == "log":  # a line of a training replica's output, streamed live
             out.print(f"[dim]{esc(ev['replica'])} |[/] {esc(ev['line'])}", soft_wrap=True)
         elif kind == "message":
-            out.print(f"{self._elapsed()}   {esc(ev['text'])}")
+            hanging(f"{self._elapsed()}   ", esc(ev["text"]))
         elif kind == "experiment-started":
             self.trials = TrialTable(ev, self._elapsed)
         elif kind in ("trial-started", "trial-finished", "experiment-finished") and self.trials:
@@ -316,7 +316,7 @@ class TrialTable:
         self.live: Any = None
         out = console()
         cap = ev.get("max_trials") or "?"
-        out.print(f"{elapsed()}     experiment [bold]{esc(ev['experiment'])}[/]: "
+        hanging(f"{elapsed()}     ", f"experiment [bold]{esc(ev['experiment'])}[/]: "
                   f"{esc(ev['algorithm'])}, up to {esc(cap)} trials, {esc(ev['parallel'])} at a "
                   f"time, objective {esc(ev['metric'])}")
         if out.is_terminal:
@@ -396,11 +396,11 @@ class TrialTable:
             if self.live is not None:
                 self.live.stop()
             best = ", ".join(f"{a['name']}={a['value']}" for a in ev["assignments"])
-            out.print(f"{self.elapsed()}     experiment {esc(ev['experiment'])} "
+            hanging(f"{self.elapsed()}     ", f"experiment {esc(ev['experiment'])} "
                       f"[bold]{esc(ev['condition'])}[/] ({esc(ev['reason'])}); best trial "
                       f"{esc(ev['best'] or '-')}" + (f": {esc(best)}" if best else ""))
             for plot in filter(None, (ev.get("plots") or "").split(",")):
-                out.print(f"           plot: {esc(plot)}")
+                hanging("           plot: ", esc(plot))
 
 
 def summary(results: list[ScenarioResult]) -> None:
@@ -426,6 +426,25 @@ def _hang(text: str, style: str = "", mark: tuple[str, str] | None = None) -> No
     if mark is not None:
         body = body.replace(mark[0], f"[{mark[1]}]{mark[0]}[/]", 1)
     out.print(f"[{style}]{body}[/]" if style else body, soft_wrap=True)
+
+
+def hanging(prefix: str, body: str) -> None:
+    """Print `prefix` then `body` (both rich markup); on a terminal the body wraps under
+    itself, never back at column 0 (a word longer than the room left is folded in place).
+    Piped: one line, never cut."""
+    out = console()
+    if not out.is_terminal:
+        out.print(prefix + body, soft_wrap=True)
+        return
+    from rich.table import Table
+    from rich.text import Text
+
+    head = Text.from_markup(prefix)
+    grid = Table.grid()
+    grid.add_column(no_wrap=True, width=head.cell_len)
+    grid.add_column(overflow="fold")
+    grid.add_row(head, Text.from_markup(body))
+    out.print(grid)
 
 
 def check_lines(results: list[Any]) -> None:

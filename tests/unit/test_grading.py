@@ -5,6 +5,7 @@ the instructor grades the three folders and collects the class."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import shutil
@@ -205,6 +206,35 @@ def test_a_changed_step_and_the_record_of_a_restart(handins, state: Path, tmp_pa
     result = grading.grade(loader.find("hello-files"), root, state)
     assert [s.status for s in result.steps] == ["changed", "passed"]
     assert result.steps[0].passed_in_session
+    assert result.status == "partial"  # edited after it passed: not explained, not counted
+
+
+def test_a_cleaned_up_step_reads_passed_in_every_grade_file(handins, state: Path,
+                                                            tmp_path: Path,
+                                                            scenarios_env) -> None:
+    """A step verified in the session whose resource is gone now (the student cleaned up):
+    `passed (cleaned up)` in grade.json, the CSV and JUnit (no failure there). hello-files
+    has no resource, so a scenario that checks one is made here from it."""
+    from lab.scenarios import gradebook
+
+    scenario = loader.find("hello-files")
+    step = scenario.steps[1]
+    gone = dataclasses.replace(step.checks[0], type="condition", params={
+        "kind": "PyTorchJob", "name": "job", "condition": "Succeeded"})
+    scenario = dataclasses.replace(scenario, steps=(
+        scenario.steps[0], dataclasses.replace(step, checks=(gone,))))
+    result = grading.grade(scenario, handins["ada"], state)
+    assert [s.label for s in result.steps] == ["passed", "passed (cleaned up)"]
+    assert result.status == "complete"
+    files = gradebook.write(result, tmp_path / "g")
+    row = next(csv.DictReader(io.StringIO(files["csv"].read_text())))
+    assert row["step:count"] == "passed (cleaned up)"
+    suite = ET.parse(files["junit"]).getroot().find("testsuite")
+    assert suite is not None and suite.get("failures") == "0"
+    assert suite.find("testcase[@name='count']/failure") is None
+    out = suite.find("testcase[@name='count']/system-out")
+    assert out is not None and "cleaned up since" in (out.text or "")
+    assert "passed (cleaned up)" in files["html"].read_text()
 
 
 def test_a_work_folder_with_its_state_inside(kflab: Kflab, tmp_path: Path, state: Path,

@@ -195,3 +195,25 @@ def test_a_cluster_backend_still_waits() -> None:
 ])
 def test_compare(value, op, expected, ok) -> None:
     assert compare(value, op, expected) is ok
+
+
+def test_a_model_server_still_starting_keeps_checks_waiting(ctx: Context) -> None:
+    """A model server process runs but its InferenceService is not Ready yet (the model is
+    loading): something may still change, so checks wait; once it has failed, they need
+    not. (A sleeping process stands in for the server: what matters here is that it runs.)"""
+    backend = ctx.backend
+    backend.store.put({"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+                       "metadata": {"name": "iris", "namespace": "default"},
+                       "spec": {}, "status": {"modelStatus": {"transitionStatus": "InProgress"}}})
+    from lab.backends.local.serving.handler import proc_id
+
+    rec = backend.procs.spawn(proc_id("default", "iris"),
+                              [sys.executable, "-c", "import time; time.sleep(30)"],
+                              owner="InferenceService/default/iris",
+                              log=backend.root / "iris.log")
+    try:
+        assert backend.in_progress() == ["InferenceService/default/iris"]
+        assert not checks.settled(ctx)
+    finally:
+        backend.procs.stop(rec.id, grace=1)
+    assert backend.in_progress() == []

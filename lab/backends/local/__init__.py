@@ -248,7 +248,11 @@ class LocalBackend:
                 obj = self.get(kind, name, ns)
             except LabError:
                 continue
-            if obj is not None and not is_true(obj.get("status") or {}, "Ready"):
+            status = (obj or {}).get("status") or {}
+            # not Ready yet, or a rollout still loading the new model (KServe's own
+            # modelStatus.transitionStatus says InProgress meanwhile)
+            if obj is not None and (not is_true(status, "Ready") or (
+                    status.get("modelStatus") or {}).get("transitionStatus") == "InProgress"):
                 busy.append(rec.owner)
         return busy
 

@@ -222,6 +222,7 @@ if float(args["lr"]) > 0.05:
 """
 
 
+@pytest.mark.slow
 def test_the_live_trial_table_and_a_piped_step_at_80_columns(terminal: Terminal) -> None:
     """The live Katib trial table fits 80 columns: parameters and objective rounded to 4
     significant digits (kflab get -o yaml keeps them whole), a state never split; and a step

@@ -96,6 +96,8 @@ def junit(result: Any, grade: dict[str, Any]) -> ET.Element:
     for key, value in (grade.get("summary") or {}).items():
         text = " ".join(value) if isinstance(value, list) else str(value)
         ET.SubElement(props, "property", name=key, value=text)
+    for sig in all_signals(grade):  # integrity signals: signals, not proof
+        ET.SubElement(props, "property", name="signal", value=sig)
     suite.insert(0, props)
     by_id = {s["id"]: s for s in grade["steps"]}
     for case in suite.findall("testcase"):

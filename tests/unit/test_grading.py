@@ -146,6 +146,11 @@ def test_three_students_graded_and_collected(kflab: Kflab, tmp_path: Path, handi
     props = {p.get("name"): p.get("value")
              for p in suite.findall("testcase[@name='greet']/properties/property")}
     assert props["hints"] == "2" and props["solved_by_solve"] == "False"
+    ada_junit = ET.parse(grades / "Ada-Lovelace" / "hello-files" / "grade.xml").getroot()
+    assert ["of the 1m the lab states" in (p.get("value") or "") for p in ada_junit.findall(
+        "testsuite/properties/property[@name='signal']")] == [True]
+    assert "Integrity signals" in (grades / "Ada-Lovelace" / "hello-files" /
+                                   "report.html").read_text()
     cy_junit = ET.parse(grades / "Cy" / "hello-files" / "grade.xml").getroot()
     assert [p.get("value") for p in cy_junit.findall(
         "testsuite/testcase/properties/property[@name='solved_by_solve']")] == ["True", "True"]

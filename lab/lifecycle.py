@@ -39,6 +39,11 @@ def _records(state: Path, name: str | None) -> list[Path]:
     return [p for p in labs if p.parent.name == name] if name else labs
 
 
+def has_lab(state: Path, name: str | None = None) -> bool:
+    """Whether a cluster lab (the named one, or any) has been created here."""
+    return bool(_records(state, name))
+
+
 def current(state: Path, name: str | None = None) -> tuple[Profile, dict[str, Any]]:
     """The lab a command acts on: the named one, else the only one (or the newest)."""
     from lab.config import validate

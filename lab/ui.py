@@ -123,6 +123,21 @@ def age(stamp: str | None) -> str:
     return f"{secs}s"
 
 
+_LONG_NUMBER = re.compile(r"(?<![\w.])-?\d+\.\d+(?:[eE][-+]?\d+)?(?![\w.])")
+
+
+def short_numbers(text: object) -> str:
+    """Numbers in a table cell rounded to 4 significant digits (0.123456789 -> 0.1235), so a
+    table fits 80 columns; `-o yaml` / `-o json` keep the full values."""
+    def fmt(m: re.Match[str]) -> str:
+        try:
+            return f"{float(m.group()):.4g}"
+        except ValueError:
+            return m.group()
+
+    return _LONG_NUMBER.sub(fmt, str(text))
+
+
 @dataclass(frozen=True)
 class Column:
     header: str
@@ -136,7 +151,8 @@ def print_table(columns: list[Column], rows: list[list[str]]) -> None:
     aligned columns as kubectl prints them, nothing wrapped or cut."""
     from rich.table import Table
 
-    rows = [[printable(c) for c in row] for row in rows]
+    rows = [[printable(c if col.key else short_numbers(c)) for col, c in
+             zip(columns, row, strict=True)] for row in rows]
     widths = [max([len(c.header), *(len(r[i]) for r in rows)]) for i, c in enumerate(columns)]
     out = console()
     if not out.is_terminal:
@@ -256,17 +272,26 @@ class Progress:
                 line += f" [dim]— {esc(res.observed)}[/]"
             out.print(line)
             if not res.ok:
-                out.print(f"           [yellow]{esc(res.message)}[/]")
+                hanging("           ", f"[yellow]{esc(res.message)}[/]")
+        elif kind == "checks-before":  # `scenario test`: before the solution, all must fail
+            results = ev["results"]
+            held = [r for r in results if r.ok]
+            if not held:
+                out.print(f"{self._elapsed()}   before the solution: {len(results)} "
+                          f"check(s) fail, as they must")
+            for r in held:
+                out.print(f"{self._elapsed()}   [red]✘ before the solution, "
+                          f"{esc(r.label)} already passes[/] [dim]— {esc(r.observed)}[/]")
         elif kind == "step-finished":
             res = ev["result"]
             if res.error:
-                out.print(f"           [red]{esc(res.error)}[/]")
+                hanging("           ", f"[red]{esc(res.error)}[/]")
             if getattr(res, "skip_reason", None):
                 out.print(f"{self._elapsed()}   [yellow]- skipped: {esc(res.skip_reason)}[/]")
         elif kind == "log":  # a line of a training replica's output, streamed live
             out.print(f"[dim]{esc(ev['replica'])} |[/] {esc(ev['line'])}", soft_wrap=True)
         elif kind == "message":
-            out.print(f"{self._elapsed()}   {esc(ev['text'])}")
+            hanging(f"{self._elapsed()}   ", esc(ev["text"]))
         elif kind == "experiment-started":
             self.trials = TrialTable(ev, self._elapsed)
         elif kind in ("trial-started", "trial-finished", "experiment-finished") and self.trials:
@@ -291,7 +316,7 @@ class TrialTable:
         self.live: Any = None
         out = console()
         cap = ev.get("max_trials") or "?"
-        out.print(f"{elapsed()}     experiment [bold]{esc(ev['experiment'])}[/]: "
+        hanging(f"{elapsed()}     ", f"experiment [bold]{esc(ev['experiment'])}[/]: "
                   f"{esc(ev['algorithm'])}, up to {esc(cap)} trials, {esc(ev['parallel'])} at a "
                   f"time, objective {esc(ev['metric'])}")
         if out.is_terminal:
@@ -301,24 +326,53 @@ class TrialTable:
             self.live.start()
 
     def render(self) -> Any:
-        from rich.table import Table
+        """The table, fitted to the terminal: the trial name (what `kflab logs trial NAME`
+        needs), the state, the value and the time are never split; parameters get a column
+        each where they fit, else a line of `name=value` pairs under each trial, wrapped
+        between pairs."""
+        from rich.console import Group
+        from rich.text import Text
 
         rows = list(self.rows.items())
         hidden = max(0, len(rows) - self.MAX_ROWS)
-        caption = f"{hidden} earlier trials not shown (kflab get trials)" if hidden else None
-        table = Table(box=None, header_style="bold", caption=caption, caption_justify="left")
-        # the trial name is what `kflab logs trial NAME` needs: never cut
-        width = max([5, *(len(name) for name in self.rows)])
-        table.add_column("TRIAL", no_wrap=True, min_width=width)
-        for col in ("STATE", self.ev["metric"].upper(), "TIME", *self.ev["params"]):
-            table.add_column(esc(col), overflow="fold")
-        for name, row in rows[hidden:]:
-            state = row["state"]
-            table.add_row(cell(name), f"[{STATE_COLOR.get(state, 'white')}]{esc(state)}[/]",
-                          cell(row.get("objective") or ""),
-                          f"{row['seconds']:.1f}s" if "seconds" in row else "",
-                          *(cell(row["params"].get(p, "")) for p in self.ev["params"]))
-        return table
+        shown = rows[hidden:]
+        params = list(self.ev["params"])
+        values = [[short_numbers(r["params"].get(p, "")) for p in params] for _, r in shown]
+        objective = [short_numbers("" if r.get("objective") is None else r["objective"])
+                     for _, r in shown]
+        times = [f"{r['seconds']:.1f}s" if "seconds" in r else "" for _, r in shown]
+        headers = ["TRIAL", "STATE", self.ev["metric"].upper(), "TIME"]
+        widths = [max([len(headers[0]), *(len(n) for n, _ in shown)]),
+                  max([len(headers[1]), *(len(str(r["state"])) for _, r in shown)]),
+                  max([len(headers[2]), *map(len, objective)]),
+                  max([len(headers[3]), *map(len, times)])]
+        apart = [max([len(p), *(len(v[i]) for v in values)]) for i, p in enumerate(params)]
+        width = console().width
+        together = sum(widths) + sum(apart) + 2 * (len(widths) + len(apart) - 1) < width
+        if together:
+            headers += [p.upper() for p in params]
+            widths += apart
+        lines = [Text("  ".join(h.ljust(w) for h, w in zip(headers, widths,
+                                                             strict=False)).rstrip(),
+                      style="bold")]
+        for (name, row), vals, obj, took in zip(shown, values, objective, times, strict=True):
+            state = str(row["state"])
+            line = Text(printable(name).ljust(widths[0]) + "  ")
+            line.append(printable(state).ljust(widths[1]),
+                        style=STATE_COLOR.get(state, "white"))
+            rest = [obj, took, *(vals if together else [])]
+            line.append("  " + "  ".join(v.ljust(w) for v, w in zip(rest, widths[2:],
+                                                                     strict=False)))
+            line.rstrip()
+            lines.append(line)
+            if not together and params:
+                pairs = "   ".join(f"{p}={v}" for p, v in zip(params, vals, strict=True))
+                lines.append(Text(wrap("    " + printable(pairs), width - 1, ""),
+                                  style="dim"))
+        if hidden:
+            lines.append(Text(f"{hidden} earlier trials not shown (kflab get trials)",
+                              style="dim"))
+        return Group(*lines)
 
     def update(self, ev: dict[str, Any]) -> None:
         out = console()
@@ -342,11 +396,11 @@ class TrialTable:
             if self.live is not None:
                 self.live.stop()
             best = ", ".join(f"{a['name']}={a['value']}" for a in ev["assignments"])
-            out.print(f"{self.elapsed()}     experiment {esc(ev['experiment'])} "
+            hanging(f"{self.elapsed()}     ", f"experiment {esc(ev['experiment'])} "
                       f"[bold]{esc(ev['condition'])}[/] ({esc(ev['reason'])}); best trial "
                       f"{esc(ev['best'] or '-')}" + (f": {esc(best)}" if best else ""))
             for plot in filter(None, (ev.get("plots") or "").split(",")):
-                out.print(f"           plot: {esc(plot)}")
+                hanging("           plot: ", esc(plot))
 
 
 def summary(results: list[ScenarioResult]) -> None:
@@ -362,22 +416,51 @@ def summary(results: list[ScenarioResult]) -> None:
     console().print(table)
 
 
-def check_lines(results: list[Any]) -> None:
+def _hang(text: str, style: str = "", mark: tuple[str, str] | None = None) -> None:
+    """Print one line of prose wrapped to the terminal, continuation lines indented under
+    its own indentation plus two (never back at column 0). `mark` colours the first
+    occurrence of a symbol (e.g. ✘ in red). Piped: one line, never cut."""
     out = console()
+    width = text_width() if out.is_terminal else None
+    body = esc(wrap(text, width, "  "))
+    if mark is not None:
+        body = body.replace(mark[0], f"[{mark[1]}]{mark[0]}[/]", 1)
+    out.print(f"[{style}]{body}[/]" if style else body, soft_wrap=True)
+
+
+def hanging(prefix: str, body: str) -> None:
+    """Print `prefix` then `body` (both rich markup); on a terminal the body wraps under
+    itself, never back at column 0 (a word longer than the room left is folded in place).
+    Piped: one line, never cut."""
+    out = console()
+    if not out.is_terminal:
+        out.print(prefix + body, soft_wrap=True)
+        return
+    from rich.table import Table
+    from rich.text import Text
+
+    head = Text.from_markup(prefix)
+    grid = Table.grid()
+    grid.add_column(no_wrap=True, width=head.cell_len)
+    grid.add_column(overflow="fold")
+    grid.add_row(head, Text.from_markup(body))
+    out.print(grid)
+
+
+def check_lines(results: list[Any]) -> None:
     for res in results:
         if res.ok:
-            out.print(f"  [green]✔[/] {esc(res.label)}", width=text_width())
+            _hang(f"  ✔ {res.label}", mark=("✔", "green"))
             continue
         failed = getattr(res, "failed", None)
         if failed:  # the resource failed: say so and why, never "not yet"
             lines = str(failed).splitlines()
-            out.print(f"  [red]✘ {esc(res.label)}: failed[/]", width=text_width())
+            _hang(f"  ✘ {res.label}: failed", style="red")
             for line in lines:
-                out.print(f"    [red]{esc(line)}[/]" if line == lines[0] else
-                          f"    {esc(line)}", width=text_width())
+                _hang(f"    {line}", style="red" if line == lines[0] else "")
             continue
-        out.print(f"  [red]✘[/] {esc(res.label)}: {esc(res.message)}", width=text_width())
-        out.print(f"    [dim]{esc(res.observed)}[/]", width=text_width())
+        _hang(f"  ✘ {res.label}: {res.message}", mark=("✘", "red"))
+        _hang(f"    {res.observed}", style="dim")
 
 
 class CheckWait:
@@ -489,8 +572,18 @@ def show_step(session: Any, index: int | None = None) -> None:
     i = session.index if index is None else index
     step = s.steps[i]
     out = console()
-    out.print(Panel(step_markdown(step.text), width=min(out.width, TEXT_WIDTH + 4),
-                    title=f"{esc(s.id)} — step {i + 1}/{len(s.steps)}: {esc(step.title)}",
+    title = f"{s.id} — step {i + 1}/{len(s.steps)}: {step.title}"
+    if not out.is_terminal:
+        # Piped or redirected (less, a file): the step's own markdown, whole, never cut
+        # at a panel's edge.
+        out.print(cell(f"# {title}\n\n{step.text.strip()}\n\n(work folder: "
+                       f"{session.workdir})"), soft_wrap=True)
+        return
+    width = min(out.width, TEXT_WIDTH + 4)
+    # the title goes inside when the border cannot hold it whole
+    inside = len(title) + 6 > width
+    out.print(Panel(step_markdown(step.text if not inside else f"**{title}**\n\n{step.text}"),
+                    width=width, title=None if inside else esc(title),
                     subtitle=f"work folder: {esc(session.workdir)}"))
     if index is None or index == session.index:
         out.print("When done: [bold]kflab check[/]   stuck: [bold]kflab hint[/]   "
@@ -498,8 +591,10 @@ def show_step(session: Any, index: int | None = None) -> None:
                   width=text_width())
 
 
-def scenario_table(items: list[Any], progress: dict[str, str] | None = None) -> None:
-    """The scenarios; `progress` (id -> "2/3", "done") adds where the learner is."""
+def scenario_table(items: list[Any], progress: dict[str, str] | None = None,
+                   here: dict[str, str] | None = None) -> None:
+    """The scenarios; `progress` (id -> "2/3", "done") adds where the learner is; `here`
+    (id -> why) marks the labs this machine cannot run (no GPU, a missing extra)."""
     from lab.scenarios.model import BACKENDS
 
     columns = [Column("ID", key=True), Column("TITLE"), Column("LEVEL"), Column("TIME"),
@@ -513,6 +608,9 @@ def scenario_table(items: list[Any], progress: dict[str, str] | None = None) -> 
             if (why := s.why_not(b)) is not None:
                 runs += f" (not {b}*)"
                 notes.append(f"* {s.id} on {b}: {why}")
+        if here and s.id in here:
+            runs += " (not here*)"
+            notes.append(f"* {s.id} cannot run on this machine: {here[s.id]}")
         row = [s.id, s.title, s.level, s.duration, str(len(s.steps)), ", ".join(s.requires),
                runs]
         if progress is not None:

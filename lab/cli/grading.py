@@ -80,10 +80,15 @@ def scenario_grade(obj: Obj, name: str, work: str, student: str | None,
         extra = f"{step.attempts} attempt(s), {step.hints} hint(s)"
         if step.solved_by_solve:
             extra += ", [yellow]kflab solve used[/]"
-        out_.print(f"  {marks.get(step.status, '?')} {esc(step.id)}: {esc(step.status)} "
+        out_.print(f"  {marks.get(step.status, '?')} {esc(step.id)}: {esc(step.label)} "
                    f"({extra})")
     for note in result.notes:
         out_.print(f"  [dim]note: {esc(note)}[/]", soft_wrap=True)
+    if result.signals:
+        out_.print("  [yellow]integrity signals[/] (signals, not proof; look before you "
+                   "decide):", soft_wrap=True)
+        for sig in result.signals:
+            out_.print(f"    [yellow]![/] {esc(sig)}", soft_wrap=True)
     summary = result.summary()
     out_.print(f"{esc(summary['status'])}: {summary['steps_passed']}/{summary['steps_total']} "
                f"steps verified; grade files in {esc(files['json'].parent)}", soft_wrap=True)
@@ -110,7 +115,14 @@ def grade_collect(paths: tuple[str, ...], csv_out: str, html_out: str) -> None:
     Path(html_out).write_text(gradebook.class_page(grades, notes))
     for note in notes:
         click.echo(f"note: {note}")
-    click.echo(f"{len(grades)} grade(s): wrote {csv_out} and {html_out}")
+    flagged = [(g, gradebook.all_signals(g)) for g in grades if gradebook.all_signals(g)]
+    if flagged:
+        click.echo("integrity signals (signals, not proof; look before you decide):")
+        for g, found in flagged:
+            for sig in found:
+                click.echo(f"  {g.get('student')} / {g.get('scenario')}: {sig}")
+    click.echo(f"{len(grades)} grade(s): wrote {csv_out} and {html_out}"
+               + (f"; {len(flagged)} with integrity signals" if flagged else ""))
 
 
 @cli.command()

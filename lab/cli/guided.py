@@ -73,7 +73,8 @@ def hint(obj: Obj) -> None:
     if text is None:
         echo_wrapped("No more hints for this step. `kflab solve` shows the reference solution.")
     else:
-        echo_wrapped(f"Hint {n}/{total}: {text}", indent="  ")
+        lead = f"Hint {n}/{total}: "
+        echo_wrapped(f"{lead}{text}", indent=" " * len(lead))
 
 
 @cli.command()

@@ -192,6 +192,17 @@ def kubeconfig(obj: Obj, output: str | None, name: str | None) -> None:
         click.echo(str(src))
 
 
+# what the local backend offers instead of each cluster UI: (UI, what runs, where to look)
+LOCAL_UI = {
+    "pipelines": ("Kubeflow Pipelines UI", "pipelines",
+                  "see runs with `kflab get runs`, `kflab describe run NAME` and "
+                  "`kflab logs run NAME --task TASK`"),
+    "katib": ("Katib UI", "experiments",
+              "see them with `kflab get experiments`, `kflab get trials` and `kflab describe "
+              "experiment NAME`; the end of each run names its plots"),
+}
+
+
 @cli.command("open")
 @click.argument("what", type=click.Choice(["pipelines", "katib", "notebook"]))
 @click.argument("resource", required=False)
@@ -219,6 +230,13 @@ def open_(obj: Obj, what: str, resource: str | None, port: int, name: str | None
     if resource is not None:
         raise click.UsageError(f"`kflab open {what}` takes no name")
     from lab import lifecycle
+    from lab.errors import LabError
+
+    if obj.choice().name == "local" and not lifecycle.has_lab(obj.state, name):
+        raise LabError(f"the local backend has no {LOCAL_UI[what][0]} to open: it runs "
+                       f"{LOCAL_UI[what][1]} on this machine, without a cluster",
+                       hint=f"{LOCAL_UI[what][2]}; for the real UI, create a cluster lab "
+                            "with `kflab up`")
     from lab.kube.client import api_client, port_forward, service_target
     from lab.status import ENDPOINTS
 

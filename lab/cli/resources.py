@@ -21,8 +21,10 @@ from lab.errors import LabError
               help="Unknown or duplicate fields: warn, fail (strict, as true) or say nothing "
                    "(ignore, as false).")
 @click.option("--dry-run", is_flag=True,
-              help="Cluster backend: have the API server validate everything (schema, CEL, "
-                   "webhooks) without storing or running anything.")
+              help="Validate without storing or running anything: on a cluster the API "
+                   "server checks everything (schema, CEL, webhooks); on the local backend "
+                   "kflab validates each document as its apply would (as kubectl's client "
+                   "dry run).")
 @backend_options
 @pass_obj
 def apply(obj: Obj, files: tuple[str, ...], validation: str, dry_run: bool) -> None:
@@ -35,14 +37,16 @@ def apply(obj: Obj, files: tuple[str, ...], validation: str, dry_run: bool) -> N
     from lab.ui import printable
 
     backend = obj.backend(progress=True)
-    if dry_run:
-        if backend.name != "cluster":
-            raise LabError("--dry-run asks an API server", hint="add --backend cluster")
+    if dry_run and backend.name == "cluster":
         backend.dry_run = True
     planned = plan(backend, [Path(f) for f in files], validation_mode(validation))
     for item in planned:
         for warning in item.warnings:
             click.echo(f"Warning: {printable(warning)}", err=True)
+    if dry_run and backend.name != "cluster":
+        for item in planned:  # plan() validated every document; nothing is stored or run
+            click.echo(f"{item.ref} valid (client dry run: validated here, nothing applied)")
+        return
     record_warnings(obj.state, planned)
     failed = False
     for item in planned:

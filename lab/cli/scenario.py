@@ -22,23 +22,26 @@ def scenario() -> None:
 @pass_obj
 def scenario_list(obj: Obj, as_json: bool) -> None:
     """List the available scenarios."""
+    from lab.scenarios.availability import cannot_run_here
     from lab.scenarios.loader import load_all
     from lab.scenarios.model import BACKENDS
 
     items = load_all()
     progress = _progress_column(obj, items)
+    here = {s.id: why for s in items if (why := cannot_run_here(s)) is not None}
     if as_json:
         click.echo(json.dumps([{"id": s.id, "title": s.title, "level": s.level,
                                 "duration": s.duration, "requires": list(s.requires),
                                 "steps": len(s.steps), "backends": list(s.backends),
                                 "unsupported": {b: s.why_not(b) for b in BACKENDS
                                                 if s.why_not(b)},
+                                "cannot_run_here": here.get(s.id),
                                 "progress": progress.get(s.id)}
                                for s in items], indent=2))
         return
     from lab.ui import scenario_table
 
-    scenario_table(items, _progress_column(obj, items))
+    scenario_table(items, progress, here)
 
 
 def _progress_column(obj: Obj, items: list[Any]) -> dict[str, str]:
@@ -118,7 +121,7 @@ def scenario_validate(paths: tuple[str, ...]) -> None:
 
     for p in paths:
         s = load_scenario(Path(p))
-        click.echo(f"ok  {s.id}: {len(s.steps)} steps")
+        click.echo(f"ok  {s.id}: {len(s.steps)} step{'' if len(s.steps) == 1 else 's'}")
 
 
 def _run_many(obj: Obj, names: tuple[str, ...], all_: bool, mode: str, json_out: str | None,

@@ -90,7 +90,30 @@ def _field(ctx: Context, p: dict[str, Any]) -> Outcome:
     value = jmespath.search(p["query"], obj)
     op = p.get("op", "==")
     ok = compare(value, op, p.get("value"))
-    return Outcome(ok, f"{p['query']} = {value!r}")
+    observed = f"{p['query']} = {value!r}"
+    if not ok and lookup(p["kind"]).kind == "PipelineRun":
+        observed += _metric_misses(obj, p["query"])
+    return Outcome(ok, observed)
+
+
+_METRIC_REF = re.compile(r"outputs\.metrics\.([A-Za-z_][\w-]*)")
+
+
+def _metric_misses(run: dict[str, Any], query: str) -> str:
+    """For a query over the run's task metrics: the tasks that logged metrics but not the
+    one named, and what they logged instead ("train-svm logged acc, not accuracy")."""
+    wanted = set(_METRIC_REF.findall(query))
+    if len(wanted) != 1:
+        return ""
+    (name,) = wanted
+    tasks = ((run.get("status") or {}).get("run_details") or {}).get("task_details") or []
+    misses = []
+    for task in tasks if isinstance(tasks, list) else []:
+        metrics = ((task or {}).get("outputs") or {}).get("metrics")
+        if isinstance(metrics, dict) and metrics and name not in metrics:
+            misses.append(f"{task.get('display_name')} logged "
+                          f"{', '.join(map(str, list(metrics)[:3]))}")
+    return f"; not '{name}': " + "; ".join(misses[:5]) if misses else ""
 
 
 def _valid_query(p: dict[str, Any]) -> str | None:
@@ -302,10 +325,26 @@ def failure(check: Check, ctx: Context) -> str | None:
     return found.one_line() if found else None
 
 
+def settled(ctx: Context) -> bool:
+    """Whether nothing on the backend is running that could change a check's outcome (no
+    run, experiment or job in progress, no server starting). A backend that cannot tell
+    (a cluster, whose controllers act on their own) is never settled: checks wait there."""
+    busy = getattr(ctx.backend, "in_progress", None)
+    if busy is None:
+        return False
+    try:
+        return not busy()
+    except Exception:  # cannot tell: wait, as before
+        return False
+
+
 def evaluate(check: Check, ctx: Context, *, wait: bool = True,
              on_wait: OnWait | None = None) -> Outcome:
     """Evaluate until it holds or its timeout passes (once only when `wait` is False). A
-    resource that has failed ends the wait at once: waiting cannot make it pass."""
+    resource that has failed ends the wait at once: waiting cannot make it pass. So does a
+    backend where nothing is running (`settled`): a file that is not there, or a resource
+    that does not exist, stays so until the learner acts; while a run, a job or a server
+    that could change the outcome is in progress, the check waits as long as it may."""
     impl = CHECK_TYPES[check.type].evaluate
     start = time.monotonic()
     deadline = start + (check.timeout if wait else 0)
@@ -319,7 +358,7 @@ def evaluate(check: Check, ctx: Context, *, wait: bool = True,
         why = outcome.failed or failure(check, ctx)
         if why is not None:
             return Outcome(False, outcome.observed, why)
-        if time.monotonic() >= deadline:
+        if time.monotonic() >= deadline or settled(ctx):
             return outcome
         if on_wait is not None:
             on_wait(outcome, time.monotonic() - start, check.timeout)

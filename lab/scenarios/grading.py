@@ -7,9 +7,13 @@ the instructor's own state can neither help nor hurt a student.
 
 Each step is graded on the state the student handed in. What the student's session recorded
 (attempts, hints, `kflab solve`, when a step passed) comes from their progress and journal.
-A step whose checks fail now although the session recorded it as passed is reported as
-`changed`: a later step may have replaced what it checked (kserve-serving's rollout replaces
-the first model), or the records were edited; the instructor decides.
+A step whose checks fail now although the session recorded it as passed is explained where
+the hand-in shows why: what it checked no longer exists (the student cleaned up as the lab
+suggested: "passed (cleaned up)"), or a later step that passes now checks the same resource
+(kserve-serving's rollout replaces the first model: "passed (replaced by step 'rollout')").
+Either counts as passed, so a finished lab is never `partial`. Otherwise the step is
+`changed` (the work was edited after it passed, or the records were); the instructor decides.
+Every grade carries integrity signals (lab.scenarios.integrity): signals, not proof.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from lab.backends import get_backend
 from lab.errors import LabError
 from lab.kube.conditions import now
 from lab.scenarios import handin as handins
-from lab.scenarios import runner
+from lab.scenarios import integrity, runner
 from lab.scenarios.context import Context, tool_env
 from lab.scenarios.htmlreport import experiment_plots
 from lab.scenarios.model import Scenario
@@ -43,6 +47,14 @@ class StepGrade:
     hints: int = 0
     solved_by_solve: bool = False
     passed_in_session: str | None = None  # when `kflab check` passed it, if it did
+    # why a step that passed in the session counts although its checks fail now:
+    # "cleaned up" or "replaced by step 'ID'"
+    how: str | None = None
+
+    @property
+    def label(self) -> str:
+        """What a person reads: `passed (cleaned up)`, `failed`..."""
+        return f"{self.status} ({self.how})" if self.how else self.status
 
 
 @dataclass
@@ -60,6 +72,8 @@ class Grade:
     exported_at: str | None = None
     notes: list[str] = field(default_factory=list)
     plots: list[dict[str, Any]] = field(default_factory=list)  # {experiment, name, png(bytes)}
+    signals: list[str] = field(default_factory=list)  # integrity signals, not proof
+    fingerprint: dict[str, Any] = field(default_factory=dict)  # compared across a class
 
     @property
     def steps_passed(self) -> int:
@@ -90,7 +104,8 @@ class Grade:
                 "attempts": sum(s.attempts for s in self.steps),
                 "hints": sum(s.hints for s in self.steps),
                 "solved_by_solve": self.solved_steps,
-                "time_spent_s": self.time_spent_s}
+                "time_spent_s": self.time_spent_s,
+                "signals": len(self.signals)}
 
     def to_dict(self) -> dict[str, Any]:
         from lab.scenarios.report import result_dict
@@ -100,7 +115,9 @@ class Grade:
                 "handin": self.handin, "graded_at": self.graded_at,
                 "exported_at": self.exported_at, "started_at": self.started_at,
                 "last_activity": self.last_activity, "summary": self.summary(),
-                "steps": [asdict(s) for s in self.steps], "notes": self.notes,
+                "steps": [{**asdict(s), "label": s.label} for s in self.steps],
+                "notes": self.notes, "signals": self.signals,
+                "fingerprint": self.fingerprint,
                 "plots": [{"experiment": p["experiment"], "name": p["name"]}
                           for p in self.plots],
                 "result": result_dict(self.result)}
@@ -129,17 +146,27 @@ def grade(scenario: Scenario, source: Path, state_root: Path, *, student: str | 
         try:
             notes += restart_servers(backend, sb_work)
             result.steps = [_check_step(step, ctx, wait) for step in scenario.steps]
+            gone = [_gone(step, res, backend) for step, res in
+                    zip(scenario.steps, result.steps, strict=True)]
         finally:
             backend.down()
         result.seconds = round(time.monotonic() - t0, 3)
         plots = experiment_plots(sb_state)
-    steps = [_step_grade(scenario, res, handin) for res in result.steps]
+        run_ids = integrity.run_ids(sb_state)
+    owner_hits = integrity.owner_solves(handin.owner_records)
+    steps = [_step_grade(res, handin) for res in result.steps]
+    _explain(scenario, steps, result.steps, gone)
+    _mark_owner_solves(scenario, steps, owner_hits)
     result.status = ("passed" if all(s.status == "passed" for s in steps) else
                      "skipped" if all(s.status in ("passed", "skipped") for s in steps) else
                      "failed")
     started, last, spent = _times(handin)
+    signals = integrity.signals(scenario, handin, steps, spent, owner_hits)
+    chained = [e.get("hash") for e in handin.events if isinstance(e.get("hash"), str)]
+    fingerprint = {"run_ids": run_ids, "journal_head": chained[0] if chained else None}
     return Grade(handin.student, scenario.id, scenario.title, handin.source, graded_at, result,
-                 steps, started, last, spent, handin.exported_at, notes, plots)
+                 steps, started, last, spent, handin.exported_at, notes, plots, signals,
+                 fingerprint)
 
 
 def grading_env(sandbox_state: Path, backend: Any) -> dict[str, str]:
@@ -168,7 +195,68 @@ def _check_step(step: Any, ctx: Context, wait: float) -> StepResult:
     return res
 
 
-def _step_grade(scenario: Scenario, res: StepResult, handin: handins.HandIn) -> StepGrade:
+def _gone(step: Any, res: StepResult, backend: Any) -> bool:
+    """Whether every failing check of a step reads a resource that no longer exists."""
+    failing = [c for c, r in zip(step.checks, res.checks, strict=False) if not r.ok]
+    if not failing:
+        return False
+    for check in failing:
+        targets = integrity.check_targets(check)
+        try:
+            if not targets or any(backend.get(*t) is not None for t in targets):
+                return False
+        except LabError:
+            return False
+    return True
+
+
+def _explain(scenario: Scenario, steps: list[StepGrade], results: list[StepResult],
+             gone: list[bool]) -> None:
+    """Count a `changed` step as passed where the hand-in shows why its checks fail now:
+    cleaned up (what it checked is gone), or replaced by a later step that passes now and
+    checks the same resource."""
+    for i, (sg, res) in enumerate(zip(steps, results, strict=True)):
+        if sg.status != "changed":
+            continue
+        step = scenario.steps[i]
+        failing = {t for c, r in zip(step.checks, res.checks, strict=False) if not r.ok
+                   for t in integrity.check_targets(c)}
+        later = next((scenario.steps[j].id for j in range(i + 1, len(steps))
+                      if steps[j].status == "passed" and failing and failing <= {
+                          t for c in scenario.steps[j].checks
+                          for t in integrity.check_targets(c)}), None)
+        if gone[i]:
+            sg.status, sg.how = "passed", "cleaned up"
+        elif later is not None:
+            sg.status, sg.how = "passed", f"replaced by step '{later}'"
+
+
+def _mark_owner_solves(scenario: Scenario, steps: list[StepGrade],
+                       hits: list[tuple[str, str]]) -> None:
+    """Mark `kflab solve` on the steps whose checks read a resource that an owner record says
+    `kflab solve` made (progress and journal may have been edited; owner records say it too)."""
+    from lab.kube.kinds import lookup
+
+    made = set()
+    for resource, _ in hits:
+        plural, ns, name = [*resource.split("/"), "", "", ""][:3]
+        try:
+            made.add((lookup(plural).kind, name, ns))
+        except LabError:
+            continue
+    for sg, step in zip(steps, scenario.steps, strict=True):
+        targets = set()
+        for c in step.checks:
+            for kind, name, ns in integrity.check_targets(c):
+                try:
+                    targets.add((lookup(kind).kind, name, ns))
+                except LabError:
+                    continue
+        if targets & made:
+            sg.solved_by_solve = True
+
+
+def _step_grade(res: StepResult, handin: handins.HandIn) -> StepGrade:
     rec = handin.progress["steps"].get(res.id, {})
     journal_solved = any(e.get("event") == "solve" and e.get("step") == res.id
                          for e in handin.events)
@@ -203,26 +291,31 @@ def _parse(stamp: Any) -> datetime | None:
         return None
 
 
+SERVER_KINDS = ("InferenceService", "Notebook")  # records of a process, not the process
+
+
 def restart_servers(backend: Any, workdir: Path) -> list[str]:
-    """Start the student's InferenceServices again (their own manifest and model files): a
-    hand-in carries the record of a model server, not the running process."""
+    """Start the student's model servers and Notebooks again (their own manifests and
+    files): a hand-in carries the record of a server, not the running process."""
     notes = []
-    try:
-        services = backend.list("InferenceService")
-    except LabError as exc:
-        return [f"could not read the student's InferenceServices: {exc}"]
-    for obj in services:
-        meta = obj.get("metadata") or {}
-        clean = {"apiVersion": obj.get("apiVersion"), "kind": "InferenceService",
-                 "metadata": {k: meta[k] for k in ("name", "namespace", "labels", "annotations")
-                              if k in meta},
-                 "spec": obj.get("spec")}
-        name = f"InferenceService/{meta.get('name')}"
+    for kind in SERVER_KINDS:
         try:
-            backend.apply(clean, base_dir=workdir, wait=True)
-            notes.append(f"started the student's {name} again from their manifest and model "
-                         "files")
+            services = backend.list(kind)
         except LabError as exc:
-            notes.append(f"the student's {name} did not start again: "
-                         f"{str(exc).splitlines()[0]}")
+            notes.append(f"could not read the student's {kind}s: {exc}")
+            continue
+        for obj in services:
+            meta = obj.get("metadata") or {}
+            clean = {"apiVersion": obj.get("apiVersion"), "kind": kind,
+                     "metadata": {k: meta[k] for k in ("name", "namespace", "labels",
+                                                       "annotations") if k in meta},
+                     "spec": obj.get("spec")}
+            name = f"{kind}/{meta.get('name')}"
+            try:
+                backend.apply(clean, base_dir=workdir, wait=True)
+                notes.append(f"started the student's {name} again from their manifest and "
+                             "files")
+            except LabError as exc:
+                notes.append(f"the student's {name} did not start again: "
+                             f"{str(exc).splitlines()[0]}")
     return notes

@@ -7,6 +7,7 @@
     state/progress/<id>.events.jsonl   the journal of every start, check, hint and solve
     state/resources/...         the objects the student's runs made (their status is the record)
     state/runs/...              their logs, artifacts and plots
+    state/owners/...            the owner record of each run (which command made it)
     work/<id>/...               the student's work folder for each scenario
 
 Grading never reads a hand-in in place: `unpack` copies it into a fresh sandbox (regular files
@@ -86,9 +87,11 @@ def slug(name: str) -> str:
 
 def export(state_root: Path, sids: list[str], student: str, out: Path) -> dict[str, Any]:
     """Write a hand-in for `sids` (every scenario with saved progress when empty) to `out`
-    (a folder, or an archive when `out` ends in .tar.gz/.tgz). Returns the manifest."""
+    (a folder, or an archive when `out` ends in .tar.gz/.tgz). Returns the manifest.
+    With `sids` named, only the records of those labs travel (`belongs`)."""
     student = student_name(student)
     progress_dir = state.path(state_root, "progress")
+    only = bool(sids)
     if not sids:
         sids = sorted(p.name[:-5] for p in progress_dir.glob("*.json")
                       if not p.name.startswith("."))
@@ -135,16 +138,80 @@ def export(state_root: Path, sids: list[str], student: str, out: Path) -> dict[s
             if session_backend(progress) != "local":
                 budget.left_out.append(f"the {session_backend(progress)} backend's objects of "
                                        f"'{sid}' (they live in the cluster, not in a hand-in)")
+        keep = belongs(state_root, sids, manifest) if only else None
         for part in STATE_PARTS:
             src = state.path(state_root, part)
-            if src.is_dir():
+            if not src.is_dir():
+                continue
+            if keep is None:
                 copy_tree(src, root / "state" / part, budget)
+                continue
+            for top in sorted(src.glob("*/*/*")):  # <plural>/<namespace>/<name>[.json]
+                ref = (top.parent.parent.name, top.parent.name, top.name.removesuffix(".json"))
+                dest = root / "state" / part / top.relative_to(src)
+                if ref not in keep or top.is_symlink():
+                    continue
+                if top.is_dir():
+                    copy_tree(top, dest, budget, label=f"state/{part}")
+                elif top.is_file():
+                    copy_file(top, dest, budget)
+        owners_dir = state.path(state_root, "owners")
+        for rec in sorted(owners_dir.glob("*/*/*.json")) if owners_dir.is_dir() else []:
+            ref = (rec.parent.parent.name, rec.parent.name, rec.stem)
+            if rec.is_file() and not rec.is_symlink() and (keep is None or ref in keep):
+                copy_file(rec, root / "state" / rec.relative_to(state_root), budget)
+        if keep is not None:
+            manifest["records"] = sorted("/".join(r) for r in keep)
         manifest["left_out"] = budget.left_out
         manifest["files"], manifest["bytes"] = budget.files, budget.bytes
         (root / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         if archive:
             _write_archive(root, out)
     return manifest
+
+
+def belongs(state_root: Path, sids: list[str],
+            manifest: dict[str, Any]) -> set[tuple[str, str, str]]:
+    """(plural, namespace, name) of the records that belong to the labs `sids`: what their
+    checks read, what a kflab command run in their work folder made, and what those own
+    (an Experiment's trials). The records of other labs stay out of a one-lab hand-in."""
+    from lab.kube.kinds import lookup
+    from lab.scenarios.integrity import check_targets
+    from lab.scenarios.loader import find
+
+    def plural(kind: str) -> str | None:
+        try:
+            return lookup(kind).plural
+        except LabError:
+            return None
+
+    keep: set[tuple[str, str, str]] = set()
+    workdirs = [Path(manifest["scenarios"][sid]["workdir"]) for sid in sids]
+    for sid in sids:
+        for step in find(sid).steps:
+            for check in step.checks:
+                for kind, name, ns in check_targets(check):
+                    if (pl := plural(kind)) is not None:
+                        keep.add((pl, ns, name))
+    for rec in read_owner_records(state_root):
+        cwd = rec.get("cwd")
+        if isinstance(cwd, str) and any(Path(cwd) == w or w in Path(cwd).parents
+                                        for w in workdirs):
+            pl, ns, name = [*str(rec.get("_resource")).split("/"), "", ""][:3]
+            keep.add((pl, ns, name))
+    base = state.path(state_root, "resources")
+    kept_names = {(ns, name) for _, ns, name in keep}
+    for path in sorted(base.glob("*/*/*.json")) if base.is_dir() else []:
+        try:
+            meta = json.loads(path.read_text(encoding="utf-8")).get("metadata") or {}
+        except (OSError, ValueError, AttributeError):
+            continue
+        parents = [str(o.get("name")) for o in meta.get("ownerReferences") or []
+                   if isinstance(o, dict)]
+        ns = path.parent.name
+        if any((ns, parent) in kept_names for parent in parents):
+            keep.add((path.parent.parent.name, ns, path.stem))
+    return keep
 
 
 def _write_archive(root: Path, out: Path) -> None:
@@ -246,6 +313,8 @@ class HandIn:
     notes: list[str]
     exported_at: str | None = None
     backend: str = "local"  # where the student's session ran its workloads
+    # owner records of the student's runs (which command made each), `_resource` added
+    owner_records: list[dict[str, Any]] = field(default_factory=list)
 
 
 def unpack(source: Path, sid: str, dest_state: Path, dest_work: Path, *,
@@ -306,6 +375,7 @@ def unpack(source: Path, sid: str, dest_state: Path, dest_work: Path, *,
                 copy_tree(s_state / part, dest_state / part, budget, label=f"state/{part}")
         copy_tree(s_work, dest_work, budget, skip=SKIP_NAMES if manifest is None else frozenset(),
                   label="work")
+        owner_records = read_owner_records(s_state)
     progress = state.read_json(dest_state / "progress" / f"{sid}.json",
                                fix="ask the student to export again") or {}
     old_work = old_work or str(progress.get("workdir") or "")
@@ -318,7 +388,26 @@ def unpack(source: Path, sid: str, dest_state: Path, dest_work: Path, *,
                      + (f" and {len(budget.left_out) - 20} more" if len(budget.left_out) > 20
                         else ""))
     return HandIn(name, str(source.resolve()), normalise_progress(progress), events, notes,
-                  manifest.get("exported_at") if manifest else None, session_backend(progress))
+                  manifest.get("exported_at") if manifest else None, session_backend(progress),
+                  owner_records)
+
+
+def read_owner_records(state_root: Path, limit_: int = 500) -> list[dict[str, Any]]:
+    """The owner records under `state_root/owners` (read, never copied into the sandbox: a
+    live-looking owner there would make the sandbox's backend wait on it)."""
+    base = state_root / "owners"
+    out = []
+    for rec in sorted(base.glob("*/*/*.json"))[:limit_] if base.is_dir() else []:
+        if rec.is_symlink() or not rec.is_file() or rec.stat().st_size > MAX_MANIFEST_BYTES:
+            continue
+        try:
+            data = json.loads(rec.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            data["_resource"] = f"{rec.parent.parent.name}/{rec.parent.name}/{rec.stem}"
+            out.append(data)
+    return out
 
 
 def session_backend(progress: Any) -> str:

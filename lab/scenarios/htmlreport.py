@@ -106,9 +106,12 @@ def steps_table(result: dict[str, Any], grades: dict[str, dict[str, Any]] | None
         if status == "changed":
             detail += (f"<p>passed in the student's session at {esc(g.get('passed_in_session'))}"
                        "; its checks fail on the state handed in</p>")
+        if g.get("how"):
+            detail += (f"<p>verified in the student's session at "
+                       f"{esc(g.get('passed_in_session'))}; {esc(g.get('how'))} since</p>")
         row = [td(i, "num"), f"<td><b>{esc(step.get('title'))}</b><br>"
                f"<span class=\"observed\">{esc(step.get('id'))}</span></td>",
-               td(status, status), f"<td>{detail}</td>"]
+               td(g.get("label") or status, status), f"<td>{detail}</td>"]
         if grades is not None:
             row += [td(g.get("attempts", ""), "num"), td(g.get("hints", ""), "num"),
                     td("used" if g.get("solved_by_solve") else "", "changed"
@@ -165,6 +168,11 @@ def render_grade(grade: dict[str, Any], plots: list[dict[str, Any]]) -> str:
     grades = {g.get("id"): g for g in grade.get("steps") or []}
     body = (f"<h1>{esc(title)}</h1>\n<table class=\"facts\">{rows}</table>\n"
             + steps_table(grade.get("result") or {}, grades) + _plots_html(plots))
+    signals = grade.get("signals") or []
+    if signals:
+        body += ("<h3>Integrity signals</h3><p class=\"meta\">Signals, not proof: each says "
+                 "what the hand-in shows; look before you decide.</p><ul class=\"notes\">"
+                 + "".join(f"<li>{esc(x)}</li>" for x in signals) + "</ul>")
     notes = grade.get("notes") or []
     if notes:
         body += "<h3>Notes</h3><ul class=\"notes\">" + \

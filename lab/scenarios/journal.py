@@ -4,11 +4,17 @@
 (`progress/<id>.events.jsonl`, one JSON object a line) is never rewritten, so grading can still
 say that a step was solved with `kflab solve` before a restart, and how long the work took.
 It lives in the learner's own state folder and is no proof against a learner who edits it:
-docs/grading.md says so.
+docs/grading.md says so. Each entry carries `hash`, the SHA-256 of the previous entry's hash
+and its own content, so a line removed or edited in the middle breaks the chain and grading
+says so (a signal, not proof: a learner who rewrites every later hash is not caught).
+Journals written before the chain existed have no `hash` and read as unchained, not broken.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -32,18 +38,58 @@ def record(state_root: Path, sid: str, event: str, step: str | None = None,
     if event not in EVENTS:
         raise ValueError(event)
     entry = {"t": now(), "event": event, **({"step": step} if step else {}), **extra}
-    line = (json.dumps(entry, sort_keys=True) + "\n").encode()
     try:
         target = journal_file(state_root, sid)
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+        fd = os.open(target, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
                      | os.O_CLOEXEC, 0o600)
         try:
-            os.write(fd, line)
+            # The lock keeps "read the last hash, append" whole between two terminals.
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            entry["hash"] = entry_hash(_last_hash(fd), entry)
+            os.write(fd, (json.dumps(entry, sort_keys=True) + "\n").encode())
         finally:
-            os.close(fd)
+            os.close(fd)  # drops the lock
     except (OSError, state.StateError):
         pass  # progress/<id>.json still records the essentials
+
+
+def entry_hash(previous: str, entry: dict[str, Any]) -> str:
+    """The chain value of `entry` (its `hash` field left out) after `previous`."""
+    body = json.dumps({k: v for k, v in entry.items() if k != "hash"}, sort_keys=True)
+    return hashlib.sha256(f"{previous}\n{body}".encode()).hexdigest()
+
+
+def _last_hash(fd: int) -> str:
+    """The `hash` of the file's last entry ('' for an empty or unchained journal)."""
+    size = os.fstat(fd).st_size
+    tail = os.pread(fd, min(size, 64 * 1024), max(0, size - 64 * 1024))
+    for line in reversed(tail.splitlines()):
+        if line.strip():
+            with contextlib.suppress(ValueError, AttributeError):
+                value = json.loads(line).get("hash")
+                return value if isinstance(value, str) else ""
+            return ""
+    return ""
+
+
+def chain_break(events: list[dict[str, Any]]) -> str | None:
+    """Where the journal's entries stop chaining, or None when they chain (or when none
+    carries a hash: a journal older than the chain). Entries before the first hashed one
+    are older than the chain and are not judged."""
+    previous, hashed = "", False
+    for n, entry in enumerate(events, 1):
+        got = entry.get("hash")
+        if not isinstance(got, str):
+            if hashed:
+                return f"entry {n} ({entry.get('event')} at {entry.get('t')}) has no hash"
+            continue
+        hashed = True
+        if got != entry_hash(previous, entry):
+            return (f"entry {n} ({entry.get('event')} at {entry.get('t')}) does not follow "
+                    "the one before it: entries were removed or edited")
+        previous = got
+    return None
 
 
 def read(path: Path) -> tuple[list[dict[str, Any]], int]:

@@ -134,8 +134,15 @@ class _Validator:
                             f"create {text} in {self.root}")
         hints = self.get(raw, "hints", list, path, required=False, default=[])
         for i, hint in enumerate(hints):
+            if isinstance(hint, dict) and len(hint) == 1:
+                key, value = next(iter(hint.items()))
+                raise self.fail((*path, "hints", i),
+                                f"a hint must be text, and this one reads as a mapping "
+                                f"({key!r}: ...) because of the ': ' in it",
+                                f"quote it: - \"{key}: {value}\"")
             if not isinstance(hint, str):
-                raise self.fail((*path, "hints", i), "a hint must be text")
+                raise self.fail((*path, "hints", i), "a hint must be text",
+                                "write it as one line of text; quote it if it holds ': '")
         solve = self.get(raw, "solve", list, path, required=False, default=[])
         checks = self.get(raw, "checks", list, path)
         if not checks:
@@ -188,8 +195,49 @@ class _Validator:
         if spec.validate and (problem := spec.validate(params)):
             field, _, text = problem.partition(": ")
             raise self.fail((*path, field) if text else path, text or problem)
+        if ctype == "condition":
+            self.lint_condition(params, path)
         title = self.get(raw, "title", str, path, required=False)
         return Check(ctype, message, float(timeout), params, self.where(path), title)
+
+    def lint_condition(self, params: dict[str, Any], path: PathKey) -> None:
+        """A condition name one letter off a kind's known condition types ('Succeded') can
+        never be set by the controller: the check could never pass. A name far from all of
+        them is left alone (a controller may add types this list does not hold)."""
+        from lab.kube.kinds import lookup
+
+        try:
+            kind = lookup(params["kind"]).kind
+        except LabError:
+            return
+        known = KNOWN_CONDITIONS.get(kind)
+        name = params["condition"]
+        if not known or name in known:
+            return
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.75) or \
+            [k for k in known if k.lower() == name.lower()]
+        if close:
+            raise self.fail((*path, "condition"),
+                            f"{kind} has no condition '{name}'",
+                            f"did you mean '{close[0]}'? {kind}'s conditions: "
+                            f"{', '.join(known)}")
+
+
+# Condition types each kind's controller sets, at the pinned tags: katib v0.19.0
+# pkg/apis/controller/{experiments,trials}/v1beta1 (ExperimentConditionType,
+# TrialConditionType); training-operator v1.9.0 pkg/apis/kubeflow.org/v1 common_types.go
+# (JobConditionType); kserve v0.16.0 pkg/apis/serving/v1beta1 inference_service_status.go
+# (the ConditionType constants, and knative's Ready).
+KNOWN_CONDITIONS: dict[str, tuple[str, ...]] = {
+    "Experiment": ("Created", "Running", "Restarting", "Succeeded", "Failed"),
+    "Trial": ("Created", "Running", "Succeeded", "Killed", "Failed", "MetricsUnavailable",
+              "EarlyStopped"),
+    "PyTorchJob": ("Created", "Running", "Restarting", "Succeeded", "Suspended", "Failed"),
+    "TFJob": ("Created", "Running", "Restarting", "Succeeded", "Suspended", "Failed"),
+    "InferenceService": ("Ready", "PredictorReady", "TransformerReady", "ExplainerReady",
+                         "IngressReady", "RoutesReady", "LatestDeploymentReady",
+                         "PredictorRouteReady", "PredictorConfigurationReady", "Stopped"),
+}
 
 
 def load_scenario(folder: Path) -> Scenario:

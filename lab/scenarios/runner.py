@@ -224,6 +224,9 @@ def _run_in(scenario: Scenario, sandbox_state: Path, workdir: Path, mode: str,
             try:
                 if mode == "test":
                     res.before = run_checks(step, ctx, wait=False)
+                    if sink:
+                        sink({"event": "checks-before", "step": step.id,
+                              "results": res.before})
                     early = [c for c in res.before if c.ok]
                     if early:
                         res.status = "failed"

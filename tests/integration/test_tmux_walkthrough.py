@@ -124,13 +124,13 @@ def test_a_learner_at_80_columns(terminal: Terminal) -> None:
     rc, out, _ = t.type("one", "kflab scenario start hello-files")
     assert rc == 0 and "step 1/2: Write a greeting" in out and "kflab check" in out
 
-    # a wrong attempt: the check waits (a live line says for what), then says what is missing
+    # a wrong attempt: nothing is running that could change the file, so the check answers
+    # at once (no wait), and says what is missing
     rc, _, _ = t.type("one", "cd hello-files && echo goodbye > greeting.txt")
     rc, out, waited = t.type("one", "kflab check", watch="waiting for")
     assert rc == 1 and "✘ file greeting.txt exists" in out
     assert "greeting.txt must contain 'hello'" in out and "kflab hint" in out
-    assert waited, "no live line while the check waited"
-    assert "waiting for" not in out  # the live line is gone once the check ends
+    assert not waited and "waiting for" not in out
 
     rc, out, _ = t.type("one", "kflab hint")
     assert rc == 0 and "Hint 1/2: write hello into greeting.txt" in out
@@ -176,3 +176,95 @@ def test_prose_stays_readable_at_220_columns(terminal: Terminal) -> None:
     rc, out, _ = t.type("wide", "kflab scenario list")
     row = next(line for line in out.splitlines() if line.startswith("hello-files"))
     assert "A two-step scenario for engine tests (files and commands only)" in row
+
+
+EXPERIMENT = """\
+apiVersion: kubeflow.org/v1beta1
+kind: Experiment
+metadata:
+  name: a-rather-long-experiment-name
+spec:
+  objective: {type: minimize, objectiveMetricName: loss}
+  algorithm:
+    algorithmName: random
+    algorithmSettings: [{name: random_state, value: "3"}]
+  parallelTrialCount: 2
+  maxTrialCount: 4
+  maxFailedTrialCount: 4
+  parameters:
+    - {name: learning_rate, parameterType: double, feasibleSpace: {min: "0.0001", max: "0.1"}}
+    - {name: weight_decay, parameterType: double, feasibleSpace: {min: "0.00001", max: "0.01"}}
+  trialTemplate:
+    primaryContainerName: training-container
+    trialParameters:
+      - {name: lr, reference: learning_rate}
+      - {name: wd, reference: weight_decay}
+    trialSpec:
+      apiVersion: batch/v1
+      kind: Job
+      spec:
+        template:
+          spec:
+            restartPolicy: Never
+            containers:
+              - name: training-container
+                image: example/img:1
+                command: [python, trial.py, "--lr=${trialParameters.lr}",
+                          "--wd=${trialParameters.wd}"]
+"""
+# Half the trials print no metric: Katib marks them MetricsUnavailable.
+TRIAL = """\
+import sys, time
+args = dict(a[2:].split("=", 1) for a in sys.argv[1:])
+time.sleep(0.5)
+if float(args["lr"]) > 0.05:
+    print(f"loss={float(args['lr']) * 3.14159265358979:.12f}")
+"""
+
+
+@pytest.mark.slow
+def test_the_live_trial_table_and_a_piped_step_at_80_columns(terminal: Terminal) -> None:
+    """The live Katib trial table fits 80 columns: parameters and objective rounded to 4
+    significant digits (kflab get -o yaml keeps them whole), a state never split; and a step
+    piped into another program keeps every word of every paragraph."""
+    t = terminal
+    (t.home / "exp.yaml").write_text(EXPERIMENT)
+    (t.home / "trial.py").write_text(TRIAL)
+    t.open("k", 80)
+    rc, out, _ = t.type("k", "kflab apply -f exp.yaml")
+    assert "TRIAL" in out and "LEARNING_RATE" not in out, out
+    table = [line for line in out.splitlines() if "a-rather-long-experiment-name-" in line]
+    assert table, out
+    assert all(len(line.rstrip()) <= 80 for line in out.splitlines())
+    assert _wrapped_by_the_terminal(t, "k") == []
+    for line in table:
+        for number in re.findall(r"\d+\.\d+(?:e-?\d+)?", line.split("  ", 1)[-1]):
+            digits = number.split("e")[0].replace(".", "").lstrip("0")
+            assert len(digits) <= 4, (number, line)
+    if "MetricsUnavailable" in out:  # whole, on one line
+        assert any("MetricsUnavailable" in line for line in table)
+    rc, out, _ = t.type("k", "kflab get trials -o yaml | grep -c \"value: '0\\.[0-9]\\{8,\\}\"")
+    assert rc == 0 and int(out.strip().splitlines()[-1]) > 0, out  # full values in yaml
+
+    rc, out, _ = t.type("k", "kflab scenario show katib-hpo --step 2 | cat")
+    assert rc == 0
+    assert "Estimator, the `tpe` algorithm) models which regions gave good accuracy" in out
+    assert "before it can model anything (with only 6 trials, its default of 10" in out
+    assert "│" not in out  # plain markdown, no panel to cut it
+    rc, out, _ = t.type("k", "kflab scenario show katib-hpo --step 2 > step.txt; wc -w step.txt")
+    assert int(out.split()[0]) > 100
+
+    # a title too long for the panel's border is shown whole, inside it (read from the
+    # screen itself: tmux's joined capture re-flows a panel's box lines)
+    t.type("k", "kflab scenario show distributed-training --step 3")
+    screen = t.screen("k").rsplit("show distributed-training --step 3", 1)[1]
+    assert "│ distributed-training — step 3/3: Compare the single-process and the" in screen
+    assert "│ distributed run " in screen
+    # a check's message wraps under its own text, never back at column 0
+    rc, _, _ = t.type("k", "kflab scenario start kserve-serving >/dev/null; kflab check")
+    assert rc == 1
+    lines = t.screen("k").rsplit("; kflab check", 1)[1].splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("  ✘ file models/v1"))
+    assert lines[first + 1].startswith("    ") and lines[first + 1].strip(), lines
+    joined = t.screen("k", joined=True).rsplit("; kflab check", 1)[1].splitlines()
+    assert all(len(line.rstrip()) <= 80 for line in joined), joined  # kflab wrapped them

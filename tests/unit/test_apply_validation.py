@@ -156,3 +156,26 @@ def test_scenario_assets_apply_without_warnings(tmp_path: Path) -> None:
         shutil.copy(path, copy)
         for doc in load_manifests(copy):
             assert field_warnings(doc) == [], path
+
+
+def test_dry_run_on_the_local_backend_validates_only(kflab, state, tmp_path: Path) -> None:
+    """As kubectl's client dry run: every document validated, nothing stored or run; a bad
+    one is the same error a real apply gives."""
+    path = tmp_path / "job.yaml"
+    path.write_text(JOB)
+    out = kflab("apply", "-f", str(path), "--dry-run")
+    assert out.returncode == 0, out.stderr
+    assert "pytorchjob/quick valid (client dry run: validated here, nothing applied)" in \
+        out.stdout
+    assert "quick" not in kflab("get", "pytorchjobs").stdout  # nothing was stored
+    path.write_text(JOB.replace("replicas: 1", "replicas: -1"))
+    bad = kflab("apply", "-f", str(path), "--dry-run")
+    assert bad.returncode == 2 and "replicas" in bad.stderr, bad.stderr
+
+
+def test_open_a_ui_on_the_local_backend_says_what_it_offers(kflab, state) -> None:
+    out = kflab("open", "pipelines")
+    assert out.returncode == 2
+    assert "the local backend has no Kubeflow Pipelines UI to open" in out.stderr
+    assert "kflab get runs" in out.stderr and "kflab up" in out.stderr
+    assert "kflab get trials" in kflab("open", "katib").stderr

@@ -5,6 +5,7 @@ Objects are written to the local store directly, playing the controller's part."
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,23 @@ def test_field_query_and_list(ctx: Context) -> None:
                            ctx).ok
 
 
+def test_a_metric_query_names_the_task_that_logged_another_name(ctx: Context) -> None:
+    """pipeline-classifiers counts `accuracy` metrics: a trainer that logged `acc` is named."""
+    tasks = [{"display_name": f"train-{m}", "outputs": {"metrics": {"accuracy": 0.9}}}
+             for m in ("tree", "lr", "nb", "xgb")]
+    tasks.append({"display_name": "train-svm", "outputs": {"metrics": {"acc": 0.95}}})
+    tasks.append({"display_name": "load-data", "outputs": {}})
+    ctx.backend.store.put({"apiVersion": "kflab.dev/v1", "kind": "PipelineRun",
+                           "metadata": {"name": "five"},
+                           "status": {"state": "SUCCEEDED", "run_details": {
+                               "task_details": tasks}}})
+    out = checks.evaluate(chk("field", kind="PipelineRun", name="five", op=">=", value=5,
+                              query="length(status.run_details.task_details[]"
+                                    ".outputs.metrics.accuracy)"), ctx)
+    assert not out.ok
+    assert out.observed.endswith("= 4; not 'accuracy': train-svm logged acc"), out.observed
+
+
 def test_pipeline_run_state_and_artifact(ctx: Context, tmp_path: Path) -> None:
     c = chk("pipeline-run", name="r", artifact={"task": "t", "name": "model"})
     assert "no pipeline run" in checks.evaluate(c, ctx).observed
@@ -131,13 +149,42 @@ def test_a_failing_command_shows_a_tracebacks_error_not_its_frames(ctx: Context)
     assert out.observed == "exit code 3 (want 0): b | c | d"  # plain output: its last lines
 
 
-def test_timeout_polls_until_true(ctx: Context) -> None:
+def test_timeout_polls_until_true_while_something_runs(ctx: Context) -> None:
+    """A pipeline run in progress (its kflab owner holds the lock, as `kflab pipeline run`
+    does) may still write the file: the check waits for it."""
     import threading
 
+    from lab.backends.local import owners
+
     target = ctx.workdir / "late.txt"
-    threading.Timer(0.6, lambda: target.write_text("x")).start()
     assert not checks.evaluate(chk("file-exists", path="late.txt"), ctx, wait=False).ok
-    assert checks.evaluate(chk("file-exists", timeout=5, path="late.txt"), ctx).ok
+    with owners.acquire(ctx.backend.root, "PipelineRun", "default", "r"):
+        assert ctx.backend.in_progress() == ["PipelineRun/default/r"]
+        threading.Timer(0.6, lambda: target.write_text("x")).start()
+        assert checks.evaluate(chk("file-exists", timeout=5, path="late.txt"), ctx).ok
+        t0 = time.monotonic()
+        out = checks.evaluate(chk("file-exists", timeout=1, path="never.txt"), ctx)
+        assert not out.ok and time.monotonic() - t0 >= 0.9  # waited its whole timeout
+
+
+def test_checks_fail_fast_when_nothing_can_change(ctx: Context) -> None:
+    """Nothing runs: a missing file, a missing resource, a command that fails stay so until
+    the learner acts, so the check answers at once instead of waiting out its timeout."""
+    assert ctx.backend.in_progress() == []
+    t0 = time.monotonic()
+    for c in (chk("file-exists", timeout=30, path="metrics.json"),
+              chk("json-file", timeout=30, path="metrics.json", query="a", value=1),
+              chk("pipeline-run", timeout=30, name="first-run"),
+              chk("condition", timeout=30, kind="Experiment", name="e", condition="Succeeded"),
+              chk("command", timeout=30, argv=[sys.executable, "-c", "raise SystemExit(1)"])):
+        assert not checks.evaluate(c, ctx).ok
+    assert time.monotonic() - t0 < 5
+
+
+def test_a_cluster_backend_still_waits() -> None:
+    """A backend that cannot say what runs (a cluster, whose controllers act on their own)
+    never counts as settled."""
+    assert not checks.settled(Context(object(), Path(".")))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(("value", "op", "expected", "ok"), [
@@ -148,3 +195,25 @@ def test_timeout_polls_until_true(ctx: Context) -> None:
 ])
 def test_compare(value, op, expected, ok) -> None:
     assert compare(value, op, expected) is ok
+
+
+def test_a_model_server_still_starting_keeps_checks_waiting(ctx: Context) -> None:
+    """A model server process runs but its InferenceService is not Ready yet (the model is
+    loading): something may still change, so checks wait; once it has failed, they need
+    not. (A sleeping process stands in for the server: what matters here is that it runs.)"""
+    backend = ctx.backend
+    backend.store.put({"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+                       "metadata": {"name": "iris", "namespace": "default"},
+                       "spec": {}, "status": {"modelStatus": {"transitionStatus": "InProgress"}}})
+    from lab.backends.local.serving.handler import proc_id
+
+    rec = backend.procs.spawn(proc_id("default", "iris"),
+                              [sys.executable, "-c", "import time; time.sleep(30)"],
+                              owner="InferenceService/default/iris",
+                              log=backend.root / "iris.log")
+    try:
+        assert backend.in_progress() == ["InferenceService/default/iris"]
+        assert not checks.settled(ctx)
+    finally:
+        backend.procs.stop(rec.id, grace=1)
+    assert backend.in_progress() == []

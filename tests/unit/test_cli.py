@@ -46,8 +46,16 @@ def test_doctor_json(kflab) -> None:
 
 
 def test_scenario_list_and_show(kflab, state) -> None:
-    listed = json.loads(kflab("scenario", "list", "--json").stdout)
+    listed = json.loads(kflab("scenario", "list", "--json", env={
+        "CUDA_VISIBLE_DEVICES": ""}).stdout)  # no GPU, whatever this machine has
     assert "pipeline-classifiers" in [s["id"] for s in listed]
+    here = {s["id"]: s["cannot_run_here"] for s in listed}
+    assert here["gpu-check"] == "needs an NVIDIA GPU (0 GPU(s) here)"
+    assert here["pipeline-classifiers"] is None
+    assert "step 3" in (here["mixed-precision-and-profiling"] or "")
+    table = kflab("scenario", "list", env={"CUDA_VISIBLE_DEVICES": ""}).stdout
+    assert "* gpu-check cannot run on this machine: needs an NVIDIA GPU" in table
+    assert "(not here*)" in next(x for x in table.splitlines() if x.startswith("gpu-check"))
     shown = kflab("scenario", "show", "pipeline-classifiers")
     assert "Train five classifiers" in shown.stdout
     missing = kflab("scenario", "show", "pipeline-clasifiers")

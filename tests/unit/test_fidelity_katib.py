@@ -383,5 +383,5 @@ def test_failed_experiment_check_names_the_trial_failure(backend: LocalBackend,
     outcome = checks.evaluate(check, ctx, wait=False)
     assert not outcome.ok and outcome.failed is not None
     assert "max failed count" in outcome.failed
-    assert "'Accuracy' never appeared in the output" in outcome.failed
+    assert "'Accuracy' never appeared in the output; did you mean 'accuracy'?" in outcome.failed
     assert "kflab logs trial exp-" in outcome.failed

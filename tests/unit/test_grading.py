@@ -5,6 +5,7 @@ the instructor grades the three folders and collects the class."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import shutil
@@ -115,7 +116,9 @@ def test_three_students_graded_and_collected(kflab: Kflab, tmp_path: Path, handi
     assert ada["summary"] == {"steps_total": 2, "steps_passed": 2, "steps_skipped": 0,
                               "status": "complete",
                               "attempts": 3, "hints": 0, "solved_by_solve": [],
-                              "time_spent_s": ada["summary"]["time_spent_s"]}
+                              "time_spent_s": ada["summary"]["time_spent_s"], "signals": 1}
+    # hello-files states 1m; the students finish in seconds: said, as a signal only
+    assert len(ada["signals"]) == 1 and "of the 1m the lab states" in ada["signals"][0]
     assert [(s["id"], s["status"], s["attempts"], s["solved_by_solve"])
             for s in ada["steps"]] == [("greet", "passed", 2, False), ("count", "passed", 1, False)]
     assert ada["summary"]["time_spent_s"] >= 0 and ada["started_at"] <= ada["last_activity"]
@@ -143,6 +146,11 @@ def test_three_students_graded_and_collected(kflab: Kflab, tmp_path: Path, handi
     props = {p.get("name"): p.get("value")
              for p in suite.findall("testcase[@name='greet']/properties/property")}
     assert props["hints"] == "2" and props["solved_by_solve"] == "False"
+    ada_junit = ET.parse(grades / "Ada-Lovelace" / "hello-files" / "grade.xml").getroot()
+    assert ["of the 1m the lab states" in (p.get("value") or "") for p in ada_junit.findall(
+        "testsuite/properties/property[@name='signal']")] == [True]
+    assert "Integrity signals" in (grades / "Ada-Lovelace" / "hello-files" /
+                                   "report.html").read_text()
     cy_junit = ET.parse(grades / "Cy" / "hello-files" / "grade.xml").getroot()
     assert [p.get("value") for p in cy_junit.findall(
         "testsuite/testcase/properties/property[@name='solved_by_solve']")] == ["True", "True"]
@@ -156,7 +164,9 @@ def test_three_students_graded_and_collected(kflab: Kflab, tmp_path: Path, handi
     out = kflab("grade", "collect", "grades", "--csv", "class.csv", "--html", "class.html",
                 cwd=teacher, env=env)
     assert out.returncode == 0, out.stderr
+    assert "integrity signals (signals, not proof" in out.stdout
     rows = list(csv.DictReader(io.StringIO((teacher / "class.csv").read_text())))
+    assert "of the 1m the lab states" in rows[1]["signals"]
     assert [(r["student"], r["status"], r["solved_by_solve"], r["step:count"]) for r in rows] == [
         ("'=Cy", "complete+solve", "greet count", "passed+solve"),  # no spreadsheet formula
         ("Ada Lovelace", "complete", "", "passed"),
@@ -201,6 +211,35 @@ def test_a_changed_step_and_the_record_of_a_restart(handins, state: Path, tmp_pa
     result = grading.grade(loader.find("hello-files"), root, state)
     assert [s.status for s in result.steps] == ["changed", "passed"]
     assert result.steps[0].passed_in_session
+    assert result.status == "partial"  # edited after it passed: not explained, not counted
+
+
+def test_a_cleaned_up_step_reads_passed_in_every_grade_file(handins, state: Path,
+                                                            tmp_path: Path,
+                                                            scenarios_env) -> None:
+    """A step verified in the session whose resource is gone now (the student cleaned up):
+    `passed (cleaned up)` in grade.json, the CSV and JUnit (no failure there). hello-files
+    has no resource, so a scenario that checks one is made here from it."""
+    from lab.scenarios import gradebook
+
+    scenario = loader.find("hello-files")
+    step = scenario.steps[1]
+    gone = dataclasses.replace(step.checks[0], type="condition", params={
+        "kind": "PyTorchJob", "name": "job", "condition": "Succeeded"})
+    scenario = dataclasses.replace(scenario, steps=(
+        scenario.steps[0], dataclasses.replace(step, checks=(gone,))))
+    result = grading.grade(scenario, handins["ada"], state)
+    assert [s.label for s in result.steps] == ["passed", "passed (cleaned up)"]
+    assert result.status == "complete"
+    files = gradebook.write(result, tmp_path / "g")
+    row = next(csv.DictReader(io.StringIO(files["csv"].read_text())))
+    assert row["step:count"] == "passed (cleaned up)"
+    suite = ET.parse(files["junit"]).getroot().find("testsuite")
+    assert suite is not None and suite.get("failures") == "0"
+    assert suite.find("testcase[@name='count']/failure") is None
+    out = suite.find("testcase[@name='count']/system-out")
+    assert out is not None and "cleaned up since" in (out.text or "")
+    assert "passed (cleaned up)" in files["html"].read_text()
 
 
 def test_a_work_folder_with_its_state_inside(kflab: Kflab, tmp_path: Path, state: Path,
@@ -362,10 +401,27 @@ def test_checks_read_the_students_state_not_the_instructors(kflab: Kflab, tmp_pa
     as_("ada", "progress", "export", "--student", "Ada", "--out", "ada.tar.gz")
     as_("eve", "scenario", "start", "state-run", "--workdir", "work")
     as_("eve", "progress", "export", "--student", "Eve", "--out", "eve.tar.gz")
+    # Fay ran `kflab solve`, then erased it from her progress and journal: the owner record
+    # of the run it made still names the command.
+    as_("fay", "scenario", "start", "state-run", "--workdir", "work")
+    as_("fay", "solve")
+    progress_file = tmp_path / "fay" / "state" / "progress" / "state-run.json"
+    progress = json.loads(progress_file.read_text())
+    progress["steps"]["run"]["solved"] = False
+    progress_file.write_text(json.dumps(progress))
+    events = progress_file.with_name("state-run.events.jsonl")
+    events.write_text("".join(x for x in events.read_text().splitlines(keepends=True)
+                              if '"solve"' not in x))
+    as_("fay", "progress", "export", "--student", "Fay", "--out", "fay.tar.gz")
 
     scenario = loader.find("state-run")
     eve = grading.grade(scenario, tmp_path / "eve" / "eve.tar.gz", tmp_path / "ada" / "state")
     assert [c.ok for c in eve.result.steps[0].checks] == [False, False]
+    fay = grading.grade(scenario, tmp_path / "fay" / "fay.tar.gz", tmp_path / "teacher")
+    assert fay.status == "complete+solve" and fay.steps[0].solved_by_solve
+    assert any("the owner record of pipelineruns/default/first-run says it was made by "
+               "`kflab solve` although progress and journal record no solve" in x
+               for x in fay.signals), fay.signals
 
     shutil.rmtree(tmp_path / "ada" / "state")
     shutil.rmtree(tmp_path / "ada" / "work")
@@ -374,6 +430,44 @@ def test_checks_read_the_students_state_not_the_instructors(kflab: Kflab, tmp_pa
     monkeypatch.setenv("KFLAB_BACKEND", "cluster")
     ada = grading.grade(scenario, tmp_path / "ada" / "ada.tar.gz", tmp_path / "teacher")
     assert [c.ok for c in ada.result.steps[0].checks] == [True, True], ada.result.steps[0]
+
+
+def test_exporting_one_lab_carries_only_its_records(kflab: Kflab, tmp_path: Path,
+                                                    monkeypatch) -> None:
+    """Gus did state-run (a pipeline run named first-run, read by its check) and, from another
+    folder, an unrelated run: the hand-in of state-run carries first-run only; the hand-in of
+    hello-files carries no run at all; exporting everything carries both."""
+    folder = tmp_path / "scenarios" / "state-run"
+    (folder / "steps").mkdir(parents=True)
+    (folder / "assets").mkdir()
+    (folder / "scenario.yaml").write_text(STATE_RUN)
+    (folder / "steps" / "run.md").write_text("# Run\n")
+    shutil.copy(DATA / "pipelines" / "tiny.py", folder / "assets" / "tiny.py")
+    shutil.copytree(DATA / "scenarios" / "hello-files", tmp_path / "scenarios" / "hello-files")
+    env = {"KFLAB_SCENARIOS": str(tmp_path / "scenarios"), "KFLAB_STATE": str(tmp_path / "st")}
+    monkeypatch.setenv("KFLAB_SCENARIOS", env["KFLAB_SCENARIOS"])
+    home = tmp_path / "gus"
+    (home / "elsewhere").mkdir(parents=True)
+
+    def run(*args: str, cwd: Path = home) -> None:
+        out = kflab(*args, cwd=cwd, env=env)
+        assert out.returncode == 0, (args, out.stdout, out.stderr)
+
+    run("scenario", "start", "hello-files", "--workdir", "hello")
+    run("scenario", "start", "state-run", "--workdir", "work")
+    run("solve")
+    run("pipeline", "run", str(DATA / "pipelines" / "tiny.py"), "--name", "other-run",
+        cwd=home / "elsewhere")
+
+    def runs_in(name: str, *sids: str) -> list[str]:
+        run("progress", "export", *sids, "--student", "Gus", "--out", name)
+        return sorted(p.stem for p in (home / name / "state" / "resources").rglob("*.json"))
+
+    assert runs_in("one", "state-run") == ["first-run"]
+    assert runs_in("two", "hello-files") == []
+    assert runs_in("all") == ["first-run", "other-run"]
+    manifest = json.loads((home / "one" / handin.MANIFEST).read_text())
+    assert manifest["records"] == ["pipelineruns/default/first-run"]
 
 
 def test_collect_and_report_refuse_edited_files(tmp_path: Path, kflab: Kflab) -> None:
@@ -391,3 +485,100 @@ def test_collect_and_report_refuse_edited_files(tmp_path: Path, kflab: Kflab) ->
     assert out.returncode == 2 and "field '[0].steps[0]'" in out.stderr, out.stderr
     out = kflab("report", "no-such-scenario", cwd=tmp_path)
     assert out.returncode == 2 and "Traceback" not in out.stderr
+
+
+# --- integrity signals: three students who cheat ---------------------------------------------
+
+def _signals(result: Any, needle: str) -> list[str]:
+    return [s for s in result.signals if needle in s]
+
+
+def test_a_student_who_hid_kflab_solve_is_signalled(tmp_path: Path, state: Path,
+                                                    scenarios_env) -> None:
+    """Gil solved both steps with `kflab solve`, then set "solved": false and deleted the
+    solve lines from the journal: the journal no longer chains, and the grade says so."""
+    gil = student(tmp_path / "gil")
+    gil("scenario", "start", "hello-files", "--workdir", "work")
+    gil("solve")  # `kflab solve` checks too, and moves on when the step passes
+    gil("solve")
+    progress_file = tmp_path / "gil" / "state" / "progress" / "hello-files.json"
+    progress = json.loads(progress_file.read_text())
+    for rec in progress["steps"].values():
+        rec["solved"] = False
+    progress_file.write_text(json.dumps(progress))
+    journal_file = progress_file.with_name("hello-files.events.jsonl")
+    lines = journal_file.read_text().splitlines(keepends=True)
+    journal_file.write_text("".join(x for x in lines if '"solve"' not in x))
+    gil("progress", "export", "--student", "Gil", "--out", "gil.tar.gz")
+    result = grading.grade(loader.find("hello-files"), tmp_path / "gil" / "gil.tar.gz", state)
+    assert result.status == "complete"  # the records were edited: nothing marks a solve...
+    broken = _signals(result, "the journal no longer chains")
+    assert len(broken) == 1 and "entries were removed or edited" in broken[0], result.signals
+    # ...but the signal names the first entry after the removed solve line
+    assert "entry 2 (check" in broken[0]
+
+
+def test_a_student_who_copied_the_work_passes_with_zero_attempts(
+        handins, tmp_path: Path, state: Path, scenarios_env) -> None:
+    """Hal started the lab, copied Ada's finished files into his work folder and handed in
+    without ever running `kflab check`: both steps pass, each with 0 attempts, signalled."""
+    hal = student(tmp_path / "hal")
+    hal("scenario", "start", "hello-files", "--workdir", "work")
+    with tarfile.open(handins["ada"]) as tar:
+        tar.extractall(tmp_path / "ada", filter="data")
+    for name in ("greeting.txt", "count.txt"):
+        shutil.copy(tmp_path / "ada" / "Ada-Lovelace" / "work" / "hello-files" / name,
+                    tmp_path / "hal" / "work" / name)
+    hal("progress", "export", "--student", "Hal", "--out", "hal-handin")
+    result = grading.grade(loader.find("hello-files"), tmp_path / "hal" / "hal-handin", state)
+    assert [s.status for s in result.steps] == ["passed", "passed"]
+    zero = _signals(result, "(0 attempts)")
+    assert [z.split("'")[1] for z in zero] == ["greet", "count"], result.signals
+
+
+def test_identical_hand_ins_are_signalled_when_the_class_is_collected(
+        kflab: Kflab, handins, tmp_path: Path, scenarios_env) -> None:
+    """Ida handed in a copy of Ada's export under her own name: same start time, same
+    journal. Each grade alone looks fine; `kflab grade collect` names both students."""
+    with tarfile.open(handins["ada"]) as tar:
+        tar.extractall(tmp_path / "copy", filter="data")
+    root = tmp_path / "copy" / "Ada-Lovelace"
+    manifest = json.loads((root / handin.MANIFEST).read_text())
+    manifest["student"] = "Ida"
+    (root / handin.MANIFEST).write_text(json.dumps(manifest))
+    env = {**scenarios_env, "KFLAB_STATE": str(tmp_path / "teacher-state")}
+    for work in (str(handins["ada"]), str(root), str(handins["bob"])):
+        out = kflab("scenario", "grade", "hello-files", "--work", work, cwd=tmp_path, env=env)
+        assert out.returncode == 0, out.stderr
+    out = kflab("grade", "collect", "grades", cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "Ada Lovelace / hello-files: shares the start time" in out.stdout, out.stdout
+    assert "Ida / hello-files: shares the start time" in out.stdout
+    assert "with Ada Lovelace's hand-in" in out.stdout and "the journal" in out.stdout
+    assert "Bob / hello-files: shares" not in out.stdout
+    rows = {r["student"]: r for r in csv.DictReader(io.StringIO(
+        (tmp_path / "grades.csv").read_text()))}
+    assert "shares the start time" in rows["Ida"]["signals"]
+    assert "shares" not in rows["Bob"]["signals"]
+    assert "Integrity signals" in (tmp_path / "grades.html").read_text()
+
+
+def test_journal_chain(tmp_path: Path) -> None:
+    """Entries chain from the first hashed one; an old journal (no hashes) is not broken;
+    an edited entry or a removed one is."""
+    from lab.scenarios import journal
+
+    old = [{"t": "2026-01-01T00:00:00Z", "event": "start"}]
+    assert journal.chain_break(old) is None
+    root = tmp_path / "state"
+    path = journal.journal_file(root, "x")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(old[0]) + "\n")  # written before the chain existed
+    for event in ("check", "hint", "check"):
+        journal.record(root, "x", event, "s1")
+    events, bad = journal.read(path)
+    assert bad == 0 and len(events) == 4 and journal.chain_break(events) is None
+    edited = [dict(e) for e in events]
+    edited[2]["event"] = "solve"
+    assert "entry 3 (solve" in (journal.chain_break(edited) or "")
+    assert "entry 3 (check" in (journal.chain_break(events[:2] + events[3:]) or "")

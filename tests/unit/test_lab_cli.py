@@ -36,10 +36,16 @@ def test_up_without_profile_or_provider_says_how(tmp_path: Path,
     assert "kflab init" in str(res.exception)
 
 
-@pytest.mark.parametrize("cmd", [["status"], ["ssh"], ["kubeconfig"], ["open", "katib"]])
+@pytest.mark.parametrize("cmd", [["status"], ["ssh"], ["kubeconfig"]])
 def test_lab_commands_without_a_lab(tmp_path: Path, cmd: list[str]) -> None:
     res = CliRunner().invoke(cli, ["--state", str(tmp_path), *cmd])
     assert res.exit_code != 0 and "no lab here yet" in str(res.exception)
+
+
+def test_open_a_ui_without_a_lab_says_what_the_local_backend_offers(tmp_path: Path) -> None:
+    res = CliRunner().invoke(cli, ["--state", str(tmp_path), "open", "katib"])
+    assert res.exit_code != 0
+    assert "the local backend has no Katib UI to open" in str(res.exception)
 
 
 def test_down_without_a_lab_still_stops_local_servers(tmp_path: Path) -> None:

@@ -151,5 +151,7 @@ def test_a_scenario_run_with_markup_in_its_steps(kflab, state, tmp_path: Path) -
     assert out.returncode == 0, out.stdout + out.stderr
     assert "Traceback" not in out.stderr and "MarkupError" not in out.stderr
     assert "▶ one: Write /data/[/raw]" in out.stdout
+    # the fail-before phase of `scenario test` says what it found
+    assert "before the solution: 1 check(s) fail, as they must" in out.stdout
     assert "/data/[/raw]" in out.stdout.split("command", 1)[1]
     assert "✔ out.txt holds /data/[/raw]" in out.stdout

@@ -79,6 +79,28 @@ def test_broken_scenarios_name_file_line_field(tmp_path: Path, old: str, new: st
     assert words in str(err)
 
 
+def test_a_hint_with_an_unquoted_colon_is_told_to_quote_it(tmp_path: Path) -> None:
+    err = load_error(tmp_path, GOOD.replace('hints: ["touch it"]',
+                                            "hints:\n      - Run: touch out.txt"))
+    assert err.field == "steps[0].hints[0]" and err.line == 10, str(err)
+    assert "because of the ': ' in it" in str(err)
+    assert 'quote it: - "Run: touch out.txt"' in str(err)
+
+
+def test_a_misspelt_condition_fails_validation(tmp_path: Path) -> None:
+    """`condition: Succeded` can never be set by Katib: validate says so, with the fix."""
+    text = GOOD.replace(
+        "      - type: file-exists\n        path: out.txt\n",
+        "      - type: condition\n        kind: Experiment\n        name: e\n"
+        "        condition: Succeded\n")
+    err = load_error(tmp_path, text)
+    assert err.field == "steps[0].checks[0].condition", str(err)
+    assert "Experiment has no condition 'Succeded'" in str(err)
+    assert "did you mean 'Succeeded'?" in str(err)
+    # a condition this list does not hold, far from every known one, is left alone
+    load_scenario(make(tmp_path, text.replace("Succeded", "Suspended")))
+
+
 def test_bad_jmespath_query_is_reported(tmp_path: Path) -> None:
     text = GOOD.replace(
         "      - type: file-exists\n        path: out.txt\n",

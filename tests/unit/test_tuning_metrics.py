@@ -97,3 +97,19 @@ def test_filters_a_go_regexp_refuses_are_refused_with_the_field(pattern: str) ->
         tuning_spec.parse(obj)
     assert err.value.field == "spec.metricsCollectorSpec.source.filter.metricsFormat[0]"
     assert "RE2" in str(err.value)
+
+
+def test_a_near_miss_metric_name_is_suggested() -> None:
+    """The objective is 'Accuracy', the trial printed accuracy=: the learner is asked
+    "did you mean 'accuracy'?" (names reported, not collected, are remembered, bounded)."""
+    m = log("Accuracy")
+    m.feed("epoch 1: accuracy=0.91 loss=0.3")
+    assert m.steps("Accuracy") == 0
+    assert m.near("Accuracy") == "accuracy"
+    assert m.near("f1") is None
+    j = MetricLog(("acuracy",), (DEFAULT_FILTER,))
+    j.feed('{"accuracy": "0.9"}', "JSON")
+    assert j.near("acuracy") == "accuracy"
+    for i in range(200):
+        m.feed(f"m{i}=1")
+    assert len(m.others) <= 50

@@ -126,6 +126,16 @@ print("training done, forgot to print the metric")
     validate(exp, EXPERIMENT_STATUS)
 
 
+def test_a_metric_name_in_another_case_gets_a_did_you_mean(backend: LocalBackend,
+                                                            tmp_path: Path) -> None:
+    obj = experiment(maxTrialCount=1, maxFailedTrialCount=1, parallelTrialCount=1)
+    obj["spec"]["objective"]["objectiveMetricName"] = "Loss"
+    apply(backend, obj, tmp_path, 'print("loss=0.25")')
+    (trial,) = trials_of(backend)
+    message = trial["status"]["conditions"][-1]["message"]
+    assert "'Loss' never appeared in the output; did you mean 'loss'?" in message, message
+
+
 def test_missing_command_counts_as_failed(backend: LocalBackend, tmp_path: Path) -> None:
     obj = experiment(maxTrialCount=2, maxFailedTrialCount=1, parallelTrialCount=1)
     container(obj)["command"] = ["no-such-program-kflab", "--x=${trialParameters.x}",
@@ -361,9 +371,39 @@ def test_progress_table_renders_trials() -> None:
     table.update({"event": "trial-started", "trial": "e-1", "params": {"x": "0.5"}})
     table.update({"event": "trial-finished", "trial": "e-1", "state": "Succeeded",
                   "objective": "0.25", "seconds": 1.0, "detail": ""})
-    rendered = table.render()
-    assert rendered.row_count == 1
-    assert [c.header for c in rendered.columns] == ["TRIAL", "STATE", "LOSS", "TIME", "x"]
+    lines = _text(table.render()).splitlines()
+    assert lines[0].split() == ["TRIAL", "STATE", "LOSS", "TIME", "X"]
+    assert lines[1].split() == ["e-1", "Succeeded", "0.25", "1.0s", "0.5"] and len(lines) == 2
+
+
+def _text(renderable: object, width: int = 80) -> str:
+    import io
+
+    from rich.console import Console
+
+    out = Console(file=io.StringIO(), width=width, color_system=None)
+    out.print(renderable)
+    return out.file.getvalue()  # type: ignore[attr-defined]
+
+
+def test_progress_table_fits_80_columns_with_long_names_and_numbers() -> None:
+    """Long trial names and 14-digit parameters: the row keeps name, state, value and time
+    whole on one line; parameters (4 significant digits) go on a line beneath."""
+    from lab.ui import TrialTable
+
+    table = TrialTable({"experiment": "e", "algorithm": "tpe", "parallel": 2, "max_trials": 3,
+                        "metric": "accuracy", "params": ["learning_rate", "weight_decay"]},
+                       lambda: "0.0s")
+    name = "a-rather-long-experiment-name-8093112c"
+    table.update({"event": "trial-started", "trial": name,
+                  "params": {"learning_rate": "0.0551247104672",
+                             "weight_decay": "0.00708439674795"}})
+    table.update({"event": "trial-finished", "trial": name, "state": "MetricsUnavailable",
+                  "objective": None, "seconds": 12.25, "detail": ""})
+    lines = _text(table.render(), 80).splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    assert lines[1].split() == [name, "MetricsUnavailable", "12.2s"]
+    assert lines[2].split() == ["learning_rate=0.05512", "weight_decay=0.007084"]
 
 
 def test_progress_table_keeps_only_the_newest_rows() -> None:
@@ -373,6 +413,6 @@ def test_progress_table_keeps_only_the_newest_rows() -> None:
                         "max_trials": 40, "metric": "loss", "params": []}, lambda: "0.0s")
     for i in range(TrialTable.MAX_ROWS + 5):
         table.update({"event": "trial-started", "trial": f"e-{i}", "params": {}})
-    rendered = table.render()
-    assert rendered.row_count == TrialTable.MAX_ROWS
-    assert "5 earlier trials" in str(rendered.caption)
+    lines = _text(table.render()).splitlines()
+    assert len(lines) == 1 + TrialTable.MAX_ROWS + 1  # header, rows, what was left out
+    assert "5 earlier trials" in lines[-1]

@@ -26,6 +26,7 @@ from lab.backends.local.procs import Registry
 from lab.backends.local.store import Store
 from lab.errors import InputError, LabError, NotFound
 from lab.kube import names
+from lab.kube.conditions import is_true
 from lab.kube.kinds import for_object, lookup
 from lab.state import StateError, state_dir
 
@@ -230,6 +231,30 @@ class LocalBackend:
         from lab.backends.local.training.env import visible_gpus
 
         return visible_gpus()
+
+    def in_progress(self) -> list[str]:
+        """What is running now that could still change what a check sees: a kflab process
+        driving a resource (a pipeline run, an experiment, a job: its owner lock is held), or
+        a model or notebook server still starting. Empty means nothing here will change on
+        its own, so a failing check need not wait (checks.evaluate)."""
+        busy = [f"{kind}/{ns}/{name}" for kind, ns, name in owners.owned(self.root)
+                if owners.probe(self.root, kind, ns, name).alive]
+        for rec in self.procs.all():
+            kind, _, rest = str(rec.owner).partition("/")
+            ns, _, name = rest.partition("/")
+            if not rec.running or kind not in LIVE_KINDS or not name:
+                continue
+            try:
+                obj = self.get(kind, name, ns)
+            except LabError:
+                continue
+            status = (obj or {}).get("status") or {}
+            # not Ready yet, or a rollout still loading the new model (KServe's own
+            # modelStatus.transitionStatus says InProgress meanwhile)
+            if obj is not None and (not is_true(status, "Ready") or (
+                    status.get("modelStatus") or {}).get("transitionStatus") == "InProgress"):
+                busy.append(rec.owner)
+        return busy
 
     def down(self) -> list[str]:
         """Stop every run in progress (from any terminal) and every background server."""

@@ -188,8 +188,12 @@ def acquire(root: Path, kind: str, namespace: str, name: str, *, wait: float = 0
         previous = state.read_json(record_file)
     except LabError:
         previous = None
+    try:
+        cwd = os.getcwd()
+    except OSError:  # the folder it ran in was removed
+        cwd = None
     record = {"kind": k.kind, "namespace": namespace, "name": name, "pid": os.getpid(),
-              "started": procs.start_time(os.getpid()), "argv": _command_line(),
+              "started": procs.start_time(os.getpid()), "argv": _command_line(), "cwd": cwd,
               "since": now(), "token": f"{k.plural}.{namespace}.{name}.{uuid.uuid4().hex[:12]}",
               "procs": {}}
     lease = Lease(root, k.kind, namespace, name, fd, record, previous)

@@ -260,6 +260,11 @@ class _Run:
             return (f"'{metric}' never appeared in {where} as a string: Katib's JSON "
                     f"collector reads only string values, write {{\"{metric}\": \"0.3\"}} "
                     f"instead of {{\"{metric}\": 0.3}}")
+        near = run.metrics.near(metric)
+        if near is not None:
+            return (f"'{metric}' never appeared in {where}; did you mean '{near}'? The trial "
+                    f"reported '{near}', and metric names are case-sensitive: set "
+                    f"objectiveMetricName to '{near}' or print {metric}=VALUE")
         return f"'{metric}' never appeared in {where}"
 
     def to_start(self) -> int:

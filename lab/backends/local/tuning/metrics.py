@@ -63,6 +63,8 @@ class MetricLog:
     unread: dict[str, int] = field(default_factory=dict)
     bad_line: tuple[int, str] | None = None
     lines: int = 0
+    # names reported that the Experiment does not collect (for "did you mean"), bounded
+    others: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._compiled = [compile_filter(f) for f in self.filters]
@@ -70,13 +72,28 @@ class MetricLog:
             self.values.setdefault(name, [])
 
     def feed_text(self, line: str) -> None:
-        if not any(name in line for name in self.names):
+        if "=" not in line and ":" not in line and not any(n in line for n in self.names):
             return
         for rx in self._compiled:
             for m in rx.finditer(line):
                 name, value = m.group(1).strip(), (m.group(2) or "").strip()
                 if name in self.values and value:
                     self.values[name].append(value)
+                elif value:
+                    self._other(name)
+
+    def _other(self, name: str) -> None:
+        if name in self.others or len(self.others) < 50:
+            self.others[name] = self.others.get(name, 0) + 1
+
+    def near(self, metric: str) -> str | None:
+        """A name the trial did report that looks like `metric` (another case, a typo)."""
+        import difflib
+
+        seen = list(self.others)
+        same = [n for n in seen if n.lower() == metric.lower()]
+        close = same or difflib.get_close_matches(metric, seen, n=1, cutoff=0.75)
+        return close[0] if close else None
 
     def feed_json(self, line: str) -> None:
         """One line of a JSON metrics file, read as Katib's File collector reads it
@@ -100,6 +117,9 @@ class MetricLog:
                 self.values[name].append(data[name])
             elif name in data:
                 self.unread[name] = self.unread.get(name, 0) + 1
+        for key in list(data)[:50]:
+            if key not in self.values and isinstance(key, str):
+                self._other(key)
 
     def feed(self, line: str, fmt: str = "TEXT") -> None:
         (self.feed_json if fmt == "JSON" else self.feed_text)(line)

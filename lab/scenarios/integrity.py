@@ -1,0 +1,156 @@
+"""Integrity signals for an instructor: what in a hand-in looks copied, edited or solved.
+
+A hand-in comes from the student's own folder, so nothing here is proof: each signal says
+what was seen and where, and the instructor decides (docs/grading.md). Signals:
+- a step that passes with no `kflab check` recorded for it (0 attempts);
+- `kflab solve` anywhere in the hand-in: progress, journal, or the owner records that every
+  run keeps (their command line), even where progress and journal were edited to hide it;
+- a journal whose entries no longer chain (lines removed or edited), or a pass in progress
+  that the journal never recorded;
+- a lab finished in a small fraction of the time it states;
+- (across a class, `kflab grade collect`) two hand-ins sharing run ids or a start time.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from lab.scenarios import journal
+from lab.scenarios.model import Check, Scenario
+
+FAST_FRACTION = 0.2  # a finished lab under a fifth of its stated duration is a signal
+MAX_RECORDS = 2000  # records read for run ids (a hand-in is bounded already)
+_DURATION = re.compile(r"^\s*(?:(\d+)\s*h)?\s*(?:(\d+)\s*m(?:in)?)?\s*(?:(\d+)\s*s)?\s*$")
+
+
+def stated_seconds(duration: str) -> int | None:
+    """Seconds of a scenario's stated duration ('20m', '1h30m', '45', '90s'), or None."""
+    text = str(duration).strip().lower()
+    if text.isdigit():
+        return int(text) * 60  # a bare number is minutes, as labs state them
+    m = _DURATION.match(text)
+    if not m or not any(m.groups()):
+        return None
+    h, mins, s = (int(g or 0) for g in m.groups())
+    return h * 3600 + mins * 60 + s
+
+
+def check_targets(check: Check) -> list[tuple[str, str, str]]:
+    """(kind, name, namespace) of the resource one check reads, if it reads one."""
+    p = check.params
+    ns = p.get("namespace", "default")
+    if check.type == "pipeline-run":
+        return [("PipelineRun", p["name"], ns)]
+    if check.type == "http-predict":
+        return [("InferenceService", p["name"], ns)]
+    if "kind" in p and "name" in p:
+        return [(p["kind"], p["name"], ns)]
+    return []
+
+
+def owner_solves(owner_records: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(resource, command line) of each owner record whose command was `kflab solve`."""
+    found = []
+    for rec in owner_records:
+        argv = rec.get("argv")
+        if isinstance(argv, list) and "solve" in [str(a) for a in argv[1:3]]:
+            found.append((str(rec.get("_resource")), " ".join(map(str, argv))))
+    return found
+
+
+def run_ids(state_root: Path) -> list[str]:
+    """The ids the student's runs were given (object uids, KFP run ids): copied records keep
+    them, so two hand-ins that share one share work."""
+    found: set[str] = set()
+    base = state_root / "resources"
+    files = sorted(base.rglob("*.json"))[:MAX_RECORDS] if base.is_dir() else []
+
+    def walk(value: Any, depth: int = 0) -> None:
+        if depth > 12:
+            return
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if k in ("uid", "run_id") and isinstance(v, str) and v:
+                    found.add(v)
+                else:
+                    walk(v, depth + 1)
+        elif isinstance(value, list):
+            for v in value[:500]:
+                walk(v, depth + 1)
+
+    for f in files:
+        try:
+            walk(json.loads(f.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    return sorted(found)
+
+
+def signals(scenario: Scenario, handin: Any, steps: list[Any],
+            time_spent_s: int | None, owner_hits: list[tuple[str, str]]) -> list[str]:
+    """The signals of one hand-in (see the module docstring)."""
+    out = []
+    graded = [s for s in steps if s.status == "passed"]
+    for s in graded:
+        if s.attempts == 0:
+            out.append(f"step '{s.id}' passes but the session recorded no `kflab check` of it "
+                       "(0 attempts): the work or the records may come from someone else")
+    solved_flags = [s.id for s in steps if handin.progress["steps"].get(s.id, {}).get("solved")]
+    journal_solves = sorted({str(e.get("step")) for e in handin.events
+                             if e.get("event") == "solve"})
+    for resource, argv in owner_hits:
+        where = "" if solved_flags or journal_solves else \
+            " although progress and journal record no solve"
+        out.append(f"the owner record of {resource} says it was made by `{argv}`{where}")
+    broken = journal.chain_break(handin.events)
+    if broken:
+        out.append(f"the journal no longer chains: {broken}")
+    checked_ok = {e.get("step") for e in handin.events
+                  if e.get("event") == "check" and e.get("ok") is True}
+    if handin.events:
+        for sid, rec in handin.progress["steps"].items():
+            if rec.get("passed_at") and sid not in checked_ok:
+                out.append(f"progress says step '{sid}' passed at {rec['passed_at']}, but the "
+                           "journal holds no passing check of it")
+    elif any(rec.get("passed_at") for rec in handin.progress["steps"].values()):
+        out.append("progress records passed steps but the hand-in has no journal")
+    stated = stated_seconds(scenario.duration)
+    finished = steps and all(s.status in ("passed", "skipped") for s in steps)
+    if finished and stated and time_spent_s is not None \
+            and time_spent_s < FAST_FRACTION * stated:
+        out.append(f"finished in {_short(time_spent_s)}, {time_spent_s * 100 // stated}% of "
+                   f"the {scenario.duration} the lab states")
+    return out
+
+
+def _short(seconds: int) -> str:
+    return f"{seconds}s" if seconds < 120 else f"{seconds // 60}m"
+
+
+def shared(grades: list[dict[str, Any]]) -> dict[int, list[str]]:
+    """Signals across a class: per grade (by index), the other students whose hand-in of
+    the same scenario shares run ids or the exact start time."""
+    out: dict[int, list[str]] = {}
+    for i, a in enumerate(grades):
+        for j, b in enumerate(grades):
+            if j <= i or a.get("scenario") != b.get("scenario") \
+                    or a.get("student") == b.get("student"):
+                continue
+            fa, fb = a.get("fingerprint") or {}, b.get("fingerprint") or {}
+            same = []
+            ids = set(fa.get("run_ids") or []) & set(fb.get("run_ids") or [])
+            if ids:
+                same.append(f"{len(ids)} run id(s)")
+            if a.get("started_at") and a.get("started_at") == b.get("started_at"):
+                same.append(f"the start time {a.get('started_at')}")
+            if fa.get("journal_head") and fa.get("journal_head") == fb.get("journal_head"):
+                same.append("the journal")
+            if not same:
+                continue
+            what = ", ".join(same)
+            out.setdefault(i, []).append(f"shares {what} with {b.get('student')}'s hand-in")
+            out.setdefault(j, []).append(f"shares {what} with {a.get('student')}'s hand-in")
+    return out

@@ -376,3 +376,65 @@ def test_progress_table_keeps_only_the_newest_rows() -> None:
     rendered = table.render()
     assert rendered.row_count == TrialTable.MAX_ROWS
     assert "5 earlier trials" in str(rendered.caption)
+
+
+REWRITER = """
+import json, sys
+n = int(sys.argv[1].split("=")[1])
+path = sys.argv[2]
+for step in range(2):  # rewritten each time (mode "w"), longer for a larger n
+    with open(path, "w") as fh:
+        fh.write(json.dumps({"score": str(n), "pad": "x" * 10 * n}) + "\\n")
+"""
+
+
+def _rewriter_experiment(path: Path) -> dict:
+    obj = experiment(
+        objective={"type": "maximize", "objectiveMetricName": "score"},
+        algorithm={"algorithmName": "grid"}, maxTrialCount=3, parallelTrialCount=1,
+        parameters=[{"name": "n", "parameterType": "int",
+                     "feasibleSpace": {"min": "1", "max": "3"}}],
+        metricsCollectorSpec={"collector": {"kind": "File"}, "source": {
+            "fileSystemPath": {"path": str(path), "kind": "File", "format": "JSON"}}})
+    obj["spec"]["trialTemplate"]["trialParameters"] = [{"name": "n", "reference": "n"}]
+    container(obj)["command"] = [sys.executable, "trial.py", "--n=${trialParameters.n}",
+                                 str(path)]
+    return obj
+
+
+def test_file_collector_outside_the_folder_gives_each_trial_its_own_file(
+        backend: LocalBackend, tmp_path: Path) -> None:
+    """Regression (issue 23, points 1 and 2): the collector's folder outside the manifest's
+    folder does not exist (Katib mounts it in each pod, like /katib): it is created; each
+    trial starts without the previous trial's file, and the result is what the file holds
+    when the trial ends, so the best trial is the right one."""
+    folder = tmp_path / "manifest"
+    folder.mkdir()
+    path = tmp_path / "katib" / "metrics.json"
+    exp = apply(backend, _rewriter_experiment(path), folder, REWRITER)
+    assert last(exp) == ("Succeeded", "ExperimentMaxTrialsReached"), exp["status"]
+    assert exp["status"]["trialsSucceeded"] == 3
+    for t in trials_of(backend):
+        n = t["spec"]["parameterAssignments"][0]["value"]
+        assert t["status"]["observation"]["metrics"][0]["latest"] == n
+    best = exp["status"]["currentOptimalTrial"]
+    assert best["parameterAssignments"] == [{"name": "n", "value": "3"}]
+    # applied again: the file the last trial wrote is kflab's to remove
+    backend.delete("Experiment", "exp")
+    again = apply(backend, _rewriter_experiment(path), folder, REWRITER)
+    assert again["status"]["trialsSucceeded"] == 3
+
+
+def test_file_collector_never_deletes_a_file_no_trial_wrote(backend: LocalBackend,
+                                                            tmp_path: Path) -> None:
+    folder = tmp_path / "manifest"
+    folder.mkdir()
+    path = tmp_path / "theirs.json"
+    path.write_text("someone's data\n")
+    obj = _rewriter_experiment(path)
+    obj["spec"]["maxFailedTrialCount"] = 1
+    exp = apply(backend, obj, folder, REWRITER)
+    assert last(exp) == ("Failed", "ExperimentFailed")
+    message = trials_of(backend)[0]["status"]["conditions"][-1]["message"]
+    assert f"the metrics file {path} exists and no trial wrote it" in message
+    assert path.read_text() == "someone's data\n"

@@ -163,7 +163,9 @@ class _Run:
         trial["_grid_id"] = grid_id
         self.trials.append(trial)
         log = self.store.run_file("Trial", name, self.ns, "trial.log")
-        started = tuning_trials.launch(group, self.spec, runspec, name, log, self.base_dir)
+        record = state.path(self.store.root, "metrics-files.json")
+        started = tuning_trials.launch(group, self.spec, runspec, name, log, self.base_dir,
+                                       record)
         proc = started.proc
         coll = self.spec.collector
         metrics = MetricLog(self.spec.objective.names, coll.filters)
@@ -205,6 +207,8 @@ class _Run:
 
         for line in run.tail.read(final=True):
             run.metrics.feed(line, run.fmt)
+        if self.spec.collector.kind == "File":
+            run.metrics = self._whole_file(run)
         trial = run.trial
         observation = run.metrics.observation()
         if observation is not None:
@@ -251,6 +255,19 @@ class _Run:
                            "objective": None if value == UNAVAILABLE else value,
                            "seconds": round(time.monotonic() - run.started, 2),
                            "detail": detail})
+
+    def _whole_file(self, run: Running) -> MetricLog:
+        """The File collector's result, read as Katib reads it once the trial ends
+        (file-metricscollector.go CollectObservationLog: the whole file, line by line), so
+        a trial that rewrites its file (mode "w") reports what the file finally holds."""
+        final = MetricLog(self.spec.objective.names, self.spec.collector.filters)
+        try:
+            text = run.tail.path.read_bytes().decode(errors="replace")
+        except OSError:
+            return final
+        for line in text.split("\n"):
+            final.feed(line.rstrip("\r"), run.fmt)
+        return final
 
     def _missing(self, run: Running) -> str:
         """Why the objective is unavailable, in the learner's terms."""

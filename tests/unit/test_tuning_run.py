@@ -438,3 +438,31 @@ def test_file_collector_never_deletes_a_file_no_trial_wrote(backend: LocalBacken
     message = trials_of(backend)[0]["status"]["conditions"][-1]["message"]
     assert f"the metrics file {path} exists and no trial wrote it" in message
     assert path.read_text() == "someone's data\n"
+
+
+def test_trial_spec_metadata_references_read_the_trial_spec(backend: LocalBackend,
+                                                             tmp_path: Path) -> None:
+    """Katib's generator (manifest/generator.go applyParameters) reads
+    ${trialSpec.Labels[k]} / .Annotations[k] from the trial spec's own metadata, and
+    fails on a key it lacks (no trial is ever created): refused at apply."""
+    from lab.errors import InputError
+
+    obj = experiment(maxTrialCount=1, parallelTrialCount=1, maxFailedTrialCount=1)
+    obj["metadata"]["labels"] = {"team": "from-the-experiment"}
+    tt = obj["spec"]["trialTemplate"]
+    tt["trialParameters"] += [{"name": "team", "reference": "${trialSpec.Labels[team]}"},
+                              {"name": "note", "reference": "${trialSpec.Annotations[note]}"}]
+    tt["trialSpec"]["metadata"] = {"labels": {"team": "blue"}, "annotations": {"note": "n1"}}
+    container(obj)["command"] += ["--team=${trialParameters.team}",
+                                  "--note=${trialParameters.note}"]
+    exp = apply(backend, obj, tmp_path)
+    assert exp["status"]["trialsSucceeded"] == 1
+    run = trials_of(backend)[0]["spec"]["runSpec"]
+    command = run["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[-2:] == ["--team=blue", "--note=n1"]
+    backend.delete("Experiment", "exp")
+    del tt["trialSpec"]["metadata"]["labels"]
+    with pytest.raises(InputError) as err:
+        apply(backend, obj, tmp_path)
+    assert "failed to fetch Label: team" in str(err.value)
+    assert backend.get("Experiment", "exp") is None

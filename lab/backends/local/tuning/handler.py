@@ -156,7 +156,7 @@ class _Run:
             return False
         otrial, assignments, grid_id = got
         name = f"{self.spec.name}-{secrets.token_hex(4)}"
-        runspec = tuning_trials.run_spec(self.spec, name, assignments, self.exp["metadata"])
+        runspec = tuning_trials.run_spec(self.spec, name, assignments)
         trial = tuning_trials.trial_object(self.exp, self.spec, name, assignments, runspec,
                                            self._rules())
         tuning_status.trial_created(trial)

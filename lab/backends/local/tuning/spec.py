@@ -43,6 +43,7 @@ DEFAULT_PRIMARY = "training-container"
 PLACEHOLDER = re.compile(r"\$\{trialParameters\.([^}]*)\}")
 META_REF = re.compile(r"^\$\{trialSpec\.(Name|Namespace|Kind|APIVersion|"
                       r"Labels\[[^\]]+\]|Annotations\[[^\]]+\])\}$")
+META_KEY = re.compile(r"^\$\{trialSpec\.(Labels|Annotations)\[([^\]]+)\]\}$")
 # Container fields a local process honours; every other one is cluster-only.
 CONTAINER_LOCAL = {"name", "command", "args", "env", "workingDir"}
 TEMPLATE_CLUSTER_ONLY = ("retain", "primaryPodLabels", "successCondition", "failureCondition")
@@ -402,6 +403,7 @@ def _template(r: _Reader, spec: dict[str, Any], params: tuple[Param, ...],
         if ref not in names and not META_REF.match(ref):
             raise r.fail(f"{tpp}.reference", f"'{ref}' is not a parameter of the experiment",
                          f"reference one of: {', '.join(sorted(names))}")
+        _check_meta_ref(r, f"{tpp}.reference", ref, trial_spec)
         tparams[tname] = ref
     used: set[str] = set()
     for text in _strings(trial_spec):
@@ -561,3 +563,28 @@ def parse(obj: dict[str, Any]) -> Spec:
             warnings.append(f"spec.{key}")
     return Spec(name, namespace, objective, algorithm, settings, params, parallel, max_trials,
                 max_failed, collector, early, tparams, trial_spec, cpath, primary, warnings)
+
+
+def meta_source(trial_spec: dict[str, Any], group: str) -> dict[str, Any]:
+    """The trial spec's own labels or annotations: Katib's generator reads
+    `${trialSpec.Labels[k]}` from the trialSpec's metadata, not the Experiment's
+    (pkg/controller.v1beta1/experiment/manifest/generator.go applyParameters)."""
+    meta = trial_spec.get("metadata") if isinstance(trial_spec.get("metadata"), dict) else {}
+    found = meta.get("labels" if group == "Labels" else "annotations")
+    return found if isinstance(found, dict) else {}
+
+
+def _check_meta_ref(r: Any, where: str, ref: str, trial_spec: dict[str, Any]) -> None:
+    """A label or annotation key the trial spec lacks: Katib's controller fails every
+    trial's creation ('illegal reference of trial metadata'), so the Experiment would never
+    run a trial; refused here with that reason."""
+    m = META_KEY.match(ref)
+    if m is None:
+        return
+    group, key = m.group(1), m.group(2)
+    if key not in meta_source(trial_spec, group):
+        what = "Label" if group == "Labels" else "Annotation"
+        raise r.fail(where, f"illegal reference of trial metadata: {ref}; failed to fetch "
+                            f"{what}: {key} (Katib's controller would create no trial)",
+                     f"add {key} under trialTemplate.trialSpec.metadata."
+                     f"{group.lower()}, or reference another key")

@@ -19,14 +19,13 @@ from typing import IO, Any
 from lab import state
 from lab.backends.local.procs import ChildGroup
 from lab.backends.local.tuning.metrics import Tail
-from lab.backends.local.tuning.spec import PLACEHOLDER, Spec
+from lab.backends.local.tuning.spec import PLACEHOLDER, Spec, meta_source
 from lab.kube.conditions import now
 
 EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"
 
 
-def _meta_value(ref: str, name: str, namespace: str, trial_spec: dict[str, Any],
-                exp_meta: dict[str, Any]) -> str:
+def _meta_value(ref: str, name: str, namespace: str, trial_spec: dict[str, Any]) -> str:
     """Katib's trial metadata references: ${trialSpec.Name}, .Labels[key], ..."""
     key = ref[len("${trialSpec."):-1]
     simple = {"Name": name, "Namespace": namespace, "Kind": trial_spec.get("kind", ""),
@@ -34,16 +33,14 @@ def _meta_value(ref: str, name: str, namespace: str, trial_spec: dict[str, Any],
     if key in simple:
         return str(simple[key])
     group, _, label = key.partition("[")
-    source = exp_meta.get("labels" if group == "Labels" else "annotations") or {}
-    return str(source.get(label.rstrip("]"), ""))
+    return str(meta_source(trial_spec, group)[label.rstrip("]")])  # checked at apply
 
 
-def run_spec(spec: Spec, name: str, assignments: list[dict[str, str]],
-             exp_meta: dict[str, Any]) -> dict[str, Any]:
+def run_spec(spec: Spec, name: str, assignments: list[dict[str, str]]) -> dict[str, Any]:
     """The trial template with every placeholder replaced by this trial's values."""
     values = {a["name"]: a["value"] for a in assignments}
     resolved = {tp: values[ref] if ref in values else
-                _meta_value(ref, name, spec.namespace, spec.trial_spec, exp_meta)
+                _meta_value(ref, name, spec.namespace, spec.trial_spec)
                 for tp, ref in spec.trial_parameters.items()}
 
     def sub(node: Any) -> Any:

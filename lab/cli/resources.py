@@ -52,6 +52,8 @@ def apply(obj: Obj, files: tuple[str, ...], validation: str, dry_run: bool) -> N
             continue
         state = summary_state(res)
         failed |= state in FAILED_STATES
+        if getattr(backend, "last_apply", None) == "unchanged":
+            state = f"unchanged ({state})"
         click.echo(f"{res['kind'].lower()}/{res['metadata']['name']} {state}")
         if state in FAILED_STATES and (why := ready_message(res)):
             click.echo(f"  {why}", err=True)

@@ -466,3 +466,21 @@ def test_trial_spec_metadata_references_read_the_trial_spec(backend: LocalBacken
         apply(backend, obj, tmp_path)
     assert "failed to fetch Label: team" in str(err.value)
     assert backend.get("Experiment", "exp") is None
+
+
+def test_applying_the_same_experiment_again_changes_nothing(backend: LocalBackend,
+                                                            tmp_path: Path) -> None:
+    """kubectl apply of an unchanged Experiment says `unchanged` and nothing re-runs; a
+    changed one runs again."""
+    obj = experiment(maxTrialCount=2)
+    first = apply(backend, obj, tmp_path)
+    assert backend.last_apply == "created"
+    names = sorted(t["metadata"]["name"] for t in trials_of(backend))
+    again = apply(backend, experiment(maxTrialCount=2), tmp_path)
+    assert backend.last_apply == "unchanged"
+    assert sorted(t["metadata"]["name"] for t in trials_of(backend)) == names
+    assert again["status"] == first["status"]
+    apply(backend, experiment(maxTrialCount=3), tmp_path)
+    assert backend.last_apply == "configured"
+    assert len(trials_of(backend)) == 3
+    assert not set(names) & {t["metadata"]["name"] for t in trials_of(backend)}

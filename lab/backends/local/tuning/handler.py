@@ -50,6 +50,8 @@ WATCH = 0.2
 PLOTS_ANNOTATION = "kflab.dev/plots"
 IGNORED_ANNOTATION = "kflab.dev/ignored-fields"
 DIFFERENCES_ANNOTATION = fidelity.ANNOTATION
+# Applying the same Experiment again changes nothing (kubectl: unchanged): no re-run.
+UNCHANGED_IS_NOOP = True
 
 
 @dataclass

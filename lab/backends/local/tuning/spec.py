@@ -145,8 +145,22 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def katib_string(r: _Reader, raw: Any, path: str) -> str:
+    """A field Katib's CRD types as a string (feasibleSpace bounds, algorithm and early
+    stopping settings): the API server refuses a YAML number or boolean there, so a
+    manifest that runs here runs on a cluster too."""
+    if not isinstance(raw, str):
+        json_type = {bool: "boolean", int: "integer", float: "number"}.get(type(raw),
+                                                                           type(raw).__name__)
+        raise r.fail(path, f"Invalid value: \"{json_type}\": must be of type string "
+                           "(Katib's API keeps it as a string; the API server refuses "
+                           f"{_short(raw)})",
+                     f"quote it: \"{str(raw).lower() if isinstance(raw, bool) else raw}\"")
+    return raw
+
+
 def _number(r: _Reader, raw: Any, path: str, *, integer: bool) -> float:
-    """Katib keeps feasible-space bounds as strings; accept YAML numbers too."""
+    """A number, given as a YAML number or (Katib's string fields) a string."""
     if isinstance(raw, bool) or not isinstance(raw, str | int | float):
         raise r.fail(path, f"expected a number, got {type(raw).__name__} ({_short(raw)})")
     try:
@@ -195,8 +209,9 @@ def _param(r: _Reader, raw: Any, path: str) -> Param:
                                                     "MAX_FEASIBLE_VALUES"))
         out = []
         for i, v in enumerate(values):
-            if isinstance(v, bool) or not isinstance(v, str | int | float):
+            if isinstance(v, dict | list):
                 raise r.fail(f"{sp}.list[{i}]", f"expected a scalar, got {type(v).__name__}")
+            katib_string(r, v, f"{sp}.list[{i}]")
             if ptype == "discrete":
                 _number(r, v, f"{sp}.list[{i}]", integer=False)
             out.append(str(v))
@@ -211,14 +226,15 @@ def _param(r: _Reader, raw: Any, path: str) -> Param:
         if space.get(key) in (None, ""):
             raise r.fail(f"{sp}.{key}", f"missing for {ptype} parameter '{name}'",
                          f"set feasibleSpace.{key}")
-    lo = _number(r, space["min"], f"{sp}.min", integer=integer)
-    hi = _number(r, space["max"], f"{sp}.max", integer=integer)
+    lo = _number(r, katib_string(r, space["min"], f"{sp}.min"), f"{sp}.min", integer=integer)
+    hi = _number(r, katib_string(r, space["max"], f"{sp}.max"), f"{sp}.max", integer=integer)
     if lo > hi:
         raise r.fail(sp, f"empty feasible space: min {space['min']} > max {space['max']}",
                      "swap min and max")
     step = None
     if space.get("step") not in (None, ""):
-        step = _number(r, space["step"], f"{sp}.step", integer=integer)
+        step = _number(r, katib_string(r, space["step"], f"{sp}.step"), f"{sp}.step",
+                       integer=integer)
         if step <= 0:
             raise r.fail(f"{sp}.step", f"must be > 0, got {space['step']}")
     if dist in ("logUniform", "logNormal") and lo <= 0:
@@ -287,8 +303,9 @@ def _algorithm(r: _Reader, spec: dict[str, Any]) -> tuple[str, dict[str, str]]:
         if not isinstance(s, dict):
             raise r.fail(sp, "expected a mapping with name and value")
         key = r.get(s, "name", str, sp, required=True)
-        value = r.get(s, "value", (str, int, float), sp, required=True)
-        settings[key] = str(value)
+        if s.get("value") is None:
+            raise r.fail(f"{sp}.value", "missing", f"add 'value:' under {sp}")
+        settings[key] = katib_string(r, s["value"], f"{sp}.value")
     return name, settings
 
 
@@ -352,8 +369,10 @@ def _early(r: _Reader, spec: dict[str, Any]) -> EarlyStop | None:
         if key not in out:
             raise r.fail(f"{sp}.name", f"unknown medianstop setting '{key}'",
                          "use min_trials_required or start_step")
-        value = int(_number(r, r.get(s, "value", (str, int), sp, required=True),
-                            f"{sp}.value", integer=True))
+        if s.get("value") is None:
+            raise r.fail(f"{sp}.value", "missing", f"add 'value:' under {sp}")
+        value = int(_number(r, katib_string(r, s["value"], f"{sp}.value"), f"{sp}.value",
+                            integer=True))
         if value < 1:
             raise r.fail(f"{sp}.value", f"{key} must be >= 1")
         out[key] = value

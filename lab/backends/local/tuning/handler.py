@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from lab import fidelity, signals, state
+from lab.backends.local import gpus
 from lab.backends.local.owners import Lease
 from lab.backends.local.procs import ChildGroup, iter_log, kill_group
 from lab.backends.local.tuning import earlystop
@@ -108,6 +109,7 @@ class _Run:
         if self.spec.collector.kind == "File" and self.parallel > 1:
             self.parallel = 1  # announced: katib.collector.file-parallel
         self.t0 = time.monotonic()
+        self.host_gpus = bool(gpus.inventory())
 
     # --- persistence ---------------------------------------------------------------------
 
@@ -152,12 +154,35 @@ class _Run:
         return otrial, [{"name": p.name, "value": fmt(otrial.params[p.name])}
                         for p in self.spec.params], grid_id
 
+    def _gpus_for(self, name: str) -> list[str] | None:
+        """The trial's GPUs from the shared allocation (gpus.py), or None when others hold
+        them and trials of this experiment are running (the loop tries again as they
+        end). With none running, wait as a Pending pod waits for its GPUs."""
+        holder = gpus.holder_of("Trial", self.ns, name)
+        asks = {"main": self.spec.gpus}
+        got = gpus.allocate(self.store.root, holder, asks)
+        if got is None and self.active:
+            return None
+        if got is None:
+            got = gpus.acquire(self.store.root, holder, asks, on_pending=lambda msg: (
+                self.backend.emit({"event": "message", "text": (
+                    f"trial {name} is waiting for {self.spec.gpus} GPU(s): {msg} (held by: "
+                    f"{', '.join(gpus.holders(self.store.root))})")})))
+        return got["main"]
+
     def start_one(self, group: ChildGroup) -> bool:
+        name = f"{self.spec.name}-{secrets.token_hex(4)}"
+        held: list[str] = []
+        if self.spec.gpus:
+            found = self._gpus_for(name)
+            if found is None:  # the loop waits for a running trial to end
+                return False
+            held = found
         got = self._assignments()
         if got is None:
+            gpus.release(self.store.root, gpus.holder_of("Trial", self.ns, name))
             return False
         otrial, assignments, grid_id = got
-        name = f"{self.spec.name}-{secrets.token_hex(4)}"
         runspec = tuning_trials.run_spec(self.spec, name, assignments)
         trial = tuning_trials.trial_object(self.exp, self.spec, name, assignments, runspec,
                                            self._rules())
@@ -167,7 +192,9 @@ class _Run:
         log = self.store.run_file("Trial", name, self.ns, "trial.log")
         record = state.path(self.store.root, "metrics-files.json")
         started = tuning_trials.launch(group, self.spec, runspec, name, log, self.base_dir,
-                                       record)
+                                       record, gpus=held if self.host_gpus else None)
+        if held:
+            trial["metadata"].setdefault("annotations", {})[gpus.ANNOTATION] = ",".join(held)
         proc = started.proc
         coll = self.spec.collector
         metrics = MetricLog(self.spec.objective.names, coll.filters)
@@ -248,6 +275,10 @@ class _Run:
             else:
                 self.study.tell(run.number, state=optuna.trial.TrialState.FAIL)
         self.active.pop(trial["metadata"]["name"], None)
+        if self.spec.gpus:
+            with contextlib.suppress(StateError):
+                gpus.release(self.store.root, gpus.holder_of("Trial", self.ns,
+                                                             trial["metadata"]["name"]))
         if self.group is not None and run.proc is not None:
             self.group.forget(run.proc)
         self.refresh()
@@ -437,6 +468,12 @@ def _runnable(obj: dict[str, Any]) -> Spec:
         raise LabError("a Trial is created by its Experiment, not applied on its own",
                        hint="apply the Experiment (kind: Experiment) instead")
     spec = tuning_spec.parse(obj)
+    if spec.gpus > len(have := gpus.inventory()):
+        where = ".".join(str(k) for k in ("spec.trialTemplate.trialSpec", *spec.container_path))
+        raise InputError(f"experiment '{spec.name}'", f"{where}.resources.limits.nvidia.com/gpu",
+                         f"each trial asks for {spec.gpus} GPU(s) but this machine has "
+                         f"{len(have)}: no trial could ever start",
+                         hint="lower the limit (`kflab doctor` lists the GPUs)")
     if spec.max_trials is None and spec.algorithm != "grid" and spec.objective.goal is None:
         raise InputError(f"experiment '{spec.name}'", "spec.maxTrialCount",
                          f"missing; {spec.algorithm} never runs out of suggestions, so this "

@@ -103,6 +103,15 @@ class Spec:
             node = node[key]
         return node
 
+    @property
+    def gpus(self) -> int:
+        """GPUs each trial asks for: the primary container's nvidia.com/gpu limit."""
+        res = self.container.get("resources")
+        limits = res.get("limits") if isinstance(res, dict) else None
+        raw = limits.get("nvidia.com/gpu") if isinstance(limits, dict) else None
+        text = str(raw) if isinstance(raw, int | str) and not isinstance(raw, bool) else ""
+        return int(text) if text.isascii() and text.isdigit() else 0
+
 
 class _Reader:
     """Field access that raises InputError with the dotted path of the field."""

@@ -83,7 +83,8 @@ def trial_object(exp: dict[str, Any], spec: Spec, name: str,
     }
 
 
-def trial_env(container: dict[str, Any], name: str) -> dict[str, str]:
+def trial_env(container: dict[str, Any], name: str,
+              gpus: list[str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
     # `python3` in a trial means this lab's Python (it has the ML stack), as in an image.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
@@ -92,6 +93,8 @@ def trial_env(container: dict[str, Any], name: str) -> dict[str, str]:
         if "value" in item:
             env[str(item["name"])] = str(item["value"])
     env["KATIB_TRIAL_NAME"] = name
+    if gpus is not None:  # the host has GPUs: the trial sees those it was given, as a pod
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
     return env
 
 
@@ -104,14 +107,14 @@ class Launched:
 
 
 def launch(group: ChildGroup, spec: Spec, runspec: dict[str, Any], name: str, log: Path,
-           base_dir: Path, record: Path) -> Launched:
+           base_dir: Path, record: Path, gpus: list[str] | None = None) -> Launched:
     """Start the primary container of `runspec`; its stdout and stderr go to `log`.
     `record` lists the metrics files outside the manifest's folder that trials wrote."""
     container: Any = runspec
     for key in spec.container_path:
         container = container[key]
     argv = [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
-    env = trial_env(container, name)
+    env = trial_env(container, name, gpus)
     workdir = container.get("workingDir")
     cwd = Path(workdir) if workdir and Path(workdir).is_dir() else base_dir
     coll = spec.collector

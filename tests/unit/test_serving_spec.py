@@ -75,6 +75,10 @@ def test_legacy_framework_shape_absolute_path_and_grpc(tmp_path: Path, model_dir
     ({"containers": [{"name": "kserve-container", "image": "x"}]},
      "spec.predictor.containers", "custom containers"),
     ({}, "spec.predictor.model", "missing"),
+    # KServe's storage spec (issue 23, point 9): named as written, not "storageUri missing"
+    ({"model": {"modelFormat": {"name": "sklearn"},
+                "storage": {"key": "localMinIO", "path": "sklearn/model.joblib"}}},
+     "spec.predictor.model.storage", "storage-config Secret"),
 ])
 def test_bad_manifests_name_file_field_and_fix(tmp_path: Path, model_dir: Path,
                                                predictor: dict, field: str, words: str) -> None:

@@ -200,6 +200,8 @@ CASES = [
          ["no such lab profile"]),
     Case("init-path-too-long", {}, ["init", "--provider", "host", "-o", "p" * 5000],
          ["cannot write", "name too long"]),
+    Case("pipeline-sys-exit", {"p.py": "import sys\nsys.exit(3)\n"},
+         ["pipeline", "run", "{p_py}"], ["called sys.exit(3)", "__main__"]),
     Case("pipeline-arg-deep", {"p.py": "x = 1\n"},
          ["pipeline", "run", "{p_py}", "-p", "a=" + "[" * 100_000], ["nested too deeply"]),
 ]

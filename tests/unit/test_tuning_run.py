@@ -484,3 +484,14 @@ def test_applying_the_same_experiment_again_changes_nothing(backend: LocalBacken
     assert backend.last_apply == "configured"
     assert len(trials_of(backend)) == 3
     assert not set(names) & {t["metadata"]["name"] for t in trials_of(backend)}
+
+
+def test_a_failed_trial_says_what_its_process_printed_last(backend: LocalBackend,
+                                                           tmp_path: Path) -> None:
+    obj = experiment(maxTrialCount=1, parallelTrialCount=1, maxFailedTrialCount=1)
+    container(obj)["command"] = [sys.executable, "missing-script.py",
+                                 "--x=${trialParameters.x}", "--n=${trialParameters.n}"]
+    apply(backend, obj, tmp_path)
+    message = trials_of(backend)[0]["status"]["conditions"][-1]["message"]
+    assert message.startswith("process exited with code 2: ") and \
+        "missing-script.py" in message, message

@@ -287,3 +287,18 @@ def test_a_number_where_katib_takes_a_string_says_so() -> None:
     with pytest.raises(InputError) as err:
         tuning_spec.parse(obj)
     assert "must be of type string" in str(err.value) and 'quote it: "3"' in str(err.value)
+
+
+def test_a_trial_kind_with_its_own_controller_is_named() -> None:
+    """Katib's Argo Workflow, Tekton PipelineRun and TrainJob trials: refused naming the
+    kind, not "no containers found"."""
+    obj = experiment()
+    obj["spec"]["trialTemplate"]["trialSpec"] = {
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+        "spec": {"entrypoint": "e", "templates": [
+            {"name": "e", "script": {"command": ["python"], "source": "${trialParameters.x} "
+                                                                       "${trialParameters.n}"}}]}}
+    with pytest.raises(InputError) as err:
+        tuning_spec.parse(obj)
+    assert err.value.field == "spec.trialTemplate.trialSpec.kind"
+    assert "a Workflow trial (argoproj.io/v1alpha1) needs its own controller" in str(err.value)

@@ -252,7 +252,7 @@ class _Run:
                 f"{'below' if rule.get('comparison') == 'less' else 'above'} the median "
                 f"stopping value {rule.get('value')}")
         elif rc != 0:
-            ctype, detail = "Failed", detail or f"process exited with code {rc}"
+            ctype, detail = "Failed", detail or self._exit_detail(trial, rc)
         elif run.fmt == "JSON" and run.metrics.bad_line is not None:
             number, text = run.metrics.bad_line
             ctype, detail = "Failed", (
@@ -288,6 +288,18 @@ class _Run:
                            "objective": None if value == UNAVAILABLE else value,
                            "seconds": round(time.monotonic() - run.started, 2),
                            "detail": detail})
+
+    def _exit_detail(self, trial: dict[str, Any], rc: int) -> str:
+        """Why the trial failed, as `kubectl describe` of its pod would hint: the exit
+        code and the last line its process printed (e.g. a missing script)."""
+        log = self.store.run_path("Trial", trial["metadata"]["name"], self.ns) / "trial.log"
+        last = ""
+        with contextlib.suppress(OSError), open(log, "rb") as fh:
+            fh.seek(max(0, log.stat().st_size - 4096))
+            lines = [ln for ln in fh.read().decode(errors="replace").splitlines()
+                     if ln.strip()]
+            last = lines[-1].strip()[:200] if lines else ""
+        return f"process exited with code {rc}" + (f": {last}" if last else "")
 
     def _whole_file(self, run: Running) -> MetricLog:
         """The File collector's result, read as Katib reads it once the trial ends

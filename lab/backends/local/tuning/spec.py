@@ -450,6 +450,13 @@ def _template(r: _Reader, spec: dict[str, Any], params: tuple[Param, ...],
     primary = r.get(tt, "primaryContainerName", str, p, default=DEFAULT_PRIMARY)
     paths = _find_containers(trial_spec)
     if not paths:
+        tkind, api = trial_spec.get("kind"), trial_spec.get("apiVersion")
+        if tkind not in (None, "Job"):  # Argo Workflow, Tekton PipelineRun, TrainJob...
+            raise r.fail(f"{p}.trialSpec.kind", f"a {tkind} trial ({api}) needs its own "
+                         "controller on a cluster: the local backend runs trials whose pod "
+                         "template it can read (a Job or a PyTorchJob/TFJob)",
+                         "run this Experiment on a cluster (`kflab up`), or write the trial "
+                         "as a batch/v1 Job running the same command")
         raise r.fail(f"{p}.trialSpec", "no containers found",
                      "give a Job (spec.template.spec.containers) or a training job template")
     chosen = [q for q in paths if _at(trial_spec, q).get("name") == primary] \

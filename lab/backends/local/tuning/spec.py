@@ -40,6 +40,9 @@ COLLECTORS = ("StdOut", "File")
 # Katib's default metrics filter: `name=value`, value possibly signed, decimal, exponent.
 DEFAULT_FILTER = r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?)"
 DEFAULT_PRIMARY = "training-container"
+# Trial kinds run locally (a Job's container; a training job's replicas): others need their
+# own controller (Argo Workflow, Tekton PipelineRun, MPIJob's launcher, TrainJob...).
+TRIAL_KINDS = ("Job", "PyTorchJob", "TFJob")
 PLACEHOLDER = re.compile(r"\$\{trialParameters\.([^}]*)\}")
 META_REF = re.compile(r"^\$\{trialSpec\.(Name|Namespace|Kind|APIVersion|"
                       r"Labels\[[^\]]+\]|Annotations\[[^\]]+\])\}$")
@@ -449,9 +452,9 @@ def _template(r: _Reader, spec: dict[str, Any], params: tuple[Param, ...],
                          f"put ${{trialParameters.{tname}}} in the command, or remove it")
     primary = r.get(tt, "primaryContainerName", str, p, default=DEFAULT_PRIMARY)
     paths = _find_containers(trial_spec)
-    if not paths:
-        tkind, api = trial_spec.get("kind"), trial_spec.get("apiVersion")
-        if tkind not in (None, "Job"):  # Argo Workflow, Tekton PipelineRun, TrainJob...
+    tkind, api = trial_spec.get("kind"), trial_spec.get("apiVersion")
+    if not paths or (tkind is not None and tkind not in TRIAL_KINDS):
+        if tkind not in (None, *TRIAL_KINDS):  # Argo Workflow, MPIJob, TrainJob...
             raise r.fail(f"{p}.trialSpec.kind", f"a {tkind} trial ({api}) needs its own "
                          "controller on a cluster: the local backend runs trials whose pod "
                          "template it can read (a Job or a PyTorchJob/TFJob)",

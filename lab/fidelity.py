@@ -354,7 +354,8 @@ RULES: tuple[Rule, ...] = (
                   "for grpc-v2 and would fail to find one on a cluster"),
     Rule("kserve.runtime.none", "InferenceService", "a format or version no runtime supports",
          "the InferenceService fails: no runtime found", REFUSED,
-         "refused at apply with the runtimes that exist (local formats: sklearn, xgboost)",
+         "refused at apply with the runtimes that exist (local formats: sklearn, xgboost, "
+         "lightgbm)",
          f"{KSERVE} predictor_model.go GetSupportingRuntimes",
          field="spec.predictor.model.modelFormat.name"),
     Rule("kserve.rollout", "InferenceService", "a new version that fails to load",

@@ -176,3 +176,30 @@ def test_a_format_version_no_runtime_serves_is_refused(tmp_path: Path) -> None:
                            base_dir=tmp_path, state=tmp_path / "state")
     assert err.value.field == "spec.predictor.model.modelFormat.name"
     assert "No runtime found" in err.value.problem
+
+
+def test_lightgbm_is_served_as_lgbserver_serves_it(tmp_path: Path) -> None:
+    """KServe's lightgbm sample (issue 23, point 10): modelFormat lightgbm picks
+    kserve-lgbserver (v1) or MLServer (v2); the booster's model.bst loads and answers class
+    probabilities, as lgbserver's LightGBMModel.predict does."""
+    np = pytest.importorskip("numpy")
+    lgb = pytest.importorskip("lightgbm")
+    from lab.backends.local.serving.models import LightGBMModel
+
+    rows = np.array([[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3], [5.9, 3.0, 4.2, 1.5]] * 10)
+    booster = lgb.train({"objective": "multiclass", "num_class": 3, "verbose": -1,
+                         "min_data_in_leaf": 1}, lgb.Dataset(rows, label=[0, 2, 1] * 10),
+                        num_boost_round=5)
+    folder = tmp_path / "iris"
+    folder.mkdir()
+    booster.save_model(str(folder / "model.bst"))
+    spec = serving_spec.parse(isvc({"modelFormat": {"name": "lightgbm"},
+                                    "storageUri": "file://iris"}),
+                              base_dir=tmp_path, state=tmp_path / "state")
+    assert spec.runtime == "kserve-lgbserver"
+    assert serving_spec.runtime_of(isvc({"modelFormat": {"name": "lightgbm"},
+                                         "protocolVersion": "v2"})) == "kserve-mlserver"
+    model = LightGBMModel("lightgbm-iris", folder)
+    assert model.load()
+    out = model.predict({"instances": rows[:2].tolist()})["predictions"]
+    assert [int(np.argmax(p)) for p in out] == [0, 2] and len(out[0]) == 3

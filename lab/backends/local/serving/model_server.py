@@ -38,7 +38,7 @@ def _write(path: Path, data: dict[str, Any]) -> None:
 def _args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m lab.backends.local.serving.model_server")
     p.add_argument("--name", required=True, help="model name (the InferenceService name)")
-    p.add_argument("--format", required=True, choices=("sklearn", "xgboost"))
+    p.add_argument("--format", required=True, choices=("sklearn", "xgboost", "lightgbm"))
     p.add_argument("--model-dir", required=True, type=Path)
     p.add_argument("--runtime", required=True, choices=tuple(LOCAL),
                    help="the KServe runtime whose file rule applies")

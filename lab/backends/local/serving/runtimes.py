@@ -72,14 +72,17 @@ RUNTIMES: tuple[Runtime, ...] = (
 BY_NAME = {r.name: r for r in RUNTIMES}
 # Runtimes the local backend can stand in for, and the formats they load locally.
 LOCAL = {"kserve-sklearnserver": ("sklearn",), "kserve-xgbserver": ("xgboost",),
-         "kserve-mlserver": ("sklearn", "xgboost")}
+         "kserve-lgbserver": ("lightgbm",), "kserve-mlserver": ("sklearn", "xgboost", "lightgbm")}
 # KServe's own servers: exactly one file with one of these suffixes.
-SUFFIXES = {"sklearn": (".joblib", ".pkl", ".pickle"), "xgboost": (".bst", ".json", ".ubj")}
+SUFFIXES = {"sklearn": (".joblib", ".pkl", ".pickle"), "xgboost": (".bst", ".json", ".ubj"),
+            "lightgbm": (".bst",)}
 # MLServer's well-known file names, tried in this order.
 WELL_KNOWN = {"sklearn": ("model.joblib", "model.pickle", "model.pkl"),
-              "xgboost": ("model.bst", "model.json", "model.ubj")}
+              "xgboost": ("model.bst", "model.json", "model.ubj"),
+              "lightgbm": ("model.bst",)}
 MLSERVER_CLASS = {"sklearn": "mlserver_sklearn.SKLearnModel",
-                  "xgboost": "mlserver_xgboost.XGBoostModel"}
+                  "xgboost": "mlserver_xgboost.XGBoostModel",
+                  "lightgbm": "mlserver_lightgbm.LightGBMModel"}
 SETTINGS_FILE = "model-settings.json"
 
 

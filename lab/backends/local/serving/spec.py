@@ -25,6 +25,7 @@ from lab.yamlio import exists, user_path
 FORMATS: dict[str, str] = {
     "sklearn": "scikit-learn estimator (joblib or pickle)",
     "xgboost": "XGBoost Booster (binary, JSON or UBJSON)",
+    "lightgbm": "LightGBM Booster (model.bst, text)",
 }
 PROTOCOLS = ("v1", "v2", "grpc-v2")
 # Predictor fields that only change how a cluster schedules or scales the server.

@@ -154,6 +154,16 @@ def test_v1_v2_conversion_round_trip_and_predictions() -> None:
     assert inference.close([[0.5]], [[0.52]], 0.05) and not inference.close([[0.5]], [[0.6]], 0.05)
 
 
+def test_v1_inputs_columns_form_is_v1() -> None:
+    """KServe's lightgbm sample body: V1's `inputs` (columns by name), sent to :predict."""
+    body = {"inputs": [{"sepal_length_(cm)": [5.1], "sepal_width_(cm)": [3.5]}]}
+    assert inference.detect(body) == "v1" and inference.to_protocol(body, "v1") == body
+    assert inference.detect({"inputs": [{"name": "x", "shape": [1], "datatype": "FP32",
+                                         "data": [1.0]}]}) == "v2"
+    with pytest.raises(LabError, match="--protocol v1"):
+        inference.to_protocol(body, "v2")
+
+
 def test_load_request_errors_name_file_and_line(tmp_path: Path) -> None:
     bad = tmp_path / "in.json"
     bad.write_text('{"instances": [\n  [1, 2,\n}')

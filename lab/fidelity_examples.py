@@ -95,8 +95,9 @@ EXAMPLES: tuple[tuple[str, str, str], ...] = (
      "is installed with the tf extra) and fails on the download, restarting (OnFailure)"),
     ("training-operator tensorflow/mnist_with_summaries/tf_job_mnist.yaml", IMAGE,
      "needs a download (mnist.npz): Failed naming it; the PVC is listed as ignored"),
-    ("training-operator tensorflow/dist-mnist/tf_job_mnist.yaml", IMAGE,
-     "needs its image (/var/tf_dist_mnist/dist_mnist.py, TensorFlow 1 APIs)"),
+    ("training-operator tensorflow/dist-mnist/tf_job_mnist.yaml", REFUSED,
+     "no command: the image's entrypoint is unknown locally; the error shows the command "
+     "line to add"),
     # --- KServe v0.16.0, docs/samples/v1beta1 ----------------------------------------------
     ("kserve sklearn/v1/sklearn.yaml", EXACT,
      "kserve-sklearnserver, V1 predictions for iris-input.json"),

@@ -455,7 +455,8 @@ def _template(r: _Reader, spec: dict[str, Any], params: tuple[Param, ...],
     tkind, api = trial_spec.get("kind"), trial_spec.get("apiVersion")
     if not paths or (tkind is not None and tkind not in TRIAL_KINDS):
         if tkind not in (None, *TRIAL_KINDS):  # Argo Workflow, MPIJob, TrainJob...
-            raise r.fail(f"{p}.trialSpec.kind", f"a {tkind} trial ({api}) needs its own "
+            article = "an" if str(tkind)[:1].upper() in "AEIOU" else "a"
+            raise r.fail(f"{p}.trialSpec.kind", f"{article} {tkind} trial ({api}) needs its own "
                          "controller on a cluster: the local backend runs trials whose pod "
                          "template it can read (a Job or a PyTorchJob/TFJob)",
                          "run this Experiment on a cluster (`kflab up`), or write the trial "

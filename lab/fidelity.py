@@ -170,6 +170,17 @@ RULES: tuple[Rule, ...] = (
          f"{KATIB} pkg/metricscollector/v1beta1/file-metricscollector/"
          "file-metricscollector.go parseLogsInJsonFormat",
          test="test_json_collector_reads_strings_only"),
+    Rule("katib.collector.file-fresh", "Experiment", "File collector: the file a trial sees",
+         "each trial's pod mounts its own empty folder at the file's folder (so /katib exists "
+         "and holds no earlier trial's file); the collector reads the whole file once the "
+         "trial ends", SAME,
+         "each trial starts without the file: a missing folder is created, the previous "
+         "trial's file removed (outside the manifest's folder only files trials wrote; any "
+         "other file there fails the trial, naming it); the whole file is read at the end",
+         f"{KATIB} pkg/webhook/v1beta1/pod/inject_webhook.go; "
+         "pkg/metricscollector/v1beta1/file-metricscollector/file-metricscollector.go "
+         "CollectObservationLog",
+         test="test_file_collector_outside_the_folder_gives_each_trial_its_own_file"),
     Rule("katib.collector.file-parallel", "Experiment", "File collector with parallel trials",
          "each trial's pod has its own filesystem, so trials write the same path in parallel",
          DIFFERENT, "trials run one at a time: locally the path would be one shared file",
@@ -182,6 +193,26 @@ RULES: tuple[Rule, ...] = (
          "refused: print name=value lines (StdOut) or write a File",
          f"{KATIB} pkg/metricscollector/v1beta1",
          field="spec.metricsCollectorSpec.collector.kind"),
+    Rule("katib.trialSpec.metadata", "Experiment",
+         "${trialSpec.Labels[k]} and ${trialSpec.Annotations[k]}",
+         "read from the trial spec's own metadata; a key it lacks makes the controller fail "
+         "every trial's creation (illegal reference of trial metadata)", SAME,
+         "the same values; a missing key is refused at apply with Katib's error (a cluster "
+         "would create no trial)",
+         f"{KATIB} pkg/controller.v1beta1/experiment/manifest/generator.go applyParameters",
+         test="test_trial_spec_metadata_references_read_the_trial_spec"),
+    Rule("katib.strings", "Experiment",
+         "feasibleSpace min, max, step and list; algorithm and earlyStopping settings values",
+         "typed string in the CRD: the API server refuses a YAML number there", SAME,
+         "refused the same way, naming the field, with the fix (quote it)",
+         f"{KATIB} pkg/apis/controller/experiments/v1beta1/experiment_types.go "
+         "FeasibleSpace, AlgorithmSetting",
+         test="test_a_number_where_katib_takes_a_string_says_so"),
+    Rule("katib.reapply", "Experiment", "applying an unchanged Experiment again",
+         "kubectl apply says unchanged; nothing restarts", SAME,
+         "`kflab apply` says unchanged and no trial re-runs (an interrupted run runs again)",
+         "kubernetes kubectl apply (an unchanged object is not patched)",
+         test="test_applying_the_same_experiment_again_changes_nothing"),
     Rule("katib.trialTemplate.command", "Experiment", "trial container without command",
          "the image's entrypoint runs", REFUSED,
          "refused: the entrypoint is unknown locally; the error shows the command line to add",
@@ -223,6 +254,13 @@ RULES: tuple[Rule, ...] = (
          "resolved by the kubelet", REFUSED, "refused: give a literal value",
          "kubernetes EnvVarSource",
          field="spec.pytorchReplicaSpecs.Master.template.spec.containers[0].env[0].valueFrom"),
+    Rule("pytorch.gpus", "PyTorchJob", "nvidia.com/gpu with other workloads running",
+         "the scheduler gives a pod GPUs no other pod holds, or keeps it Pending (0/1 nodes "
+         "are available: 1 Insufficient nvidia.com/gpu.)", SAME,
+         "one allocation for jobs, trials and notebooks: other GPUs, or the job waits with "
+         "the scheduler's message; the kflab.dev/gpus annotation shows which it holds",
+         "kubernetes scheduler NodeResourcesFit; NVIDIA device plugin",
+         test="test_two_jobs_get_two_gpus"),
     Rule("pytorch.cluster-fields", "PyTorchJob",
          "image, resources except GPUs, volumes, schedulingPolicy, ttlSecondsAfterFinished",
          "shape pods and scheduling", DIFFERENT,
@@ -316,7 +354,8 @@ RULES: tuple[Rule, ...] = (
                   "for grpc-v2 and would fail to find one on a cluster"),
     Rule("kserve.runtime.none", "InferenceService", "a format or version no runtime supports",
          "the InferenceService fails: no runtime found", REFUSED,
-         "refused at apply with the runtimes that exist (local formats: sklearn, xgboost)",
+         "refused at apply with the runtimes that exist (local formats: sklearn, xgboost, "
+         "lightgbm)",
          f"{KSERVE} predictor_model.go GetSupportingRuntimes",
          field="spec.predictor.model.modelFormat.name"),
     Rule("kserve.rollout", "InferenceService", "a new version that fails to load",
@@ -341,6 +380,22 @@ RULES: tuple[Rule, ...] = (
          "accepted; listed once at apply as ignored: one server, no autoscaler",
          f"{KSERVE} pkg/apis/serving/v1beta1/component.go ComponentExtensionSpec",
          announce="ignored here (cluster only): {fields}"),
+    Rule("kserve.mlserver.implementation", "InferenceService",
+         "model-settings.json's implementation",
+         "MLServer 1.5 imports the class the file names (the file wins over KServe's "
+         "MLSERVER_MODEL_IMPLEMENTATION); it has no mlserver.models module, which KServe's "
+         "own xgboost and sklearn v2 sample files name, so they fail to load", SAME,
+         "the same outcome, with MLServer's reason and the fix (mlserver_xgboost.XGBoostModel, "
+         "or no implementation key)",
+         "SeldonIO/MLServer 1.5.0 mlserver/settings.py ModelSettings; "
+         "mlserver/repository/load.py load_model_settings",
+         test="test_model_files_per_runtime"),
+    Rule("kserve.storage-spec", "InferenceService", "the storage: block (StorageSpec)",
+         "the storage initializer reads a key of the storage-config Secret and a path in "
+         "that bucket", REFUSED,
+         "refused naming the block: no cluster credentials locally; give storageUri",
+         f"{KSERVE} pkg/apis/serving/v1beta1/predictor.go StorageSpec",
+         field="spec.predictor.model.storage"),
     Rule("kserve.components", "InferenceService", "transformer, explainer, custom containers",
          "run their own images", REFUSED, "refused: they are images",
          f"{KSERVE} pkg/apis/serving/v1beta1/inference_service.go",
@@ -445,7 +500,27 @@ def render() -> str:
                 out.append(f"| {_cell(r.subject)} | {_cell(r.upstream)} | {_LABEL[r.local]} "
                            f"| {_cell(r.detail)} | {_cell(r.source)} |")
         out.append("")
+    out += _examples()
     return "\n".join(out)
+
+
+def _examples() -> list[str]:
+    """The upstream examples' table (lab/fidelity_examples.py)."""
+    from lab import fidelity_examples as ex
+
+    n = ex.counts()
+    out = ["## Upstream examples, run unmodified", "",
+           f"Each example of the upstream trees was applied unchanged with `kflab apply` "
+           f"({len(ex.EXAMPLES)} in all): {n[ex.EXACT]} exact, {n[ex.REFUSED]} refused "
+           f"with the reason and a way out, {n[ex.IMAGE]} need what their container image "
+           "holds (a script at an image path, a dataset download) and fail naming it. None "
+           "gave a wrong result or a crash. Katib v0.19.0 examples/v1beta1, Training Operator "
+           "v1.9.0 examples, KServe v0.16.0 docs/samples/v1beta1 (models from the sample "
+           "folder, or trained on iris where the sample only names a bucket).", "",
+           "| example | verdict | reason |", "| --- | --- | --- |"]
+    out += [f"| {_cell(e)} | {v} | {_cell(r)} |" for e, v, r in ex.EXAMPLES]
+    out.append("")
+    return out
 
 
 if __name__ == "__main__":

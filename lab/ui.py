@@ -199,7 +199,13 @@ def resource_rows(kind: Any, objects: list[dict[str, Any]], namespaces: bool = F
     from lab.kube.kinds import column_value
 
     columns = ([Column("NAMESPACE", key=True)] if namespaces else []) + [Column("NAME", True)]
-    columns += [Column(header) for header, _ in kind.columns] + [Column("AGE")]
+    from lab.kube.kinds import GPUS_ANNOTATION
+
+    gpus = any(GPUS_ANNOTATION in (o.get("metadata", {}).get("annotations") or {})
+               for o in objects)
+    columns += [Column(header) for header, _ in kind.columns]
+    columns += [Column("GPUS")] if gpus else []
+    columns += [Column("AGE")]
     if wide:
         columns.append(Column("REASON"))
     rows = []
@@ -213,6 +219,8 @@ def resource_rows(kind: Any, objects: list[dict[str, Any]], namespaces: bool = F
             except jmespath.exceptions.JMESPathError:  # e.g. length() of a missing list
                 value = None
             cells.append("" if value is None else str(value))
+        if gpus:
+            cells.append(str((meta.get("annotations") or {}).get(GPUS_ANNOTATION, "")))
         cells.append(age(meta.get("creationTimestamp")))
         if wide:
             from lab.backends.failures import reason

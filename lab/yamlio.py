@@ -471,6 +471,9 @@ def load_json(text: str, file: str = "<input>") -> Any:
     except RecursionError:
         raise InputError(file, None, limits.limit("nesting depth", f"{limits.MAX_DEPTH}+",
                                                   limits.MAX_DEPTH, "MAX_DEPTH")) from None
+    except ValueError as exc:  # an integer beyond Python's int_max_str_digits (4300)
+        raise InputError(file, None, f"invalid JSON value: {str(exc).split(';')[0]}",
+                         hint="write the number with fewer digits, or as a string") from None
     depth = _depth(data)
     if depth > limits.MAX_DEPTH:
         raise InputError(file, None, limits.limit("nesting depth", depth, limits.MAX_DEPTH,

@@ -63,6 +63,8 @@ def reason(obj: dict[str, Any] | None) -> str | None:
         message = shapes.error_message(obj)
         failed = [t.get("display_name") for t in shapes.tasks(obj)
                   if t.get("state") in FAILED_RUN_STATES]
+        if status["state"] == "CANCELED":  # stopped (a signal, kflab delete): say why
+            return "run CANCELED" + (f": {message}" if message else "")
         if failed:  # KFP's own message then only repeats "Inner task failed: 'T'"
             return f"run {status['state']}: task {', '.join(map(str, failed))} failed"
         return f"run {status['state']}" + (f": {message}" if message else "")

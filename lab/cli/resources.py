@@ -56,7 +56,15 @@ def apply(obj: Obj, files: tuple[str, ...], validation: str, dry_run: bool) -> N
             continue
         state = summary_state(res)
         failed |= state in FAILED_STATES
+        unchanged = getattr(backend, "last_apply", None) == "unchanged"
+        if unchanged:
+            state = f"unchanged ({state})"
         click.echo(f"{res['kind'].lower()}/{res['metadata']['name']} {state}")
+        if unchanged:
+            ns = res["metadata"].get("namespace", "default")
+            click.echo(f"  nothing re-runs, as with kubectl; to run it again: kflab delete "
+                       f"{res['kind'].lower()} {res['metadata']['name']}"
+                       + (f" -n {ns}" if ns != "default" else ""), err=True)
         if state in FAILED_STATES and (why := ready_message(res)):
             click.echo(f"  {why}", err=True)
     if failed:

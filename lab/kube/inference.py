@@ -20,8 +20,15 @@ def detect(payload: Any) -> str | None:
     if isinstance(payload, dict):
         if isinstance(payload.get("instances"), list):
             return "v1"
-        if isinstance(payload.get("inputs"), list):
-            return "v2"
+        inputs = payload.get("inputs")
+        if isinstance(inputs, list):
+            # V2 tensors are {name, shape, datatype, data}; V1 also has an "inputs" form
+            # (columns by name: KServe's lightgbm sample sends {"inputs": [{"col": [..]}]})
+            tensors = inputs and all(isinstance(t, dict) and {"name", "datatype"} <= set(t)
+                                     for t in inputs)
+            return "v2" if tensors or not inputs else "v1"
+        if isinstance(inputs, dict):
+            return "v1"
     return None
 
 
@@ -99,6 +106,9 @@ def to_protocol(payload: dict[str, Any], protocol: str) -> dict[str, Any]:
     if have == protocol:
         return payload
     if protocol == "v2":
+        if "instances" not in payload:
+            raise LabError("a V1 body in the 'inputs' (columns) form has no V2 form here",
+                           hint="send it with --protocol v1")
         return to_v2(payload["instances"])
     tensors = payload["inputs"]
     if len(tensors) != 1:

@@ -33,6 +33,9 @@ class Kind:
 
 
 LAST_CONDITION = ("STATUS", "status.conditions[-1].type")
+# The GPUs a local workload holds (backends/local/gpus.py); `get` adds a GPUS column when
+# an object listed carries it.
+GPUS_ANNOTATION = "kflab.dev/gpus"
 KINDS: tuple[Kind, ...] = (
     Kind("PipelineRun", "kflab.dev", "v1", "pipelineruns", ("run", "runs", "pipelinerun", "pr"),
          (("STATE", "status.state"),

@@ -94,7 +94,14 @@ def plan(backend: Any, files: list[Path], validation: Validation = "warn") -> li
     for item in planned:
         if validation != "ignore":
             item.warnings = field_warnings(item.doc)
-        validate_document(backend, item.doc, item.base_dir)
+        try:
+            validate_document(backend, item.doc, item.base_dir)
+        except LabError as exc:
+            # A required field "missing" is often one typed wrong: the unknown-field
+            # warnings (with their did-you-mean) go with the error, not lost behind it.
+            if item.warnings:
+                exc.hint = "; ".join([*item.warnings, *([exc.hint] if exc.hint else [])])
+            raise
     problems = [w for item in planned for w in item.warnings]
     if validation == "strict" and problems:
         raise LabError(f"{len(problems)} field problem(s) with --validate=strict, nothing was "

@@ -18,10 +18,11 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from lab.errors import LabError
+from lab.errors import InputError, LabError
 from lab.kube.conditions import now
 from lab.scenarios.htmlpage import duration, esc, page, table, td
 from lab.scenarios.htmlreport import result_problem
+from lab.yamlio import load_json
 
 GRADE_FILE = "grade.json"
 COLUMNS = ["student", "scenario", "status", "steps_passed", "steps_total", "steps_skipped",
@@ -174,7 +175,11 @@ def load(path: Path) -> dict[str, Any]:
     try:
         if path.stat().st_size > MAX_GRADE_BYTES:
             raise ValueError(f"bigger than {MAX_GRADE_BYTES} bytes")
-        data = json.loads(path.read_text(encoding="utf-8"))
+        # the one bounded JSON reader: depth and huge integers are errors, not crashes
+        data = load_json(path.read_text(encoding="utf-8"), str(path))
+    except InputError as exc:
+        raise InputError(str(path), None, f"not a readable grade ({exc.problem[:200]})",
+                         hint="grade the hand-in again with `kflab scenario grade`") from None
     except (OSError, ValueError) as exc:
         raise LabError(f"{path}: not a readable grade ({str(exc)[:200]})",
                        hint="grade the hand-in again with `kflab scenario grade`") from None

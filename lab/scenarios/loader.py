@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import re
 from pathlib import Path
@@ -19,6 +20,8 @@ SCENARIO_FILE = "scenario.yaml"
 TOP_KEYS = {"id", "title", "level", "duration", "description", "requires", "backends", "steps"}
 STEP_KEYS = {"id", "title", "text", "hints", "solve", "checks", "needs"}
 SLUG = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+# Check fields holding a regular expression (re.search), checked when the scenario loads.
+REGEX_FIELDS = frozenset({"contains", "stdout"})
 DEFAULT_TIMEOUT = 30.0
 
 
@@ -170,7 +173,34 @@ class _Validator:
         problem = ACTION_TYPES[verb].validate(args)
         if problem:
             raise self.fail((*path, verb), problem)
+        if verb == "copy":  # the source ships with the scenario: it must be there now
+            src = user_path(self.root, str(args["from"]), file=self.doc.file,
+                            field=dotted((*path, verb, "from")))
+            if not is_file(src):
+                raise self.fail((*path, verb, "from"), f"file '{args['from']}' not found in "
+                                f"the scenario folder", f"create {args['from']} in {self.root}")
         return Action(verb, args, self.where(path))
+
+    def param(self, name: str, value: Any, path: PathKey) -> None:
+        """What every check's fields share: numbers are finite, regular expressions
+        compile, and a resource kind is one kflab knows -- so a check that could never
+        pass (or never end) is refused by `kflab scenario validate`, not met in class."""
+        if isinstance(value, float) and not math.isfinite(value):
+            raise self.fail((*path, name), f"must be a finite number, got {value}")
+        if name in REGEX_FIELDS and isinstance(value, str):
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise self.fail((*path, name), f"invalid regular expression: {exc}",
+                                "escape special characters with a backslash") from None
+        if name == "kind" and isinstance(value, str):
+            from lab.kube.kinds import KINDS, lookup
+
+            try:
+                lookup(value)
+            except LabError:
+                raise self.fail((*path, name), f"kflab does not read the kind '{value}'",
+                                f"use one of: {', '.join(k.kind for k in KINDS)}") from None
 
     def check(self, raw: Any, path: PathKey) -> Check:
         if not isinstance(raw, dict):
@@ -184,14 +214,16 @@ class _Validator:
         message = self.get(raw, "message", str, path)
         timeout = self.get(raw, "timeout", (int, float), path, required=False,
                            default=DEFAULT_TIMEOUT)
-        if timeout < 0:
-            raise self.fail((*path, "timeout"), "must be >= 0 (seconds)")
+        if not math.isfinite(timeout) or timeout < 0:
+            raise self.fail((*path, "timeout"), f"must be a number of seconds >= 0, got "
+                            f"{timeout}", "e.g. timeout: 60")
         params = {k: v for k, v in raw.items() if k not in COMMON_FIELDS}
         for name, fld in spec.fields.items():
             value = self.get(params, name, fld.types, path, required=fld.required)
             if value is not None and fld.choices and value not in fld.choices:
                 raise self.fail((*path, name), f"'{value}' is not allowed",
                                 _suggest(str(value), [str(c) for c in fld.choices]))
+            self.param(name, value, path)
         if spec.validate and (problem := spec.validate(params)):
             field, _, text = problem.partition(": ")
             raise self.fail((*path, field) if text else path, text or problem)

@@ -113,6 +113,18 @@ def test_misspelled_field_warns_and_strict_refuses(kflab, state, tmp_path: Path)
     assert quiet.returncode == 0 and "Warning" not in quiet.stderr
 
 
+def test_a_typo_in_a_required_field_says_did_you_mean(kflab, state, tmp_path: Path) -> None:
+    """Issue 23, point 9: `pytorchReplicaSpec` got "missing" alone; the unknown-field
+    warning (and its did-you-mean) was dropped because an error came first."""
+    path = tmp_path / "job.yaml"
+    path.write_text(JOB.replace("pytorchReplicaSpecs:", "pytorchReplicaSpec:"))
+    out = kflab("apply", "-f", str(path))
+    _assert_clean_error(out)
+    assert "'spec.pytorchReplicaSpecs': missing" in out.stderr
+    assert 'unknown field "spec.pytorchReplicaSpec" (did you mean "pytorchReplicaSpecs"?)' \
+        in out.stderr
+
+
 def test_duplicate_fields_warn_like_unknown_ones(kflab, state, tmp_path: Path) -> None:
     path = tmp_path / "dup.yaml"
     path.write_text(EXPERIMENT.replace("  maxTrialCount: 1\n",

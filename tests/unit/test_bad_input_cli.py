@@ -177,6 +177,14 @@ CASES = [
          ["predict", "iris", "-f", "{b_json}"], ["invalid JSON", "column"]),
     Case("predict-body-deep", {"b.json": "[" * 100_000 + "]" * 100_000},
          ["predict", "iris", "-f", "{b_json}"], ["MAX_DEPTH"]),
+    Case("predict-body-huge-int", {"b.json": '{"instances": [[' + "9" * 5000 + "]]}"},
+         ["predict", "iris", "-f", "{b_json}"], ["4300 digits"]),
+    Case("grade-deep", {"g/grade.json": '{"kind": "kflab-grade", "x": ' + "[" * 100_000
+                        + "]" * 100_000 + "}"},
+         ["grade", "collect", "{dir}/g"], ["nesting depth"]),
+    Case("grade-huge-int", {"g/grade.json": '{"kind": "kflab-grade", "x": ' + "9" * 5000
+                            + "}"},
+         ["grade", "collect", "{dir}/g"], ["4300 digits"]),
     Case("predict-body-bytes", {"b.json": b'{"instances": ["\xff"]}'},
          ["predict", "iris", "-f", "{b_json}"], ["not UTF-8"]),
     Case("lab-yaml-bomb", {"lab.yaml": "provider: host\nx: &x [a, a, a, a, a, a, a, a]\n" + "".join(
@@ -192,6 +200,8 @@ CASES = [
          ["no such lab profile"]),
     Case("init-path-too-long", {}, ["init", "--provider", "host", "-o", "p" * 5000],
          ["cannot write", "name too long"]),
+    Case("pipeline-sys-exit", {"p.py": "import sys\nsys.exit(3)\n"},
+         ["pipeline", "run", "{p_py}"], ["called sys.exit(3)", "__main__"]),
     Case("pipeline-arg-deep", {"p.py": "x = 1\n"},
          ["pipeline", "run", "{p_py}", "-p", "a=" + "[" * 100_000], ["nested too deeply"]),
 ]

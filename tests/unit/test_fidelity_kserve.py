@@ -98,8 +98,47 @@ def test_model_files_per_runtime(tmp_path: Path) -> None:
     assert runtimes.model_file("kserve-mlserver", "sklearn", sk).path.name == "model.pkl"
     wrong = put(tmp_path / "wrong", "model.bst",
                 settings={"implementation": "mlserver_sklearn.SKLearnModel"})
-    with pytest.raises(ValueError, match="does not load xgboost"):
+    with pytest.raises(ValueError, match="not MLServer's xgboost runtime"):
         runtimes.model_file("kserve-mlserver", "xgboost", wrong)
+    # KServe's own sample names a class MLServer 1.5 cannot import: said so, with the fix
+    sample = put(tmp_path / "kserve-sample", "model.bst",
+                 settings={"implementation": "mlserver.models.XGBoostModel"})
+    with pytest.raises(ValueError, match=r"no module named 'mlserver\.models'.*"
+                       r"mlserver_xgboost\.XGBoostModel"):
+        runtimes.model_file("kserve-mlserver", "xgboost", sample)
+
+
+def test_binary_model_bst_loads_as_on_kserve(tmp_path: Path) -> None:
+    """Regression (issue 23, point 4): KServe v0.16's xgbserver (xgboost 2.1) and MLServer
+    1.5 load the binary `model.bst` format of KServe's own sample; xgboost 3 dropped it.
+    The booster is written in that format (xgboost's `deprecated` raw format), then loaded
+    and asked for a prediction through the local server's model class."""
+    np = pytest.importorskip("numpy")
+    xgb = pytest.importorskip("xgboost")
+    from lab.backends.local.serving.models import XGBoostModel
+
+    rows = np.array([[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3]] * 5)
+    booster = xgb.train({"objective": "multi:softmax", "num_class": 3},
+                        xgb.DMatrix(rows, label=[0, 2] * 5), num_boost_round=2)
+    folder = tmp_path / "iris"
+    folder.mkdir()
+    raw = bytes(booster.save_raw(raw_format="deprecated"))
+    assert raw[:4] == b"binf"  # the binary format, as in KServe's sample
+    (folder / "model.bst").write_bytes(raw)
+    model = XGBoostModel("xgboost-iris", folder)
+    assert model.load()
+    out = model.predict({"instances": rows[:2].tolist()})
+    assert out["predictions"] == [0, 2]
+
+
+def test_a_native_load_error_has_no_stack() -> None:
+    from lab.backends.local.serving.model_server import load_error
+
+    exc = RuntimeError("[15:25:16] /workspace/src/learner.cc:1002: Check failed: x == y "
+                       "(70 vs. 136) : BoostLearner: wrong model format\nStack trace:\n"
+                       "  [bt] (0) /x/libxgboost.so(+0x170a4e) [0x7f08]\n")
+    assert load_error(exc) == "Check failed: x == y (70 vs. 136) : BoostLearner: wrong " \
+        "model format"
 
 
 def isvc(model: dict) -> dict:
@@ -137,3 +176,30 @@ def test_a_format_version_no_runtime_serves_is_refused(tmp_path: Path) -> None:
                            base_dir=tmp_path, state=tmp_path / "state")
     assert err.value.field == "spec.predictor.model.modelFormat.name"
     assert "No runtime found" in err.value.problem
+
+
+def test_lightgbm_is_served_as_lgbserver_serves_it(tmp_path: Path) -> None:
+    """KServe's lightgbm sample (issue 23, point 10): modelFormat lightgbm picks
+    kserve-lgbserver (v1) or MLServer (v2); the booster's model.bst loads and answers class
+    probabilities, as lgbserver's LightGBMModel.predict does."""
+    np = pytest.importorskip("numpy")
+    lgb = pytest.importorskip("lightgbm")
+    from lab.backends.local.serving.models import LightGBMModel
+
+    rows = np.array([[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3], [5.9, 3.0, 4.2, 1.5]] * 10)
+    booster = lgb.train({"objective": "multiclass", "num_class": 3, "verbose": -1,
+                         "min_data_in_leaf": 1}, lgb.Dataset(rows, label=[0, 2, 1] * 10),
+                        num_boost_round=5)
+    folder = tmp_path / "iris"
+    folder.mkdir()
+    booster.save_model(str(folder / "model.bst"))
+    spec = serving_spec.parse(isvc({"modelFormat": {"name": "lightgbm"},
+                                    "storageUri": "file://iris"}),
+                              base_dir=tmp_path, state=tmp_path / "state")
+    assert spec.runtime == "kserve-lgbserver"
+    assert serving_spec.runtime_of(isvc({"modelFormat": {"name": "lightgbm"},
+                                         "protocolVersion": "v2"})) == "kserve-mlserver"
+    model = LightGBMModel("lightgbm-iris", folder)
+    assert model.load()
+    out = model.predict({"instances": rows[:2].tolist()})["predictions"]
+    assert [int(np.argmax(p)) for p in out] == [0, 2] and len(out[0]) == 3

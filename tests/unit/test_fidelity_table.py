@@ -177,6 +177,9 @@ REFUSED: dict[str, Callable[[Path], Any]] = {
         notebook(resources={"limits": {"nvidia.com/gpu": 4096}}), base_dir=tmp),
     "kserve.runtime.none": _refuse_isvc(isvc({"modelFormat": {"name": "xgboost",
                                                               "version": "2"}})),
+    "kserve.storage-spec": _refuse_isvc(isvc({"modelFormat": {"name": "xgboost"},
+                                              "storage": {"key": "k", "path": "m"},
+                                              "storageUri": None})),
     "kserve.components": _refuse_isvc(isvc({"modelFormat": {"name": "xgboost"}},
                                            transformer={"containers": []})),
 }

@@ -177,6 +177,12 @@ def test_pipeline_run_leaves_no_task_behind(tmp_path: Path, sig: int) -> None:
     if sig == signal.SIGTERM:
         assert cli.returncode == 128 + signal.SIGTERM
         assert run["state"] == "CANCELED" and "SIGTERM" in run["error"]["message"]
+        # the task was stopped by the cancellation: not "task failed" (issue 23, point 9)
+        assert "FAILED" not in {t["state"] for t in run["run_details"]["task_details"]}
+        from lab.backends.failures import reason
+
+        assert "SIGTERM" in str(reason({"status": run})) and "failed" not in str(
+            reason({"status": run}))
     else:
         assert run["state"] == "FAILED" and "ended without finishing" in run["error"]["message"]
     assert {t["state"] for t in run["run_details"]["task_details"]} != {"RUNNING"}

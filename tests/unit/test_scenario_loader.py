@@ -67,6 +67,18 @@ def test_good_scenario_loads(tmp_path: Path) -> None:
          "steps[0].checks[0].mesage", "did you mean 'message'"),
         ("id: demo", "id: other", 1, "id", "does not match the folder"),
         ("  - id: make-file", "  - id: Make File", 6, "steps[0].id", "not a valid id"),
+        # issue 23, point 9: checks that could never pass or never end, and a missing source
+        ("        path: out.txt\n", "        path: out.txt\n        timeout: .inf\n", 15,
+         "steps[0].checks[0].timeout", "must be a number of seconds"),
+        ("        path: out.txt\n", "        path: out.txt\n        contains: \"(\"\n", 15,
+         "steps[0].checks[0].contains", "invalid regular expression"),
+        ("      - type: file-exists\n        path: out.txt\n",
+         "      - type: condition\n        kind: Pod\n        name: p\n"
+         "        condition: Ready\n", 14, "steps[0].checks[0].kind",
+         "does not read the kind 'Pod'"),
+        ("      - command: [python, -c, \"open('out.txt', 'w').write('hi')\"]",
+         "      - copy: {from: assets/nope.txt, to: out.txt}", 11,
+         "steps[0].solve[0].copy.from", "not found in the scenario folder"),
     ],
 )
 def test_broken_scenarios_name_file_line_field(tmp_path: Path, old: str, new: str, line: int,

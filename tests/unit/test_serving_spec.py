@@ -75,6 +75,10 @@ def test_legacy_framework_shape_absolute_path_and_grpc(tmp_path: Path, model_dir
     ({"containers": [{"name": "kserve-container", "image": "x"}]},
      "spec.predictor.containers", "custom containers"),
     ({}, "spec.predictor.model", "missing"),
+    # KServe's storage spec (issue 23, point 9): named as written, not "storageUri missing"
+    ({"model": {"modelFormat": {"name": "sklearn"},
+                "storage": {"key": "localMinIO", "path": "sklearn/model.joblib"}}},
+     "spec.predictor.model.storage", "storage-config Secret"),
 ])
 def test_bad_manifests_name_file_field_and_fix(tmp_path: Path, model_dir: Path,
                                                predictor: dict, field: str, words: str) -> None:
@@ -148,6 +152,16 @@ def test_v1_v2_conversion_round_trip_and_predictions() -> None:
     assert inference.predictions({"predictions": [1, 2]}) == [1, 2]
     assert inference.close([1.0, 2.0], [1, 2]) and not inference.close([1, 2], [1, 2, 3])
     assert inference.close([[0.5]], [[0.52]], 0.05) and not inference.close([[0.5]], [[0.6]], 0.05)
+
+
+def test_v1_inputs_columns_form_is_v1() -> None:
+    """KServe's lightgbm sample body: V1's `inputs` (columns by name), sent to :predict."""
+    body = {"inputs": [{"sepal_length_(cm)": [5.1], "sepal_width_(cm)": [3.5]}]}
+    assert inference.detect(body) == "v1" and inference.to_protocol(body, "v1") == body
+    assert inference.detect({"inputs": [{"name": "x", "shape": [1], "datatype": "FP32",
+                                         "data": [1.0]}]}) == "v2"
+    with pytest.raises(LabError, match="--protocol v1"):
+        inference.to_protocol(body, "v2")
 
 
 def test_load_request_errors_name_file_and_line(tmp_path: Path) -> None:

@@ -86,3 +86,27 @@ def test_child_group_kills_children_even_when_they_ignore_sigterm(tmp_path: Path
         time.sleep(0.3)
         group.stop_all(grace=0.5)
     assert proc.returncode == -signal.SIGKILL
+
+
+@pytest.mark.parametrize("broken", [
+    {"pid": "PID", "started": "soon", "argv": 5, "log": 7, "owner": [], "id": 3},
+    {"pid": True, "started": None},  # a PID that cannot be verified is never signalled
+    {"pid": 1, "started": None, "id": "srv"},
+])
+def test_a_process_record_of_wrong_field_types_is_stopped_by_its_tag(
+        tmp_path: Path, broken: dict) -> None:
+    """Issue 23, point 8: valid JSON whose fields have the wrong types (or an unverifiable
+    PID) made every `kflab down` fail and left the server up. Now the record's PID is not
+    trusted, the process is found by its tag, and `down` goes on."""
+    reg = Registry(tmp_path)
+    rec = reg.spawn("srv", [sys.executable, "-c", "import time; time.sleep(60)"],
+                    owner="test", log=tmp_path / "srv.log")
+    path = tmp_path / "procs" / "srv.json"
+    write_json(path, {**read_json(path), **broken})
+    assert not reg.get("srv").running  # not trusted: pid 0 in the record
+    assert reg.stop_all() == ["srv"]
+    deadline = time.monotonic() + 5
+    while is_running(rec.pid, rec.started) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not is_running(rec.pid, rec.started)
+    assert reg.all() == []

@@ -416,3 +416,122 @@ def test_progress_table_keeps_only_the_newest_rows() -> None:
     lines = _text(table.render()).splitlines()
     assert len(lines) == 1 + TrialTable.MAX_ROWS + 1  # header, rows, what was left out
     assert "5 earlier trials" in lines[-1]
+
+
+REWRITER = """
+import json, sys
+n = int(sys.argv[1].split("=")[1])
+path = sys.argv[2]
+for step in range(2):  # rewritten each time (mode "w"), longer for a larger n
+    with open(path, "w") as fh:
+        fh.write(json.dumps({"score": str(n), "pad": "x" * 10 * n}) + "\\n")
+"""
+
+
+def _rewriter_experiment(path: Path) -> dict:
+    obj = experiment(
+        objective={"type": "maximize", "objectiveMetricName": "score"},
+        algorithm={"algorithmName": "grid"}, maxTrialCount=3, parallelTrialCount=1,
+        parameters=[{"name": "n", "parameterType": "int",
+                     "feasibleSpace": {"min": "1", "max": "3"}}],
+        metricsCollectorSpec={"collector": {"kind": "File"}, "source": {
+            "fileSystemPath": {"path": str(path), "kind": "File", "format": "JSON"}}})
+    obj["spec"]["trialTemplate"]["trialParameters"] = [{"name": "n", "reference": "n"}]
+    container(obj)["command"] = [sys.executable, "trial.py", "--n=${trialParameters.n}",
+                                 str(path)]
+    return obj
+
+
+def test_file_collector_outside_the_folder_gives_each_trial_its_own_file(
+        backend: LocalBackend, tmp_path: Path) -> None:
+    """Regression (issue 23, points 1 and 2): the collector's folder outside the manifest's
+    folder does not exist (Katib mounts it in each pod, like /katib): it is created; each
+    trial starts without the previous trial's file, and the result is what the file holds
+    when the trial ends, so the best trial is the right one."""
+    folder = tmp_path / "manifest"
+    folder.mkdir()
+    path = tmp_path / "katib" / "metrics.json"
+    exp = apply(backend, _rewriter_experiment(path), folder, REWRITER)
+    assert last(exp) == ("Succeeded", "ExperimentMaxTrialsReached"), exp["status"]
+    assert exp["status"]["trialsSucceeded"] == 3
+    for t in trials_of(backend):
+        n = t["spec"]["parameterAssignments"][0]["value"]
+        assert t["status"]["observation"]["metrics"][0]["latest"] == n
+    best = exp["status"]["currentOptimalTrial"]
+    assert best["parameterAssignments"] == [{"name": "n", "value": "3"}]
+    # applied again: the file the last trial wrote is kflab's to remove
+    backend.delete("Experiment", "exp")
+    again = apply(backend, _rewriter_experiment(path), folder, REWRITER)
+    assert again["status"]["trialsSucceeded"] == 3
+
+
+def test_file_collector_never_deletes_a_file_no_trial_wrote(backend: LocalBackend,
+                                                            tmp_path: Path) -> None:
+    folder = tmp_path / "manifest"
+    folder.mkdir()
+    path = tmp_path / "theirs.json"
+    path.write_text("someone's data\n")
+    obj = _rewriter_experiment(path)
+    obj["spec"]["maxFailedTrialCount"] = 1
+    exp = apply(backend, obj, folder, REWRITER)
+    assert last(exp) == ("Failed", "ExperimentFailed")
+    message = trials_of(backend)[0]["status"]["conditions"][-1]["message"]
+    assert f"the metrics file {path} exists and no trial wrote it" in message
+    assert path.read_text() == "someone's data\n"
+
+
+def test_trial_spec_metadata_references_read_the_trial_spec(backend: LocalBackend,
+                                                             tmp_path: Path) -> None:
+    """Katib's generator (manifest/generator.go applyParameters) reads
+    ${trialSpec.Labels[k]} / .Annotations[k] from the trial spec's own metadata, and
+    fails on a key it lacks (no trial is ever created): refused at apply."""
+    from lab.errors import InputError
+
+    obj = experiment(maxTrialCount=1, parallelTrialCount=1, maxFailedTrialCount=1)
+    obj["metadata"]["labels"] = {"team": "from-the-experiment"}
+    tt = obj["spec"]["trialTemplate"]
+    tt["trialParameters"] += [{"name": "team", "reference": "${trialSpec.Labels[team]}"},
+                              {"name": "note", "reference": "${trialSpec.Annotations[note]}"}]
+    tt["trialSpec"]["metadata"] = {"labels": {"team": "blue"}, "annotations": {"note": "n1"}}
+    container(obj)["command"] += ["--team=${trialParameters.team}",
+                                  "--note=${trialParameters.note}"]
+    exp = apply(backend, obj, tmp_path)
+    assert exp["status"]["trialsSucceeded"] == 1
+    run = trials_of(backend)[0]["spec"]["runSpec"]
+    command = run["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[-2:] == ["--team=blue", "--note=n1"]
+    backend.delete("Experiment", "exp")
+    del tt["trialSpec"]["metadata"]["labels"]
+    with pytest.raises(InputError) as err:
+        apply(backend, obj, tmp_path)
+    assert "failed to fetch Label: team" in str(err.value)
+    assert backend.get("Experiment", "exp") is None
+
+
+def test_applying_the_same_experiment_again_changes_nothing(backend: LocalBackend,
+                                                            tmp_path: Path) -> None:
+    """kubectl apply of an unchanged Experiment says `unchanged` and nothing re-runs; a
+    changed one runs again."""
+    obj = experiment(maxTrialCount=2)
+    first = apply(backend, obj, tmp_path)
+    assert backend.last_apply == "created"
+    names = sorted(t["metadata"]["name"] for t in trials_of(backend))
+    again = apply(backend, experiment(maxTrialCount=2), tmp_path)
+    assert backend.last_apply == "unchanged"
+    assert sorted(t["metadata"]["name"] for t in trials_of(backend)) == names
+    assert again["status"] == first["status"]
+    apply(backend, experiment(maxTrialCount=3), tmp_path)
+    assert backend.last_apply == "configured"
+    assert len(trials_of(backend)) == 3
+    assert not set(names) & {t["metadata"]["name"] for t in trials_of(backend)}
+
+
+def test_a_failed_trial_says_what_its_process_printed_last(backend: LocalBackend,
+                                                           tmp_path: Path) -> None:
+    obj = experiment(maxTrialCount=1, parallelTrialCount=1, maxFailedTrialCount=1)
+    container(obj)["command"] = [sys.executable, "missing-script.py",
+                                 "--x=${trialParameters.x}", "--n=${trialParameters.n}"]
+    apply(backend, obj, tmp_path)
+    message = trials_of(backend)[0]["status"]["conditions"][-1]["message"]
+    assert "process exited with code 2: " in message and \
+        "missing-script.py" in message, message

@@ -99,6 +99,19 @@ def test_job_and_pod_fields_beside_the_container_are_listed() -> None:
     ({"parameters": [{"name": "x", "parameterType": "categorical",
                       "feasibleSpace": {"list": ["a"], "step": "1"}}]},
      "spec.parameters[0].feasibleSpace.step"),
+    # Katib's CRD types these as strings: the API server refuses a YAML number
+    ({"algorithm": {"algorithmName": "random",
+                    "algorithmSettings": [{"name": "random_state", "value": 3}]}},
+     "spec.algorithm.algorithmSettings[0].value"),
+    ({"earlyStopping": {"algorithmName": "medianstop",
+                        "algorithmSettings": [{"name": "start_step", "value": 2}]}},
+     "spec.earlyStopping.algorithmSettings[0].value"),
+    ({"parameters": [{"name": "x", "parameterType": "double",
+                      "feasibleSpace": {"min": 0, "max": "1"}}]},
+     "spec.parameters[0].feasibleSpace.min"),
+    ({"parameters": [{"name": "x", "parameterType": "categorical",
+                      "feasibleSpace": {"list": ["a", 2]}}]},
+     "spec.parameters[0].feasibleSpace.list[1]"),
 ])
 def test_malformed_experiment_names_the_field(change: dict[str, Any], field: str) -> None:
     obj = experiment(**change)
@@ -266,3 +279,26 @@ def test_field_errors_point_at_the_manifest_file_and_line(tmp_path) -> None:
     assert err.value.field == "spec.parameters[1].feasibleSpace.list"
     line = path.read_text().splitlines()[err.value.line - 1]
     assert line.strip().startswith("list:")
+
+
+def test_a_number_where_katib_takes_a_string_says_so() -> None:
+    obj = experiment(algorithm={"algorithmName": "random", "algorithmSettings": [
+        {"name": "random_state", "value": 3}]})
+    with pytest.raises(InputError) as err:
+        tuning_spec.parse(obj)
+    assert "must be of type string" in str(err.value) and 'quote it: "3"' in str(err.value)
+
+
+def test_a_trial_kind_with_its_own_controller_is_named() -> None:
+    """Katib's Argo Workflow, Tekton PipelineRun and TrainJob trials: refused naming the
+    kind, not "no containers found"."""
+    obj = experiment()
+    obj["spec"]["trialTemplate"]["trialSpec"] = {
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+        "spec": {"entrypoint": "e", "templates": [
+            {"name": "e", "script": {"command": ["python"], "source": "${trialParameters.x} "
+                                                                       "${trialParameters.n}"}}]}}
+    with pytest.raises(InputError) as err:
+        tuning_spec.parse(obj)
+    assert err.value.field == "spec.trialTemplate.trialSpec.kind"
+    assert "a Workflow trial (argoproj.io/v1alpha1) needs its own controller" in str(err.value)

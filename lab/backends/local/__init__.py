@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from lab import state
 from lab.backends.local import owners
 from lab.backends.local.procs import Registry
 from lab.backends.local.store import Store
@@ -43,6 +44,12 @@ HANDLERS: dict[str, str] = {
 
 # kinds whose handler has refresh(backend, obj): their status follows a running process
 LIVE_KINDS = frozenset({"InferenceService", "Notebook"})
+APPLIED = "applied.json"  # the manifest a finished run was applied from
+
+
+def _applied(obj: dict[str, Any]) -> dict[str, Any]:
+    """What the user applied (kubectl compares this, not the status)."""
+    return {k: v for k, v in obj.items() if k != "status"}
 
 
 class LocalBackend:
@@ -85,6 +92,13 @@ class LocalBackend:
         kind = for_object(obj)
         handler = self.validate(obj, base_dir=base_dir)  # before replacing what runs
         meta = obj["metadata"]
+        self.last_apply = "configured"
+        applied = {"object": _applied(obj), "base_dir": str(base_dir)}
+        if getattr(handler, "UNCHANGED_IS_NOOP", False):
+            same = self._unchanged(kind.kind, meta["namespace"], meta["name"], applied)
+            if same is not None:
+                self.last_apply = "unchanged"
+                return same
         with owners.acquire(self.root, kind.kind, meta["namespace"], meta["name"]) as lease:
             lease.stop_previous()
             old = self.store.get(kind.kind, meta["name"], meta["namespace"])
@@ -96,7 +110,26 @@ class LocalBackend:
             if old is not None:
                 handler.delete(self, old)
                 self.store.delete(kind.kind, meta["name"], meta["namespace"])
-            return handler.apply(self, obj, base_dir=base_dir, wait=wait, lease=lease)
+            else:
+                self.last_apply = "created"
+            done = handler.apply(self, obj, base_dir=base_dir, wait=wait, lease=lease)
+            if getattr(handler, "UNCHANGED_IS_NOOP", False):
+                state.write_json(self.store.run_file(kind.kind, meta["name"], meta["namespace"],
+                                                     APPLIED), applied)
+            return done
+
+    def _unchanged(self, kind: str, namespace: str, name: str,
+                   applied: dict[str, Any]) -> dict[str, Any] | None:
+        """The stored resource when this apply changes nothing (kubectl: `unchanged`, and
+        nothing restarts): the same manifest from the same folder, whose run ended (the
+        record is written once the run returns, so an interrupted run runs again)."""
+        record = state.path(self.store.run_path(kind, name, namespace), APPLIED)
+        try:
+            if state.read_json(record) != applied:
+                return None
+        except StateError:
+            return None
+        return self.get(kind, name, namespace)
 
     def get(self, kind: str, name: str, namespace: str = "default") -> dict[str, Any] | None:
         return self._refreshed(kind, self.store.get(kind, name, namespace))

@@ -258,7 +258,7 @@ class Tracked:
 
     @property
     def running(self) -> bool:
-        return is_running(self.pid, self.started)
+        return self.pid > 0 and is_running(self.pid, self.started)
 
 
 class Registry:
@@ -294,7 +294,8 @@ class Registry:
         return rec
 
     def get(self, pid_id: str) -> Tracked | None:
-        return _tracked(state.read_json(self._path(pid_id), fix="apply the resource again"))
+        return _tracked(state.read_json(self._path(pid_id), fix="apply the resource again"),
+                        pid_id)
 
     def all(self) -> list[Tracked]:
         out = []
@@ -303,7 +304,7 @@ class Registry:
             if file.name.startswith("."):
                 continue
             rec = _tracked(state.read_json(state.confine(self.root, file),
-                                           fix="apply the resource again"))
+                                           fix="apply the resource again"), file.stem)
             if rec is not None:
                 out.append(rec)
         return out
@@ -313,12 +314,18 @@ class Registry:
         rec = self.get(pid_id)
         if rec is None:
             return False
-        stop_all([ProcRecord(rec.id, rec.pid, rec.started)], rec.tag, grace)
+        stop_all([ProcRecord(rec.id, rec.pid, rec.started)] if rec.pid > 0 else [], rec.tag,
+                 grace)
         state.remove(self.root, self._path(pid_id))
         return True
 
     def stop_all(self) -> list[str]:
-        return [rec.id for rec in self.all() if self.stop(rec.id)]
+        stopped = []
+        for file in sorted(state.path(self.root, "procs").glob("*.json")):
+            with contextlib.suppress(state.StateError):  # a stray file's odd name
+                if not file.name.startswith(".") and self.stop(file.stem):
+                    stopped.append(file.stem)
+        return stopped
 
     def rename(self, pid_id: str, new_id: str) -> Tracked | None:
         """Record a running process under another id (a rolled-out server becomes the
@@ -333,11 +340,27 @@ class Registry:
         return rec
 
 
-def _tracked(data: dict[str, Any] | None) -> Tracked | None:
+def _tracked(data: dict[str, Any] | None, pid_id: str = "") -> Tracked | None:
+    """A process record as written by `spawn`, read defensively: the file is valid JSON
+    but its fields may have any type (edited, or written by another version). A field of
+    the wrong type is dropped; a PID that cannot be verified (not a positive integer with
+    a numeric start time) is never signalled -- only processes carrying the record's tag
+    are stopped -- so a bad record can neither crash a command nor stop a stranger."""
     if not data:
         return None
-    keys = {"id", "pid", "started", "argv", "log", "owner", "tag"}
-    return Tracked(**{k: v for k, v in data.items() if k in keys})
+
+    def text(key: str, default: str = "") -> str:
+        value = data.get(key)
+        return value if isinstance(value, str) else default
+
+    pid, started = data.get("pid"), data.get("started")
+    trusted = (type(pid) is int and pid > 0 and isinstance(started, int | float)
+               and not isinstance(started, bool))
+    argv = data.get("argv")
+    return Tracked(text("id", pid_id), pid if trusted else 0,
+                   float(started) if trusted else None,
+                   [str(a) for a in argv] if isinstance(argv, list) else [],
+                   text("log"), text("owner"), text("tag"))
 
 
 def iter_log(path: Path, follow: bool = False, alive: Any = None) -> Iterator[str]:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from lab import fidelity, state
+from lab.backends.local import gpus as gpus_mod
 from lab.backends.local.notebooks import spec as nb_spec
 from lab.backends.local.procs import LOOPBACK, free_port, iter_log
 from lab.errors import InputError, LabError, NotFound
@@ -59,9 +60,7 @@ def _jupyterlab() -> None:
 
 
 def _plan_gpus(parsed: nb_spec.NotebookSpec) -> tuple[list[str], bool]:
-    from lab.backends.local.training.env import visible_gpus
-
-    available = visible_gpus()
+    available = gpus_mod.inventory()
     if parsed.gpus > len(available):
         raise InputError(None, f"spec.template.spec.containers[0].resources.limits."
                                f"{nb_spec.GPU_RESOURCE}",
@@ -102,6 +101,15 @@ def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = Tru
     parsed = nb_spec.parse(obj)
     gpus, host_has_gpus = _plan_gpus(parsed)
     _jupyterlab()
+    holder = gpus_mod.holder_of(KIND, parsed.namespace, parsed.name)
+    if parsed.gpus:  # GPUs no other workload holds, waiting as a Pending pod would
+        gpus = gpus_mod.acquire(backend.root, holder, {"main": parsed.gpus},
+                                on_pending=lambda msg: backend.emit({
+                                    "event": "message", "text": (
+                                        f"Notebook {parsed.name} is waiting for GPUs: {msg} "
+                                        f"(held by: {', '.join(gpus_mod.holders(backend.root))})"
+                                    )}))["main"]
+        obj["metadata"].setdefault("annotations", {})[gpus_mod.ANNOTATION] = ",".join(gpus)
     run = _run(backend, obj)
     info_file, log = state.path(run, "server.json"), state.path(run, "server.log")
     config, settings = state.path(run, "jupyter-config"), state.path(run, "jupyter-settings")
@@ -126,6 +134,8 @@ def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = Tru
     rec = backend.procs.spawn(proc_id(parsed.namespace, parsed.name), argv,
                               owner=f"{KIND}/{parsed.namespace}/{parsed.name}", log=log,
                               cwd=base_dir, env=env)
+    if parsed.gpus:  # held while the server lives
+        gpus_mod.bind(backend.root, holder, rec.pid)
     if cpus is not None:  # the kernels it starts inherit the set (a cluster uses a quota)
         import psutil
 
@@ -200,6 +210,7 @@ def _wait_ready(backend: Any, obj: dict[str, Any], timeout: float) -> dict[str, 
         time.sleep(0.2)
     meta = obj["metadata"]
     backend.procs.stop(proc_id(meta["namespace"], meta["name"]))
+    gpus_mod.release(backend.root, gpus_mod.holder_of(KIND, meta["namespace"], meta["name"]))
     return refresh(backend, obj)
 
 
@@ -246,6 +257,7 @@ def _save(backend: Any, obj: dict[str, Any], status: dict[str, Any]) -> dict[str
 def delete(backend: Any, obj: dict[str, Any]) -> None:
     meta = obj["metadata"]
     backend.procs.stop(proc_id(meta["namespace"], meta["name"]))
+    gpus_mod.release(backend.root, gpus_mod.holder_of(KIND, meta["namespace"], meta["name"]))
 
 
 def logs(backend: Any, obj: dict[str, Any], replica: str | None) -> Iterator[str]:

@@ -81,6 +81,10 @@ def _load_module(path: Path) -> Any:
             warnings.filterwarnings("ignore", category=FutureWarning, module="kfp")
             warnings.filterwarnings("ignore", message=".*base_image.*")
             spec.loader.exec_module(module)
+    except SystemExit as exc:  # sys.exit() at the top level: kflab must not exit with it
+        raise InputError(str(path), None, f"importing the pipeline called sys.exit({exc.code!r})"
+                         ": the file runs when kflab loads it, so nothing was run",
+                         hint='move that code under `if __name__ == "__main__":`') from None
     except Exception as exc:
         raise InputError(str(path), None, f"importing the pipeline failed: {exc!r}",
                          hint="run `python FILE` to see the full error") from exc
@@ -360,6 +364,8 @@ def _fill_tasks(status: dict[str, Any], root: Path, watcher: _LogWatcher,
                    if run_folder else None)
         if name in watcher.finished:
             task["state"], task["end_time"] = watcher.finished[name]
+            if status["state"] == "CANCELED" and task["state"] == "FAILED":
+                task["state"] = "CANCELED"  # killed by the cancellation, not failed itself
         elif outputs is not None:
             task["state"] = "SUCCEEDED"
         elif status["state"] in ("FAILED", "CANCELED"):

@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -37,7 +38,7 @@ def _write(path: Path, data: dict[str, Any]) -> None:
 def _args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m lab.backends.local.serving.model_server")
     p.add_argument("--name", required=True, help="model name (the InferenceService name)")
-    p.add_argument("--format", required=True, choices=("sklearn", "xgboost"))
+    p.add_argument("--format", required=True, choices=("sklearn", "xgboost", "lightgbm"))
     p.add_argument("--model-dir", required=True, type=Path)
     p.add_argument("--runtime", required=True, choices=tuple(LOCAL),
                    help="the KServe runtime whose file rule applies")
@@ -61,13 +62,22 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         _write(opts.ready_file, {"state": "FailedToLoad", "pid": os.getpid(), "error": (
             f"failed to load the {opts.format} model from {opts.model_dir}: "
-            f"{type(exc).__name__}: {exc}")})
+            f"{type(exc).__name__}: {load_error(exc)}")})
         return 1
     server_cls, _ = server_classes()
     server = server_cls(opts.ready_file, http_port=opts.port, enable_grpc=opts.grpc,
                         grpc_port=0, grace_period=3)
     server.start([model])
     return 0
+
+
+def load_error(exc: BaseException) -> str:
+    """The reason a model did not load, without a native library's stack: xgboost's
+    errors carry `[time] src/file.cc:line: ... Stack trace: [bt] ...` frames that mean
+    nothing to a learner (the full text stays in the server's log)."""
+    text = str(exc).split("\nStack trace:", 1)[0].strip()
+    text = re.sub(r"^\[[0-9:]+\] \S+:\d+: ", "", text)
+    return text.splitlines()[-1] if text else type(exc).__name__
 
 
 def _exit_now(code: int) -> None:

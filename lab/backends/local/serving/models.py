@@ -94,7 +94,40 @@ class XGBoostModel(kserve.Model):
         return get_predict_response(payload, result, self.name)
 
 
+class LightGBMModel(kserve.Model):
+    """A LightGBM Booster saved with save_model (model.bst), read as KServe's lgbserver
+    reads it (python/lgbserver/lgbserver/model.py: the input's columns named after the
+    booster's features, predict() answering class probabilities)."""
+
+    def __init__(self, name: str, model_dir: Path, runtime: str = "kserve-lgbserver",
+                 nthread: int = 1) -> None:
+        super().__init__(name)
+        self.model_dir = model_dir
+        self.runtime = runtime
+        self.nthread = nthread
+        self._booster: Any = None
+        self.ready = False
+
+    def load(self) -> bool:
+        import lightgbm as lgb
+
+        path = model_file(self.runtime, "lightgbm", self.model_dir).path
+        self._booster = lgb.Booster(params={"nthread": self.nthread}, model_file=str(path))
+        self.ready = True
+        return self.ready
+
+    def predict(self, payload: Any, headers: dict[str, str] | None = None,
+                response_headers: dict[str, str] | None = None) -> Any:
+        try:
+            inputs = get_predict_input(payload, columns=self._booster.feature_name())
+            result = self._booster.predict(inputs)
+        except Exception as exc:
+            raise InferenceError(str(exc)) from exc
+        return get_predict_response(payload, result, self.name)
+
+
 MODEL_CLASSES: dict[str, type[kserve.Model]] = {
+    "lightgbm": LightGBMModel,
     "sklearn": SKLearnModel,
     "xgboost": XGBoostModel,
 }

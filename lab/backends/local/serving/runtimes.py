@@ -72,14 +72,17 @@ RUNTIMES: tuple[Runtime, ...] = (
 BY_NAME = {r.name: r for r in RUNTIMES}
 # Runtimes the local backend can stand in for, and the formats they load locally.
 LOCAL = {"kserve-sklearnserver": ("sklearn",), "kserve-xgbserver": ("xgboost",),
-         "kserve-mlserver": ("sklearn", "xgboost")}
+         "kserve-lgbserver": ("lightgbm",), "kserve-mlserver": ("sklearn", "xgboost", "lightgbm")}
 # KServe's own servers: exactly one file with one of these suffixes.
-SUFFIXES = {"sklearn": (".joblib", ".pkl", ".pickle"), "xgboost": (".bst", ".json", ".ubj")}
+SUFFIXES = {"sklearn": (".joblib", ".pkl", ".pickle"), "xgboost": (".bst", ".json", ".ubj"),
+            "lightgbm": (".bst",)}
 # MLServer's well-known file names, tried in this order.
 WELL_KNOWN = {"sklearn": ("model.joblib", "model.pickle", "model.pkl"),
-              "xgboost": ("model.bst", "model.json", "model.ubj")}
+              "xgboost": ("model.bst", "model.json", "model.ubj"),
+              "lightgbm": ("model.bst",)}
 MLSERVER_CLASS = {"sklearn": "mlserver_sklearn.SKLearnModel",
-                  "xgboost": "mlserver_xgboost.XGBoostModel"}
+                  "xgboost": "mlserver_xgboost.XGBoostModel",
+                  "lightgbm": "mlserver_lightgbm.LightGBMModel"}
 SETTINGS_FILE = "model-settings.json"
 
 
@@ -170,8 +173,15 @@ def _mlserver(fmt: str, storage: Path) -> Loadable:
             raise ValueError(f"{settings} must hold a JSON object")
         impl = data.get("implementation")
         if impl is not None and impl != MLSERVER_CLASS[fmt]:
-            raise ValueError(f"{settings}: implementation '{impl}' does not load {fmt} "
-                             f"models (use {MLSERVER_CLASS[fmt]})")
+            # MLServer 1.5 imports the file's class (pydantic v1 settings: the file beats
+            # KServe's MLSERVER_MODEL_IMPLEMENTATION); it has no mlserver.models module.
+            module = impl.rpartition(".")[0] if isinstance(impl, str) else ""
+            why = (f"MLServer 1.5 cannot import it (no module named '{module}')"
+                   if module.startswith("mlserver.") or module == "mlserver" else
+                   f"it is not MLServer's {fmt} runtime")
+            raise ValueError(f"{settings}: implementation '{impl}': {why}; write "
+                             f"\"implementation\": \"{MLSERVER_CLASS[fmt]}\" or leave the "
+                             "key out (KServe then sets it)")
         name = data.get("name") if isinstance(data.get("name"), str) else None
         params = data.get("parameters") if isinstance(data.get("parameters"), dict) else {}
         raw = params.get("uri")

@@ -25,6 +25,7 @@ from lab.yamlio import exists, user_path
 FORMATS: dict[str, str] = {
     "sklearn": "scikit-learn estimator (joblib or pickle)",
     "xgboost": "XGBoost Booster (binary, JSON or UBJSON)",
+    "lightgbm": "LightGBM Booster (model.bst, text)",
 }
 PROTOCOLS = ("v1", "v2", "grpc-v2")
 # Predictor fields that only change how a cluster schedules or scales the server.
@@ -111,6 +112,14 @@ def parse(obj: dict[str, Any], *, base_dir: Path, state: Path,
                   f"use one of: {', '.join(PROTOCOLS)}")
     runtime = _runtime(model, where, fmt_field, fmt_l, protocol, bad)
     uri = model.get("storageUri")
+    if (not isinstance(uri, str) or not uri.strip()) and model.get("storage") is not None:
+        storage = model.get("storage")
+        path = storage.get("path") if isinstance(storage, dict) else None
+        raise bad(f"{where}.storage", "KServe's storage spec (a key of the storage-config "
+                  "Secret plus a path in that bucket) needs the cluster's credentials; the "
+                  "local backend reads storageUri only",
+                  "replace the storage block by storageUri: file:///path/to/model-folder"
+                  + (f" (a local copy of {path})" if isinstance(path, str) and path else ""))
     if not isinstance(uri, str) or not uri.strip():
         raise bad(f"{where}.storageUri", "missing",
                   "set storageUri: file:///path/to/model-folder (or a path relative to "

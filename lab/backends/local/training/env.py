@@ -14,6 +14,8 @@ import socket
 import sys
 from pathlib import Path
 
+from lab.backends.local.gpus import inventory
+from lab.backends.local.gpus import nvml_device_count as nvml_device_count
 from lab.backends.local.procs import LOOPBACK
 from lab.backends.local.training.spec import JobSpec, Replica
 from lab.errors import LabError
@@ -26,31 +28,8 @@ _SCRUB = re.compile(r"^(MASTER_ADDR|MASTER_PORT|WORLD_SIZE|RANK|LOCAL_RANK|LOCAL
 
 
 def visible_gpus(environ: dict[str, str] | None = None) -> list[str]:
-    """GPU ids this machine offers: CUDA_VISIBLE_DEVICES when set, else NVML's device count
-    (NVIDIA's own library, as nvidia-smi uses; no driver, or a Mac, means no GPUs)."""
-    env = os.environ if environ is None else environ
-    if env.get("CUDA_VISIBLE_DEVICES") is not None:
-        return [g.strip() for g in env["CUDA_VISIBLE_DEVICES"].split(",")
-                if g.strip() and g.strip() != "-1"]
-    return [str(i) for i in range(nvml_device_count())]
-
-
-def nvml_device_count() -> int:
-    """NVIDIA GPUs the driver reports; 0 without nvidia-ml-py, the driver or a GPU."""
-    try:
-        import pynvml
-    except ImportError:
-        return 0
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:
-        return 0
-    try:
-        return int(pynvml.nvmlDeviceGetCount())
-    except pynvml.NVMLError:
-        return 0
-    finally:
-        pynvml.nvmlShutdown()
+    """GPU ids this machine offers (gpus.inventory: CUDA_VISIBLE_DEVICES, else NVML)."""
+    return inventory(environ)
 
 
 def loopback_ifname() -> str:

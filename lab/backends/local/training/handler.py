@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lab import fidelity, signals, state
-from lab.backends.local import owners
+from lab.backends.local import gpus, owners
 from lab.backends.local.owners import Lease
 from lab.backends.local.procs import iter_log
 from lab.backends.local.training import status as st
@@ -36,12 +36,17 @@ def validate(backend: Any, obj: dict[str, Any], *, base_dir: Path) -> None:
     plan_gpus(parse(obj), visible_gpus())
 
 
-def _prepare(backend: Any, obj: dict[str, Any], base_dir: Path, lease: Lease) -> Supervisor:
-    """Validate, plan GPUs and ports; raises before anything is stored or started."""
+def _prepare(backend: Any, obj: dict[str, Any], base_dir: Path, lease: Lease,
+             allocate: bool = True) -> Supervisor:
+    """Validate, plan GPUs and ports; raises before anything is stored or started. With
+    `allocate`, the GPUs are taken from the shared allocation (gpus.py), waiting Pending
+    while other workloads hold them, as the scheduler keeps a pod Pending."""
     job = parse(obj)
     available = visible_gpus()
     plan = plan_gpus(job, available)
     apply_defaults(obj, job)
+    if allocate and any(plan.values()):
+        plan = _allocate(backend, obj, job, plan, available)
     meta = obj["metadata"]
     run_dir = backend.store.run_dir(job.kind, meta["name"], meta["namespace"])
     for rep, i in job.ordered():  # a re-applied job starts with fresh replica logs
@@ -50,6 +55,25 @@ def _prepare(backend: Any, obj: dict[str, Any], base_dir: Path, lease: Lease) ->
     sup = Supervisor(backend, obj, job, run_dir, base_dir, lease)
     sup.prepare(plan, bool(available))
     return sup
+
+
+def _allocate(backend: Any, obj: dict[str, Any], job: Any, plan: dict[str, list[str]],
+              available: list[str]) -> dict[str, list[str]]:
+    meta = obj["metadata"]
+    holder = gpus.holder_of(job.kind, meta["namespace"], meta["name"])
+    asks = {part: len(ids) for part, ids in plan.items()}
+
+    def pending(message: str) -> None:
+        obj["status"] = {}
+        st.update(obj["status"], "Created", job.flavor.created_message(job), job.kind)
+        obj["metadata"].setdefault("annotations", {})[gpus.ANNOTATION] = f"Pending: {message}"
+        backend.store.put(obj)
+        backend.emit({"event": "message", "text": f"{job.kind} {meta['name']} is waiting "
+                      f"for GPUs: {message} (held by: {', '.join(gpus.holders(backend.root))})"})
+
+    got = gpus.acquire(backend.root, holder, asks, available=available, on_pending=pending)
+    obj["metadata"].setdefault("annotations", {})[gpus.ANNOTATION] = gpus.describe(got)
+    return got
 
 
 # Container fields a replica process honours (GPUs are read from resources); the rest
@@ -88,11 +112,23 @@ def _created(sup: Supervisor) -> None:
     sup.backend.store.put(obj)
 
 
+@contextlib.contextmanager
+def _releasing(sup: Supervisor) -> Iterator[None]:
+    """The job's GPUs are free again once it ends, however it ends."""
+    try:
+        yield
+    finally:
+        meta = sup.obj["metadata"]
+        with contextlib.suppress(StateError):
+            gpus.release(sup.backend.root, gpus.holder_of(sup.job.kind, meta["namespace"],
+                                                          meta["name"]))
+
+
 def supervise(sup: Supervisor) -> dict[str, Any]:
     """Run the job to its end in this process. Ctrl-C, SIGTERM or SIGHUP (`kflab delete` /
     `down` from another process send SIGTERM) stop every replica and mark the job Failed,
     naming the signal and who sent it; the interruption then goes on up."""
-    with sup.group:
+    with sup.group, _releasing(sup):
         try:
             sup.run()
         except KeyboardInterrupt as exc:
@@ -113,7 +149,7 @@ def supervise(sup: Supervisor) -> dict[str, Any]:
 
 def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = True,
           lease: Lease) -> dict:
-    sup = _prepare(backend, obj, base_dir, lease)
+    sup = _prepare(backend, obj, base_dir, lease, allocate=wait)  # else the supervisor does
     _created(sup)
     if wait:
         return supervise(sup)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from lab import fidelity, signals, state
+from lab.backends.local import gpus
 from lab.backends.local.owners import Lease
 from lab.backends.local.procs import ChildGroup, iter_log, kill_group
 from lab.backends.local.tuning import earlystop
@@ -50,6 +51,8 @@ WATCH = 0.2
 PLOTS_ANNOTATION = "kflab.dev/plots"
 IGNORED_ANNOTATION = "kflab.dev/ignored-fields"
 DIFFERENCES_ANNOTATION = fidelity.ANNOTATION
+# Applying the same Experiment again changes nothing (kubectl: unchanged): no re-run.
+UNCHANGED_IS_NOOP = True
 
 
 @dataclass
@@ -106,6 +109,7 @@ class _Run:
         if self.spec.collector.kind == "File" and self.parallel > 1:
             self.parallel = 1  # announced: katib.collector.file-parallel
         self.t0 = time.monotonic()
+        self.host_gpus = bool(gpus.inventory())
 
     # --- persistence ---------------------------------------------------------------------
 
@@ -150,20 +154,47 @@ class _Run:
         return otrial, [{"name": p.name, "value": fmt(otrial.params[p.name])}
                         for p in self.spec.params], grid_id
 
+    def _gpus_for(self, name: str) -> list[str] | None:
+        """The trial's GPUs from the shared allocation (gpus.py), or None when others hold
+        them and trials of this experiment are running (the loop tries again as they
+        end). With none running, wait as a Pending pod waits for its GPUs."""
+        holder = gpus.holder_of("Trial", self.ns, name)
+        asks = {"main": self.spec.gpus}
+        got = gpus.allocate(self.store.root, holder, asks)
+        if got is None and self.active:
+            return None
+        if got is None:
+            got = gpus.acquire(self.store.root, holder, asks, on_pending=lambda msg: (
+                self.backend.emit({"event": "message", "text": (
+                    f"trial {name} is waiting for {self.spec.gpus} GPU(s): {msg} (held by: "
+                    f"{', '.join(gpus.holders(self.store.root))})")})))
+        return got["main"]
+
     def start_one(self, group: ChildGroup) -> bool:
+        name = f"{self.spec.name}-{secrets.token_hex(4)}"
+        held: list[str] = []
+        if self.spec.gpus:
+            found = self._gpus_for(name)
+            if found is None:  # the loop waits for a running trial to end
+                return False
+            held = found
         got = self._assignments()
         if got is None:
+            gpus.release(self.store.root, gpus.holder_of("Trial", self.ns, name))
             return False
         otrial, assignments, grid_id = got
-        name = f"{self.spec.name}-{secrets.token_hex(4)}"
-        runspec = tuning_trials.run_spec(self.spec, name, assignments, self.exp["metadata"])
+        runspec = tuning_trials.run_spec(self.spec, name, assignments)
         trial = tuning_trials.trial_object(self.exp, self.spec, name, assignments, runspec,
                                            self._rules())
         tuning_status.trial_created(trial)
         trial["_grid_id"] = grid_id
         self.trials.append(trial)
         log = self.store.run_file("Trial", name, self.ns, "trial.log")
-        started = tuning_trials.launch(group, self.spec, runspec, name, log, self.base_dir)
+        record = state.path(self.store.root, "metrics-files.json")
+        started = tuning_trials.launch(group, self.spec, runspec, name, log, self.base_dir,
+                                       record, gpus=held if self.host_gpus else None)
+        if held:
+            trial["metadata"].setdefault("annotations", {})[gpus.ANNOTATION] = ",".join(held)
         proc = started.proc
         coll = self.spec.collector
         metrics = MetricLog(self.spec.objective.names, coll.filters)
@@ -205,6 +236,8 @@ class _Run:
 
         for line in run.tail.read(final=True):
             run.metrics.feed(line, run.fmt)
+        if self.spec.collector.kind == "File":
+            run.metrics = self._whole_file(run)
         trial = run.trial
         observation = run.metrics.observation()
         if observation is not None:
@@ -219,7 +252,7 @@ class _Run:
                 f"{'below' if rule.get('comparison') == 'less' else 'above'} the median "
                 f"stopping value {rule.get('value')}")
         elif rc != 0:
-            ctype, detail = "Failed", detail or f"process exited with code {rc}"
+            ctype, detail = "Failed", detail or self._exit_detail(trial, rc)
         elif run.fmt == "JSON" and run.metrics.bad_line is not None:
             number, text = run.metrics.bad_line
             ctype, detail = "Failed", (
@@ -242,6 +275,10 @@ class _Run:
             else:
                 self.study.tell(run.number, state=optuna.trial.TrialState.FAIL)
         self.active.pop(trial["metadata"]["name"], None)
+        if self.spec.gpus:
+            with contextlib.suppress(StateError):
+                gpus.release(self.store.root, gpus.holder_of("Trial", self.ns,
+                                                             trial["metadata"]["name"]))
         if self.group is not None and run.proc is not None:
             self.group.forget(run.proc)
         self.refresh()
@@ -251,6 +288,31 @@ class _Run:
                            "objective": None if value == UNAVAILABLE else value,
                            "seconds": round(time.monotonic() - run.started, 2),
                            "detail": detail})
+
+    def _exit_detail(self, trial: dict[str, Any], rc: int) -> str:
+        """Why the trial failed, as `kubectl describe` of its pod would hint: the exit
+        code and the last line its process printed (e.g. a missing script)."""
+        log = self.store.run_path("Trial", trial["metadata"]["name"], self.ns) / "trial.log"
+        last = ""
+        with contextlib.suppress(OSError), open(log, "rb") as fh:
+            fh.seek(max(0, log.stat().st_size - 4096))
+            lines = [ln for ln in fh.read().decode(errors="replace").splitlines()
+                     if ln.strip()]
+            last = lines[-1].strip()[:200] if lines else ""
+        return f"process exited with code {rc}" + (f": {last}" if last else "")
+
+    def _whole_file(self, run: Running) -> MetricLog:
+        """The File collector's result, read as Katib reads it once the trial ends
+        (file-metricscollector.go CollectObservationLog: the whole file, line by line), so
+        a trial that rewrites its file (mode "w") reports what the file finally holds."""
+        final = MetricLog(self.spec.objective.names, self.spec.collector.filters)
+        try:
+            text = run.tail.path.read_bytes().decode(errors="replace")
+        except OSError:
+            return final
+        for line in text.split("\n"):
+            final.feed(line.rstrip("\r"), run.fmt)
+        return final
 
     def _missing(self, run: Running) -> str:
         """Why the objective is unavailable, in the learner's terms."""
@@ -423,6 +485,12 @@ def _runnable(obj: dict[str, Any]) -> Spec:
         raise LabError("a Trial is created by its Experiment, not applied on its own",
                        hint="apply the Experiment (kind: Experiment) instead")
     spec = tuning_spec.parse(obj)
+    if spec.gpus > len(have := gpus.inventory()):
+        where = ".".join(str(k) for k in ("spec.trialTemplate.trialSpec", *spec.container_path))
+        raise InputError(f"experiment '{spec.name}'", f"{where}.resources.limits.nvidia.com/gpu",
+                         f"each trial asks for {spec.gpus} GPU(s) but this machine has "
+                         f"{len(have)}: no trial could ever start",
+                         hint="lower the limit (`kflab doctor` lists the GPUs)")
     if spec.max_trials is None and spec.algorithm != "grid" and spec.objective.goal is None:
         raise InputError(f"experiment '{spec.name}'", "spec.maxTrialCount",
                          f"missing; {spec.algorithm} never runs out of suggestions, so this "

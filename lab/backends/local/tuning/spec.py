@@ -40,9 +40,13 @@ COLLECTORS = ("StdOut", "File")
 # Katib's default metrics filter: `name=value`, value possibly signed, decimal, exponent.
 DEFAULT_FILTER = r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?)"
 DEFAULT_PRIMARY = "training-container"
+# Trial kinds run locally (a Job's container; a training job's replicas): others need their
+# own controller (Argo Workflow, Tekton PipelineRun, MPIJob's launcher, TrainJob...).
+TRIAL_KINDS = ("Job", "PyTorchJob", "TFJob")
 PLACEHOLDER = re.compile(r"\$\{trialParameters\.([^}]*)\}")
 META_REF = re.compile(r"^\$\{trialSpec\.(Name|Namespace|Kind|APIVersion|"
                       r"Labels\[[^\]]+\]|Annotations\[[^\]]+\])\}$")
+META_KEY = re.compile(r"^\$\{trialSpec\.(Labels|Annotations)\[([^\]]+)\]\}$")
 # Container fields a local process honours; every other one is cluster-only.
 CONTAINER_LOCAL = {"name", "command", "args", "env", "workingDir"}
 TEMPLATE_CLUSTER_ONLY = ("retain", "primaryPodLabels", "successCondition", "failureCondition")
@@ -102,6 +106,15 @@ class Spec:
             node = node[key]
         return node
 
+    @property
+    def gpus(self) -> int:
+        """GPUs each trial asks for: the primary container's nvidia.com/gpu limit."""
+        res = self.container.get("resources")
+        limits = res.get("limits") if isinstance(res, dict) else None
+        raw = limits.get("nvidia.com/gpu") if isinstance(limits, dict) else None
+        text = str(raw) if isinstance(raw, int | str) and not isinstance(raw, bool) else ""
+        return int(text) if text.isascii() and text.isdigit() else 0
+
 
 class _Reader:
     """Field access that raises InputError with the dotted path of the field."""
@@ -144,8 +157,22 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def katib_string(r: _Reader, raw: Any, path: str) -> str:
+    """A field Katib's CRD types as a string (feasibleSpace bounds, algorithm and early
+    stopping settings): the API server refuses a YAML number or boolean there, so a
+    manifest that runs here runs on a cluster too."""
+    if not isinstance(raw, str):
+        json_type = {bool: "boolean", int: "integer", float: "number"}.get(type(raw),
+                                                                           type(raw).__name__)
+        raise r.fail(path, f"Invalid value: \"{json_type}\": must be of type string "
+                           "(Katib's API keeps it as a string; the API server refuses "
+                           f"{_short(raw)})",
+                     f"quote it: \"{str(raw).lower() if isinstance(raw, bool) else raw}\"")
+    return raw
+
+
 def _number(r: _Reader, raw: Any, path: str, *, integer: bool) -> float:
-    """Katib keeps feasible-space bounds as strings; accept YAML numbers too."""
+    """A number, given as a YAML number or (Katib's string fields) a string."""
     if isinstance(raw, bool) or not isinstance(raw, str | int | float):
         raise r.fail(path, f"expected a number, got {type(raw).__name__} ({_short(raw)})")
     try:
@@ -194,8 +221,9 @@ def _param(r: _Reader, raw: Any, path: str) -> Param:
                                                     "MAX_FEASIBLE_VALUES"))
         out = []
         for i, v in enumerate(values):
-            if isinstance(v, bool) or not isinstance(v, str | int | float):
+            if isinstance(v, dict | list):
                 raise r.fail(f"{sp}.list[{i}]", f"expected a scalar, got {type(v).__name__}")
+            katib_string(r, v, f"{sp}.list[{i}]")
             if ptype == "discrete":
                 _number(r, v, f"{sp}.list[{i}]", integer=False)
             out.append(str(v))
@@ -210,14 +238,15 @@ def _param(r: _Reader, raw: Any, path: str) -> Param:
         if space.get(key) in (None, ""):
             raise r.fail(f"{sp}.{key}", f"missing for {ptype} parameter '{name}'",
                          f"set feasibleSpace.{key}")
-    lo = _number(r, space["min"], f"{sp}.min", integer=integer)
-    hi = _number(r, space["max"], f"{sp}.max", integer=integer)
+    lo = _number(r, katib_string(r, space["min"], f"{sp}.min"), f"{sp}.min", integer=integer)
+    hi = _number(r, katib_string(r, space["max"], f"{sp}.max"), f"{sp}.max", integer=integer)
     if lo > hi:
         raise r.fail(sp, f"empty feasible space: min {space['min']} > max {space['max']}",
                      "swap min and max")
     step = None
     if space.get("step") not in (None, ""):
-        step = _number(r, space["step"], f"{sp}.step", integer=integer)
+        step = _number(r, katib_string(r, space["step"], f"{sp}.step"), f"{sp}.step",
+                       integer=integer)
         if step <= 0:
             raise r.fail(f"{sp}.step", f"must be > 0, got {space['step']}")
     if dist in ("logUniform", "logNormal") and lo <= 0:
@@ -286,8 +315,9 @@ def _algorithm(r: _Reader, spec: dict[str, Any]) -> tuple[str, dict[str, str]]:
         if not isinstance(s, dict):
             raise r.fail(sp, "expected a mapping with name and value")
         key = r.get(s, "name", str, sp, required=True)
-        value = r.get(s, "value", (str, int, float), sp, required=True)
-        settings[key] = str(value)
+        if s.get("value") is None:
+            raise r.fail(f"{sp}.value", "missing", f"add 'value:' under {sp}")
+        settings[key] = katib_string(r, s["value"], f"{sp}.value")
     return name, settings
 
 
@@ -351,8 +381,10 @@ def _early(r: _Reader, spec: dict[str, Any]) -> EarlyStop | None:
         if key not in out:
             raise r.fail(f"{sp}.name", f"unknown medianstop setting '{key}'",
                          "use min_trials_required or start_step")
-        value = int(_number(r, r.get(s, "value", (str, int), sp, required=True),
-                            f"{sp}.value", integer=True))
+        if s.get("value") is None:
+            raise r.fail(f"{sp}.value", "missing", f"add 'value:' under {sp}")
+        value = int(_number(r, katib_string(r, s["value"], f"{sp}.value"), f"{sp}.value",
+                            integer=True))
         if value < 1:
             raise r.fail(f"{sp}.value", f"{key} must be >= 1")
         out[key] = value
@@ -402,6 +434,7 @@ def _template(r: _Reader, spec: dict[str, Any], params: tuple[Param, ...],
         if ref not in names and not META_REF.match(ref):
             raise r.fail(f"{tpp}.reference", f"'{ref}' is not a parameter of the experiment",
                          f"reference one of: {', '.join(sorted(names))}")
+        _check_meta_ref(r, f"{tpp}.reference", ref, trial_spec)
         tparams[tname] = ref
     used: set[str] = set()
     for text in _strings(trial_spec):
@@ -419,7 +452,15 @@ def _template(r: _Reader, spec: dict[str, Any], params: tuple[Param, ...],
                          f"put ${{trialParameters.{tname}}} in the command, or remove it")
     primary = r.get(tt, "primaryContainerName", str, p, default=DEFAULT_PRIMARY)
     paths = _find_containers(trial_spec)
-    if not paths:
+    tkind, api = trial_spec.get("kind"), trial_spec.get("apiVersion")
+    if not paths or (tkind is not None and tkind not in TRIAL_KINDS):
+        if tkind not in (None, *TRIAL_KINDS):  # Argo Workflow, MPIJob, TrainJob...
+            article = "an" if str(tkind)[:1].upper() in "AEIOU" else "a"
+            raise r.fail(f"{p}.trialSpec.kind", f"{article} {tkind} trial ({api}) needs its own "
+                         "controller on a cluster: the local backend runs trials whose pod "
+                         "template it can read (a Job or a PyTorchJob/TFJob)",
+                         "run this Experiment on a cluster (`kflab up`), or write the trial "
+                         "as a batch/v1 Job running the same command")
         raise r.fail(f"{p}.trialSpec", "no containers found",
                      "give a Job (spec.template.spec.containers) or a training job template")
     chosen = [q for q in paths if _at(trial_spec, q).get("name") == primary] \
@@ -561,3 +602,28 @@ def parse(obj: dict[str, Any]) -> Spec:
             warnings.append(f"spec.{key}")
     return Spec(name, namespace, objective, algorithm, settings, params, parallel, max_trials,
                 max_failed, collector, early, tparams, trial_spec, cpath, primary, warnings)
+
+
+def meta_source(trial_spec: dict[str, Any], group: str) -> dict[str, Any]:
+    """The trial spec's own labels or annotations: Katib's generator reads
+    `${trialSpec.Labels[k]}` from the trialSpec's metadata, not the Experiment's
+    (pkg/controller.v1beta1/experiment/manifest/generator.go applyParameters)."""
+    meta = trial_spec.get("metadata") if isinstance(trial_spec.get("metadata"), dict) else {}
+    found = meta.get("labels" if group == "Labels" else "annotations")
+    return found if isinstance(found, dict) else {}
+
+
+def _check_meta_ref(r: Any, where: str, ref: str, trial_spec: dict[str, Any]) -> None:
+    """A label or annotation key the trial spec lacks: Katib's controller fails every
+    trial's creation ('illegal reference of trial metadata'), so the Experiment would never
+    run a trial; refused here with that reason."""
+    m = META_KEY.match(ref)
+    if m is None:
+        return
+    group, key = m.group(1), m.group(2)
+    if key not in meta_source(trial_spec, group):
+        what = "Label" if group == "Labels" else "Annotation"
+        raise r.fail(where, f"illegal reference of trial metadata: {ref}; failed to fetch "
+                            f"{what}: {key} (Katib's controller would create no trial)",
+                     f"add {key} under trialTemplate.trialSpec.metadata."
+                     f"{group.lower()}, or reference another key")

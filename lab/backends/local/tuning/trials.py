@@ -16,16 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from lab import state
 from lab.backends.local.procs import ChildGroup
 from lab.backends.local.tuning.metrics import Tail
-from lab.backends.local.tuning.spec import PLACEHOLDER, Spec
+from lab.backends.local.tuning.spec import PLACEHOLDER, Spec, meta_source
 from lab.kube.conditions import now
 
 EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"
 
 
-def _meta_value(ref: str, name: str, namespace: str, trial_spec: dict[str, Any],
-                exp_meta: dict[str, Any]) -> str:
+def _meta_value(ref: str, name: str, namespace: str, trial_spec: dict[str, Any]) -> str:
     """Katib's trial metadata references: ${trialSpec.Name}, .Labels[key], ..."""
     key = ref[len("${trialSpec."):-1]
     simple = {"Name": name, "Namespace": namespace, "Kind": trial_spec.get("kind", ""),
@@ -33,16 +33,14 @@ def _meta_value(ref: str, name: str, namespace: str, trial_spec: dict[str, Any],
     if key in simple:
         return str(simple[key])
     group, _, label = key.partition("[")
-    source = exp_meta.get("labels" if group == "Labels" else "annotations") or {}
-    return str(source.get(label.rstrip("]"), ""))
+    return str(meta_source(trial_spec, group)[label.rstrip("]")])  # checked at apply
 
 
-def run_spec(spec: Spec, name: str, assignments: list[dict[str, str]],
-             exp_meta: dict[str, Any]) -> dict[str, Any]:
+def run_spec(spec: Spec, name: str, assignments: list[dict[str, str]]) -> dict[str, Any]:
     """The trial template with every placeholder replaced by this trial's values."""
     values = {a["name"]: a["value"] for a in assignments}
     resolved = {tp: values[ref] if ref in values else
-                _meta_value(ref, name, spec.namespace, spec.trial_spec, exp_meta)
+                _meta_value(ref, name, spec.namespace, spec.trial_spec)
                 for tp, ref in spec.trial_parameters.items()}
 
     def sub(node: Any) -> Any:
@@ -85,7 +83,8 @@ def trial_object(exp: dict[str, Any], spec: Spec, name: str,
     }
 
 
-def trial_env(container: dict[str, Any], name: str) -> dict[str, str]:
+def trial_env(container: dict[str, Any], name: str,
+              gpus: list[str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
     # `python3` in a trial means this lab's Python (it has the ML stack), as in an image.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
@@ -94,6 +93,8 @@ def trial_env(container: dict[str, Any], name: str) -> dict[str, str]:
         if "value" in item:
             env[str(item["name"])] = str(item["value"])
     env["KATIB_TRIAL_NAME"] = name
+    if gpus is not None:  # the host has GPUs: the trial sees those it was given, as a pod
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
     return env
 
 
@@ -106,24 +107,24 @@ class Launched:
 
 
 def launch(group: ChildGroup, spec: Spec, runspec: dict[str, Any], name: str, log: Path,
-           base_dir: Path) -> Launched:
-    """Start the primary container of `runspec`; its stdout and stderr go to `log`."""
+           base_dir: Path, record: Path, gpus: list[str] | None = None) -> Launched:
+    """Start the primary container of `runspec`; its stdout and stderr go to `log`.
+    `record` lists the metrics files outside the manifest's folder that trials wrote."""
     container: Any = runspec
     for key in spec.container_path:
         container = container[key]
     argv = [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
-    env = trial_env(container, name)
+    env = trial_env(container, name, gpus)
     workdir = container.get("workingDir")
     cwd = Path(workdir) if workdir and Path(workdir).is_dir() else base_dir
     coll = spec.collector
     source = log if coll.kind == "StdOut" else cwd / str(coll.path)
     problem = None
-    skip = False
     if coll.kind == "File":
-        problem, skip = _prepare_metrics_file(source, base_dir)
-    tail = Tail(source, fresh=skip)  # before the trial can write to it
+        problem = prepare_metrics_file(source, base_dir, record)
+    tail = Tail(source)  # the file is new: read from its start
     exe = shutil.which(argv[0], path=env["PATH"]) if os.sep not in argv[0] else argv[0]
-    if exe is None:
+    if exe is None and problem is None:
         problem = f"command not found: {argv[0]}"
     with open(log, "wb") as fh:
         proc = None
@@ -134,24 +135,51 @@ def launch(group: ChildGroup, spec: Spec, runspec: dict[str, Any], name: str, lo
     return Launched(proc, source, tail, problem)
 
 
-def _prepare_metrics_file(source: Path, base_dir: Path) -> tuple[str | None, bool]:
-    """Make the File collector's file fresh, as a new pod starts without it: inside the
-    manifest's folder the old file is removed and a missing folder created (Katib mounts
-    one in the pod). A path elsewhere is never deleted or created -- it came from a
-    manifest and may be anyone's file -- so the collector skips what it already holds.
-    Returns (problem, skip_existing)."""
+PATH_FIX = ("or point metricsCollectorSpec.source.fileSystemPath.path (and the path the "
+            "trial writes) into the manifest's folder")
+
+
+def prepare_metrics_file(source: Path, base_dir: Path, record: Path) -> str | None:
+    """Give the trial a fresh metrics file, as Katib does: each trial pod mounts its own
+    empty folder at the collector's path (pkg/webhook/v1beta1/pod/inject_webhook.go), so a
+    trial never sees the file of the one before it.
+
+    Inside the manifest's folder the old file is removed and a missing folder created.
+    Elsewhere a missing folder is created (the mount), and a file is removed only if a
+    trial wrote it (listed in `record`): a file kflab did not write may be anyone's, so the
+    trial fails naming it instead. Returns the problem, or None."""
     inside = source.resolve().is_relative_to(base_dir.resolve()) and not source.is_symlink()
-    if not inside:
-        if not source.parent.is_dir():
-            return (f"cannot prepare the metrics file {source}: its folder does not exist, "
-                    f"and kflab creates folders only inside {base_dir}"), True
-        return None, True
     try:
-        source.unlink(missing_ok=True)
-        source.parent.mkdir(parents=True, exist_ok=True)
+        if inside:
+            source.unlink(missing_ok=True)
+            source.parent.mkdir(parents=True, exist_ok=True)
+            return None
+        written = _written(record)
+        if not source.parent.is_dir():
+            source.parent.mkdir(parents=True, exist_ok=True)
+        elif source.exists() or source.is_symlink():
+            if str(source) not in written:
+                return (f"the metrics file {source} exists and no trial wrote it: a Katib "
+                        "trial starts without it (each pod mounts its own folder there), "
+                        f"and kflab deletes only files its trials wrote; move it away, "
+                        f"{PATH_FIX}")
+            source.unlink()
+        if str(source) not in written:
+            state.write_json(record, sorted(written | {str(source)}))
+    except state.StateError as exc:
+        return f"cannot record the metrics file {source}: {exc}"
     except OSError as exc:
-        return f"cannot prepare the metrics file {source}: {exc.strerror}", False
-    return None, False
+        return (f"cannot prepare the metrics file {source} (Katib mounts its folder in each "
+                f"trial pod): {exc.strerror}; create {source.parent} yourself, {PATH_FIX}")
+    return None
+
+
+def _written(record: Path) -> set[str]:
+    try:
+        data = state.read_json(record, expect=list)
+    except state.StateError:
+        return set()
+    return {str(p) for p in data or [] if isinstance(p, str)}
 
 
 def _start(group: ChildGroup, label: str, argv: list[str], cwd: Path, env: dict[str, str],

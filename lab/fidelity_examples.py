@@ -1,0 +1,121 @@
+"""The upstream examples, run unmodified through `kflab apply`: what each one gives.
+
+Rendered into docs/fidelity.md by lab/fidelity.py. Verdicts:
+- exact: the outcome a cluster gives (a run to the same end, or the same refusal);
+- refused: refused at apply, naming the upstream feature and what to do instead;
+- needs its image: the manifest runs, but the program it starts lives in the example's
+  container image (or downloads a dataset), which a machine without a cluster does not
+  have; the trial or replica fails naming the missing file or the download, as the same
+  manifest would on a cluster with that image missing -- not a wrong result, not exact.
+
+Upstream trees: kubeflow/katib v0.19.0 examples/v1beta1, kubeflow/training-operator
+v1.9.0 examples (the last tree with the v1 examples), kserve/kserve v0.16.0
+docs/samples/v1beta1. KServe's samples point at gs:// buckets: their model files come from
+the sample folder where it ships one (xgboost, sklearn v2), else a model of the same kind
+trained on iris (sklearn v1, lightgbm), put in the local mirror ($KFLAB_MODEL_MIRROR).
+"""
+
+from __future__ import annotations
+
+EXACT, REFUSED, IMAGE = "exact", "refused", "needs its image"
+
+_MNIST = ("needs its image: /opt/pytorch-mnist/mnist.py (with torchvision and a "
+          "FashionMNIST download) is in the trial image; each trial fails naming the "
+          "missing script, the experiment ends Failed by maxFailedTrialCount")
+
+# (example, verdict, reason)
+EXAMPLES: tuple[tuple[str, str, str], ...] = (
+    # --- Katib v0.19.0, examples/v1beta1 ----------------------------------------------------
+    ("katib argo/argo-workflow.yaml", REFUSED,
+     "an Argo Workflow trial needs Argo on a cluster; the error says so and suggests a Job"),
+    ("katib early-stopping/median-stop.yaml", IMAGE, _MNIST),
+    ("katib early-stopping/median-stop-with-json-format.yaml", IMAGE,
+     _MNIST + "; the File collector's /katib folder is created for each trial"),
+    ("katib fpga/xgboost-example.yaml", IMAGE,
+     "needs its image (an FPGA XGBoost build); trials fail naming the missing program"),
+    ("katib hp-tuning/bayesian-optimization.yaml", IMAGE, _MNIST),
+    ("katib hp-tuning/cma-es.yaml", IMAGE, _MNIST),
+    ("katib hp-tuning/grid.yaml", IMAGE, _MNIST + "; grid order as Katib's (Optuna 3.3 rule)"),
+    ("katib hp-tuning/hyperband.yaml", REFUSED,
+     "hyperband is refused with the reason and a way out (tpe/random with medianstop, or "
+     "a cluster)"),
+    ("katib hp-tuning/hyperopt-distribution.yaml", IMAGE, _MNIST),
+    ("katib hp-tuning/multivariate-tpe.yaml", IMAGE, _MNIST),
+    ("katib hp-tuning/optuna-distribution.yaml", IMAGE, _MNIST),
+    ("katib hp-tuning/random.yaml", IMAGE, _MNIST),
+    ("katib hp-tuning/simple-pbt.yaml", REFUSED,
+     "pbt needs Katib's shared checkpoint volume: refused, run on a cluster"),
+    ("katib hp-tuning/sobol.yaml", IMAGE, _MNIST),
+    ("katib hp-tuning/tpe.yaml", IMAGE, _MNIST),
+    ("katib kubeflow-trainer/trainjob-pytorch.yaml", REFUSED,
+     "a TrainJob trial needs the trainer controller: refused naming the kind"),
+    ("katib kubeflow-training-operator/mpijob-horovod.yaml", REFUSED,
+     "an MPIJob trial needs the MPI launcher and workers: refused naming the kind"),
+    ("katib kubeflow-training-operator/pytorchjob-mnist.yaml", IMAGE, _MNIST),
+    ("katib kubeflow-training-operator/tfjob-mnist-with-summaries.yaml", REFUSED,
+     "the TensorFlowEvent collector is a sidecar: refused, print name=value or write a File"),
+    ("katib kubeflow-training-operator/xgboostjob-lightgbm.yaml", REFUSED,
+     "an XGBoostJob trial: refused naming the kind"),
+    ("katib metrics-collector/custom-metrics-collector.yaml", REFUSED,
+     "a Custom collector is its own image: refused, print name=value or write a File"),
+    ("katib metrics-collector/file-metrics-collector.yaml", IMAGE,
+     _MNIST + "; /katib is created and each trial starts without the previous one's file"),
+    ("katib metrics-collector/file-metrics-collector-with-json-format.yaml", IMAGE,
+     _MNIST + "; /katib is created and each trial starts without the previous one's file"),
+    ("katib metrics-collector/metrics-collection-strategy.yaml", IMAGE, _MNIST),
+    ("katib nas/darts-cpu.yaml", REFUSED, "NAS needs Katib's NAS controllers: refused"),
+    ("katib nas/darts-gpu.yaml", REFUSED, "NAS needs Katib's NAS controllers: refused"),
+    ("katib nas/enas-cpu.yaml", REFUSED, "NAS needs Katib's NAS controllers: refused"),
+    ("katib nas/enas-gpu.yaml", REFUSED, "NAS needs Katib's NAS controllers: refused"),
+    ("katib resume-experiment/from-volume-resume.yaml", IMAGE, _MNIST),
+    ("katib resume-experiment/long-running-resume.yaml", IMAGE, _MNIST),
+    ("katib tekton/pipeline-run.yaml", EXACT,
+     "refused as Katib's webhook refuses it: trial parameter learningRate is never used "
+     "in the template"),
+    ("katib trial-template/trial-configmap-source.yaml", REFUSED,
+     "a trial template from a ConfigMap: refused, inline it as trialSpec"),
+    ("katib trial-template/trial-metadata-substitution.yaml", IMAGE,
+     _MNIST + "; ${trialSpec.Name} and the other metadata references resolve as Katib's"),
+    # --- Training Operator v1.9.0, examples ------------------------------------------------
+    ("training-operator pytorch/simple.yaml", IMAGE,
+     "needs its image (/opt/pytorch-mnist/mnist.py and a download): replicas restart "
+     "(OnFailure) naming the missing script, as pods crash-loop"),
+    ("training-operator pytorch/cpu-demo/demo.yaml", EXACT,
+     "torchrun on 2 x 2 processes: Succeeded with the operator's texts"),
+    ("training-operator pytorch/elastic/echo/echo.yaml", EXACT,
+     "elastic c10d rendezvous: Succeeded"),
+    ("training-operator pytorch/mnist/v1/pytorch_job_mnist_gloo.yaml", REFUSED,
+     "no command: the image's entrypoint is unknown locally; the error shows the command "
+     "line to add"),
+    ("training-operator pytorch/smoke-dist/pytorch_job_sendrecv.yaml", REFUSED,
+     "no command: the image's entrypoint is unknown locally; the error shows the command "
+     "line to add"),
+    ("training-operator tensorflow/simple.yaml", IMAGE,
+     "needs a download (mnist.npz); with the script the image holds it starts (TensorBoard "
+     "is installed with the tf extra) and fails on the download, restarting (OnFailure)"),
+    ("training-operator tensorflow/mnist_with_summaries/tf_job_mnist.yaml", IMAGE,
+     "needs a download (mnist.npz): Failed naming it; the PVC is listed as ignored"),
+    ("training-operator tensorflow/dist-mnist/tf_job_mnist.yaml", REFUSED,
+     "no command: the image's entrypoint is unknown locally; the error shows the command "
+     "line to add"),
+    # --- KServe v0.16.0, docs/samples/v1beta1 ----------------------------------------------
+    ("kserve sklearn/v1/sklearn.yaml", EXACT,
+     "kserve-sklearnserver, V1 predictions for iris-input.json"),
+    ("kserve sklearn/v2/sklearn.yaml", EXACT,
+     "fails to load as on KServe v0.16: its model-settings.json names "
+     "mlserver.models.SKLearnModel, which MLServer 1.5 cannot import; the message gives "
+     "the fix"),
+    ("kserve xgboost/xgboost.yaml", EXACT,
+     "fails to load as on KServe v0.16: model-settings.json names "
+     "mlserver.models.XGBoostModel; with mlserver_xgboost.XGBoostModel the binary model.bst "
+     "loads (xgboost 2.1) and answers V2"),
+    ("kserve lightgbm/lightgbm.yaml", EXACT,
+     "kserve-lgbserver: class probabilities for the V1 'inputs' (columns) body"),
+)
+
+
+def counts() -> dict[str, int]:
+    out = {EXACT: 0, REFUSED: 0, IMAGE: 0}
+    for _, verdict, _ in EXAMPLES:
+        out[verdict] += 1
+    return out

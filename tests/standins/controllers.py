@@ -35,6 +35,8 @@ import contextlib
 import copy
 import json
 import logging
+import posixpath
+import re
 import subprocess
 import sys
 import threading
@@ -173,11 +175,13 @@ class Controllers:
                   for m in container.get("volumeMounts") or [] if m["name"] in volumes}
 
         def tr(value: Any) -> Any:
+            """Each mount path, where it starts a path (a whole word, after `=`, or inside
+            a `sh -c` line), becomes its folder."""
             if not isinstance(value, str):
                 return value
             for mp in sorted(mounts, key=len, reverse=True):
-                if value == mp or value.startswith(mp + "/"):
-                    return str(mounts[mp]) + value[len(mp):]
+                value = re.sub(r"(?<![\w./-])" + re.escape(mp) + r"(?=/|$|[\s'\"])",
+                               lambda _m, mp=mp: str(mounts[mp]), value)
             return value
 
         for key in ("command", "args"):
@@ -337,6 +341,8 @@ class Controllers:
         trial_spec = local_obj["spec"]["trialTemplate"].get("trialSpec") or {}
         pod_spec = (trial_spec.get("spec") or {}).get("template", {}).get("spec")
         base = self._prepare(ns, pod_spec, folder) if pod_spec else folder
+        if pod_spec:
+            self._katib_webhook(local_obj["spec"], pod_spec)
         proc = self._run_local(local_obj, base, folder)
         made: set[str] = set()
         while True:
@@ -348,6 +354,39 @@ class Controllers:
             time.sleep(0.5)
         self._mirror_trials(exp, made)
         self._mirror("kubeflow.org/v1beta1", "Experiment", ns, name)
+
+    @staticmethod
+    def _katib_webhook(exp_spec: dict[str, Any], pod_spec: dict[str, Any]) -> None:
+        """Katib's pod webhook on the trial's primary container (katib_webhook.py: the
+        join, exactly as upstream), then what this machine needs to run the result: the
+        metrics volume (/var/log/katib, an emptyDir upstream) becomes a fresh folder per
+        trial, and the StdOut collector's sidecar, which prints that file, becomes a `cat`
+        after the trial (the local engine reads metrics from the process's output).
+        Only the StdOut collector (the default) is played; File and TfEvent trials run
+        unwrapped here."""
+        from tests.standins.katib_webhook import (
+            DEFAULT_METRICS_FILE,
+            kubelet_expand,
+            wrap_worker_container,
+        )
+
+        kind = ((exp_spec.get("metricsCollectorSpec") or {}).get("collector") or {}).get(
+            "kind", "StdOut")
+        primary = exp_spec["trialTemplate"].get("primaryContainerName")
+        if kind != "StdOut":
+            return
+        for c in pod_spec.get("containers") or []:
+            if c.get("name") != primary:
+                continue
+            wrap_worker_container(c, collector=kind, metrics_file=DEFAULT_METRICS_FILE,
+                                  early_stopping=bool(exp_spec.get("earlyStopping")))
+            line = kubelet_expand(c["args"][0]).replace(
+                posixpath.dirname(DEFAULT_METRICS_FILE), '"$KATIB_DIR"')
+            c["command"] = [c["command"][0], "-c",
+                            'KATIB_DIR=$(mktemp -d) && export KATIB_DIR && sh -c "$1"; rc=$?; '
+                            'cat "$KATIB_DIR/metrics.log" 2>/dev/null; rm -rf "$KATIB_DIR"; '
+                            'exit $rc', "sh", line]
+            c.pop("args", None)
 
     def _mirror_trials(self, exp: dict[str, Any], made: set[str]) -> None:
         from lab.kube.objects import apply

@@ -206,6 +206,11 @@ def _converge(plan: Any, say: Say, show_verify: VerifyView | None) -> tuple[Any,
     return outcome, result
 
 
+def blocker_line(row: Any) -> str:
+    """A failed doctor row as the plan shows it (no empty parentheses)."""
+    return f"doctor: {row.name}: {row.observed}" + (f" ({row.advice})" if row.advice else "")
+
+
 def preview(profile: Profile, state: Path, say: Say, *, only: list[str] | None = None,
             playbook: Path | None = None, ask_become_pass: bool = False,
             checks: bool = True) -> Any:
@@ -224,7 +229,7 @@ def preview(profile: Profile, state: Path, say: Say, *, only: list[str] | None =
                        else "the existing cluster" if profile.provider == "existing"
                        else f"VM {profile.name}")
     if checks:
-        shown.blockers += [f"doctor: {r.name}: {r.observed} ({r.advice})" for r in
+        shown.blockers += [blocker_line(r) for r in
                            doctor.diagnose(doctor.Needs.from_profile(profile))
                            if r.status == "fail"]
     try:
@@ -249,8 +254,15 @@ def preview(profile: Profile, state: Path, say: Say, *, only: list[str] | None =
     if not tags:
         return shown
     if not reachable:
-        shown.check_note = ("the node does not exist yet, so check mode cannot look at it; "
-                            "everything below is listed from the roles' tasks")
+        if profile.provider == "existing":
+            source = os.path.expanduser(profile.kubeconfig)
+            why = (f"no kubeconfig at {source}" if not os.path.exists(source) else
+                   f"kflab copies the kubeconfig from {source} when `kflab up` runs")
+            shown.check_note = (f"{why}, so check mode cannot reach the cluster; "
+                                "everything below is listed from the roles' tasks")
+        else:
+            shown.check_note = ("the node does not exist yet, so check mode cannot look at "
+                                "it; everything below is listed from the roles' tasks")
         return shown
     plan = _plan(profile, provider, state, tags, gpu, playbook, ask_become_pass)
     if plan is None:

@@ -57,6 +57,9 @@ def up(obj: Obj, profile_path: str | None, provider: str | None, only: str | Non
         for line in shown.render():
             click.echo(line)
         click.echo("nothing was changed (dry run)")
+        if shown.blockers:
+            raise LabError(f"kflab up would stop: {len(shown.blockers)} problem(s) above",
+                           hint="fix them, then run `kflab up --dry-run` again")
         return
 
     def ask(shown: object) -> bool:

@@ -234,7 +234,7 @@ def test_port_forward_error_paths_without_a_kubelet(core_apiserver, ns):
     objects.apply(kube, svc, manager=MANAGER_APPLY, namespace=ns)
     with pytest.raises(LabError) as err, portforward.forward(kube, ns, "svc/web"):
         pass
-    assert f"no running pod behind service {ns}/web (Pending)" in str(err.value)
+    assert f"no ready pod behind service {ns}/web (web-1: Pending, not Ready)" in str(err.value)
     with pytest.raises(LabError) as err2, portforward.forward(kube, ns, "svc/web", port=443):
         pass
     assert "has no port 443" in str(err2.value) and "http:80" in str(err2.value)
@@ -275,3 +275,48 @@ def test_context_namespace_is_the_default(core_apiserver, ns, tmp_path):
     kube = connect(path, cfg["contexts"][0]["name"])
     out = objects.apply(kube, configmap("here"), manager=MANAGER_APPLY)
     assert out["metadata"]["namespace"] == ns
+
+
+def _pod_status(kube, ns: str, name: str, phase: str, ready: bool) -> None:
+    """The kubelet's part (no kubelet here): phase and the Ready condition, through the
+    status subresource."""
+    res = kube.resource("v1", "Pod")
+    live = kube.dynamic.get(res, name=name, namespace=ns).to_dict()
+    live["status"] = {"phase": phase, "conditions": [
+        {"type": "Ready", "status": "True" if ready else "False"}]}
+    kube.dynamic.replace(res.status, body=live, name=name, namespace=ns)
+
+
+def test_port_forward_picks_a_ready_pod_through_a_rollout(core_apiserver, ns):
+    """A Deployment's rollout behind a Service: the old replica serves (Ready), the new one
+    is Running but its model is still loading (not Ready), then the new one is Ready and the
+    old one is terminating. The forward must reach a pod that serves, and the new model as
+    soon as it does."""
+    kube = core_apiserver.kube()
+    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "model"},
+           "spec": {"selector": {"app": "model"},
+                    "ports": [{"name": "http", "port": 80, "targetPort": "http",
+                               "protocol": "TCP"}]}}
+    objects.apply(kube, svc, manager=MANAGER_APPLY, namespace=ns)
+    objects.apply(kube, pod("model-old", {"app": "model"}), manager=MANAGER_APPLY, namespace=ns)
+    _pod_status(kube, ns, "model-old", "Running", ready=True)
+    time.sleep(1.1)  # creationTimestamp has second precision: the new pod is newer
+    objects.apply(kube, pod("model-new", {"app": "model"}), manager=MANAGER_APPLY, namespace=ns)
+    _pod_status(kube, ns, "model-new", "Running", ready=False)
+    assert portforward.service_target(kube, ns, "model") == ("model-old", 8080)
+    _pod_status(kube, ns, "model-new", "Running", ready=True)
+    assert portforward.service_target(kube, ns, "model") == ("model-new", 8080)
+    # the old replica is being deleted (a finalizer keeps it, as a grace period would)
+    res = kube.resource("v1", "Pod")
+    kube.dynamic.patch(res, name="model-old", namespace=ns,
+                       body={"metadata": {"finalizers": ["kflab.test/hold"]}},
+                       content_type="application/merge-patch+json")
+    kube.dynamic.delete(res, name="model-old", namespace=ns)
+    assert portforward.service_target(kube, ns, "model") == ("model-new", 8080)
+    _pod_status(kube, ns, "model-new", "Running", ready=False)
+    with pytest.raises(LabError) as err:
+        portforward.service_target(kube, ns, "model")
+    assert "no ready pod behind service" in str(err.value)
+    assert "model-new: Running, not Ready" in str(err.value)
+    kube.dynamic.patch(res, name="model-old", namespace=ns, body={"metadata": {"finalizers": []}},
+                       content_type="application/merge-patch+json")

@@ -466,11 +466,150 @@ class Controllers:
 
     # --- KServe -----------------------------------------------------------------------------
 
+    def _predictor_deployment(self, isvc: dict[str, Any], svc: str, app: str) -> dict[str, Any]:
+        """KServe's raw Deployment `<name>-predictor` (deployment_reconciler.go
+        createRawDefaultDeployment): the component's labels and annotations on the Deployment
+        and on its pod template -- spec.predictor.annotations among them (components/
+        predictor.go buildObjectMeta) -- and the pod template's `app` label. Applied like the
+        reconciler's update, so the API server moves its generation when the template
+        changes."""
+        from lab.kube.objects import apply
+
+        meta = isvc["metadata"]
+        predictor = isvc["spec"]["predictor"]
+        labels = {"serving.kserve.io/inferenceservice": meta["name"], "component": "predictor",
+                  "app": app}
+        annotations = {k: str(v) for k, v in (predictor.get("annotations") or {}).items()}
+        tmeta: dict[str, Any] = {"labels": labels}
+        if annotations:
+            tmeta["annotations"] = annotations
+        body = {"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": svc, "namespace": meta["namespace"], "labels": labels,
+                             "ownerReferences": [{"apiVersion": isvc["apiVersion"],
+                                                  "kind": "InferenceService",
+                                                  "name": meta["name"], "uid": meta["uid"],
+                                                  "controller": True}]},
+                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": app}},
+                         "template": {"metadata": tmeta,
+                                      "spec": {"containers": [{
+                                          "name": "kserve-container",
+                                          "image": "kserve-model-server:standin",
+                                          "ports": [{"containerPort": 8080, "name": "http1",
+                                                     "protocol": "TCP"}]}]}}}}
+        return apply(self.kube, body, manager=MANAGER, force=True)
+
+    def _deployment_status(self, dep: dict[str, Any], *, old_available: bool,
+                           new_available: bool | None) -> dict[str, Any]:
+        """What the deployment controller writes (k8s pkg/controller/deployment sync.go
+        syncRolloutStatus, util/deployment_util.go conditions): observedGeneration, replica
+        counts, Available (MinimumReplicasAvailable / MinimumReplicasUnavailable) and
+        Progressing (ReplicaSetUpdated while rolling, NewReplicaSetAvailable when done).
+        new_available None: the new pod is still starting."""
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        done = bool(new_available)
+        available = done or old_available
+        status = {
+            "observedGeneration": dep["metadata"]["generation"],
+            "replicas": 1 if done or not old_available else 2,
+            "updatedReplicas": 1,
+            "readyReplicas": 1 if available else 0,
+            "availableReplicas": 1 if available else 0,
+            "conditions": [
+                {"type": "Available", "status": "True" if available else "False",
+                 "reason": "MinimumReplicasAvailable" if available
+                 else "MinimumReplicasUnavailable",
+                 "message": "Deployment has minimum availability." if available
+                 else "Deployment does not have minimum availability.",
+                 "lastUpdateTime": stamp, "lastTransitionTime": stamp},
+                {"type": "Progressing", "status": "True",
+                 "reason": "NewReplicaSetAvailable" if done else "ReplicaSetUpdated",
+                 "message": f'ReplicaSet "{dep["metadata"]["name"]}" has '
+                            + ("successfully progressed." if done else "is progressing."),
+                 "lastUpdateTime": stamp, "lastTransitionTime": stamp}]}
+        if not available:
+            status["unavailableReplicas"] = 1
+        self.put_status("apps/v1", "Deployment", dep["metadata"]["namespace"],
+                        dep["metadata"]["name"], status)
+        return status
+
+    @staticmethod
+    def _component_ready(dep_status: dict[str, Any]) -> dict[str, Any]:
+        """inference_service_status.go PropagateRawStatus: the predictor's Ready condition
+        from the Deployment's Available and Progressing conditions."""
+        conds = {c["type"]: c for c in dep_status["conditions"]}
+        avail, prog = conds["Available"], conds["Progressing"]
+        out = {"status": "False", "reason": "", "message": ""}
+        if avail["status"] == "True":
+            out = {"status": "True", "reason": avail["reason"], "message": avail["message"]}
+        if prog["status"] == "True":
+            out = {"status": "True" if prog["reason"] == "NewReplicaSetAvailable"
+                   else "Unknown", "reason": prog["reason"], "message": prog["message"]}
+        if avail["status"] == "False":
+            out = {"status": "False", "reason": avail["reason"], "message": avail["message"]}
+        return out
+
+    def _isvc_status(self, isvc: dict[str, Any], dep_status: dict[str, Any],
+                     model: dict[str, Any], url: str | None) -> None:
+        """The InferenceService reconciler's write: PredictorReady from PropagateRawStatus,
+        Ready aggregated over the dependents (knative's ConditionSet: Ready False/Unknown
+        with the failing dependent's reason), IngressReady from the raw ingress reconciler,
+        observedGeneration = the Deployment's observedGeneration (PropagateRawStatus), url
+        and the predictor's url only once it is Ready, modelStatus (PropagateModelStatus)."""
+        meta = isvc["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        pred = self._component_ready(dep_status)
+
+        def cond(ctype: str, c: dict[str, Any]) -> dict[str, Any]:
+            out = {"type": ctype, "status": c["status"], "lastTransitionTime": stamp}
+            return out | {k: c[k] for k in ("reason", "message") if c.get(k)}
+
+        ok = pred["status"] == "True"
+        status: dict[str, Any] = {
+            "observedGeneration": dep_status["observedGeneration"],
+            "conditions": [cond("IngressReady", {"status": "True"}),
+                           cond("PredictorReady", pred),
+                           cond("Ready", {"status": "True"} if ok else pred)],
+            "modelStatus": model}
+        svc = f"{name}-predictor"
+        if url:
+            status["url"] = f"http://{name}-{ns}.example.com"
+            status["address"] = {"url": f"http://{svc}.{ns}.svc.cluster.local"}
+        if ok:
+            status["components"] = {"predictor": {"url": f"http://{svc}-{ns}.example.com"}}
+        self.put_status(KINDS["InferenceService"], "InferenceService", ns, name, status)
+
     def _run_inferenceservice(self, isvc: dict[str, Any]) -> None:
         from lab.kube.objects import apply
 
         meta = isvc["metadata"]
         ns, name, gen = meta["namespace"], meta["name"], meta.get("generation")
+        svc = f"{name}-predictor"
+        app = f"isvc.{svc}"
+        live = self.kube.dynamic.get(self.kube.resource(KINDS["InferenceService"],
+                                                        "InferenceService"),
+                                     name=name, namespace=ns).to_dict()
+        was_serving = any(c.get("type") == "PredictorReady" and c.get("status") == "True"
+                          for c in (live.get("status") or {}).get("conditions") or [])
+        apply(self.kube, {"apiVersion": "v1", "kind": "Service",
+                          "metadata": {"name": svc, "namespace": ns,
+                                       "labels": {"serving.kserve.io/inferenceservice": name}},
+                          "spec": {"selector": {"app": app},
+                                   "ports": [{"name": "http", "port": 80,
+                                              "targetPort": 8080, "protocol": "TCP"}]}},
+              manager=MANAGER, force=True)
+        dep = self._predictor_deployment(isvc, svc, app)
+        starting = self._deployment_status(dep, old_available=was_serving, new_available=None)
+        pending = {"transitionStatus": "InProgress",
+                   "states": {"targetModelState": "Pending",
+                              **({"activeModelState": "Loaded"} if was_serving else {})},
+                   "copies": {"totalCopies": 1 if was_serving else 0}}
+        self._isvc_status(isvc, starting, pending, url=None if not was_serving else "keep")
+        pod = f"{svc}-{gen}-standin"
+        pod_spec = dep["spec"]["template"]["spec"]
+        self._pod(ns, pod, {"app": app, "component": "predictor",
+                            "serving.kserve.io/inferenceservice": name}, pod_spec, isvc)
+        self._pod_phase(ns, pod, "Pending")
         folder = self._folder(isvc)
         local_obj = _strip(isvc)
         predictor = local_obj["spec"]["predictor"]
@@ -486,50 +625,40 @@ class Controllers:
         lstatus = local.get("status") or {}
         url = str(lstatus.get("url") or "")
         port = int(url.rsplit(":", 1)[1]) if url.count(":") == 2 else None
-        svc = f"{name}-predictor"
-        app = f"isvc.{svc}"
-        apply(self.kube, {"apiVersion": "v1", "kind": "Service",
-                          "metadata": {"name": svc, "namespace": ns,
-                                       "labels": {"serving.kserve.io/inferenceservice": name}},
-                          "spec": {"selector": {"app": app},
-                                   "ports": [{"name": "http", "port": 80,
-                                              "targetPort": 8080, "protocol": "TCP"}]}},
-              manager=MANAGER, force=True)
-        self._delete_pods(ns, f"serving.kserve.io/inferenceservice={name}")
-        pod = f"{svc}-{gen}-standin"
-        pod_spec = {"containers": [{"name": "kserve-container",
-                                    "image": "kserve-model-server:standin",
-                                    "ports": [{"containerPort": 8080, "name": "http1",
-                                               "protocol": "TCP"}]}]}
-        self._pod(ns, pod, {"app": app, "component": "predictor",
-                            "serving.kserve.io/inferenceservice": name}, pod_spec, isvc)
         self._register_logs(ns, pod, pod_spec, lambda: list(
             self.local().logs("InferenceService", name, ns)))
+        lmodel = lstatus.get("modelStatus") or {}
         ok = port is not None and any(c.get("type") == "Ready" and c.get("status") == "True"
-                                      for c in lstatus.get("conditions") or [])
+                                      for c in lstatus.get("conditions") or []) \
+            and lmodel.get("transitionStatus") != "BlockedByFailedLoad"
         if port is not None:
             self.kubelet.ports[(ns, pod, 8080)] = port
         self._pod_phase(ns, pod, "Running" if ok else "Failed")
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        if ok:  # the new pod is Ready: the old replica set scales down (old pods go)
+            from lab.kube.logs import pods
 
-        def cond(ctype: str) -> dict[str, Any]:
-            if ok:
-                return {"type": ctype, "status": "True", "lastTransitionTime": stamp}
+            res = self.kube.resource("v1", "Pod")
+            for old in pods(self.kube, ns, f"serving.kserve.io/inferenceservice={name}"):
+                if old["metadata"]["name"] != pod:
+                    with contextlib.suppress(Exception):
+                        self.kube.dynamic.delete(res, name=old["metadata"]["name"],
+                                                 namespace=ns, body={
+                                                     "apiVersion": "v1", "kind": "DeleteOptions",
+                                                     "gracePeriodSeconds": 0})
+        final = self._deployment_status(dep, old_available=was_serving,
+                                        new_available=ok)
+        if ok:
+            mstatus = {"transitionStatus": "UpToDate",
+                       "states": {"activeModelState": "Loaded", "targetModelState": "Loaded"},
+                       "copies": {"totalCopies": 1}}
+        else:  # the container exited with an error: UpdateModelRevisionStates(FailedToLoad)
             ready = next((c for c in lstatus.get("conditions") or []
                           if c.get("type") == "Ready"), {})
-            return {"type": ctype, "status": "False", "lastTransitionTime": stamp,
-                    "reason": ready.get("reason") or "PredictorNotReady",
-                    "message": ready.get("message") or "the model server did not start"}
-
-        status: dict[str, Any] = {
-            "observedGeneration": gen,
-            "conditions": [cond("IngressReady"), cond("PredictorReady"), cond("Ready")],
-            "modelStatus": {"transitionStatus": "UpToDate" if ok else "BlockedByFailedLoad",
-                            "states": {"activeModelState": "Loaded" if ok else "FailedToLoad",
-                                       "targetModelState": "Loaded"}}}
-        if ok:
-            status["url"] = f"http://{name}-{ns}.example.com"
-            status["address"] = {"url": f"http://{svc}.{ns}.svc.cluster.local"}
-            status["components"] = {"predictor": {
-                "url": f"http://{svc}-{ns}.example.com"}}
-        self.put_status(KINDS["InferenceService"], "InferenceService", ns, name, status)
+            mstatus = {"transitionStatus": "BlockedByFailedLoad",
+                       "states": {"targetModelState": "FailedToLoad",
+                                  **({"activeModelState": "Loaded"} if was_serving else {})},
+                       "copies": {"totalCopies": 1 if was_serving else 0},
+                       "lastFailureInfo": {"reason": "ModelLoadFailed",
+                                           "message": ready.get("message")
+                                           or "the model server did not start"}}
+        self._isvc_status(isvc, final, mstatus, url="yes" if ok or was_serving else None)

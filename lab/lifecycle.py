@@ -145,7 +145,8 @@ def up(profile: Profile, state: Path, say: Say, *, only: list[str] | None = None
         raise LabError(f"lab {profile.name} is installed, but verify failed: "
                        + ", ".join(r.name for r in verified.failed),
                        hint="the table above says where to look; after a fix, `kflab status "
-                       "--verify` runs only the checks again")
+                       "--verify` runs only the checks again; `kflab debug bundle` collects "
+                       "the logs and the cluster's state in one file to report it")
     if not outcome.ok:
         raise runner.failure_error(outcome)
     kc = provider.kubeconfig()
@@ -379,3 +380,29 @@ def leftovers(profile: Profile, workdir: Path) -> str:
 
         return f"k3s may still be installed: `sudo {UNINSTALL}` removes it"
     return "nothing: kflab does not own an existing cluster"
+
+
+def debug_bundle(state: Path, output: Path | None, *, name: str | None = None,
+                 kubeconfig: Path | None = None) -> tuple[Path, list[str]]:
+    """`kflab debug bundle`: the lab's record, profile, Ansible log and verify results, and
+    what its cluster says (lab.debugbundle), in one redacted tar.gz. Works on a lab that
+    never came up (the cluster part is then listed in errors.txt), and with only
+    `kubeconfig` when there is no lab record (a cluster kflab did not make)."""
+    from lab import debugbundle
+    from lab.components.catalog import load
+
+    lab_folder, data = None, None
+    try:
+        profile, data = current(state, name)
+        lab_folder = state_path(state, "labs", profile.name)
+        if kubeconfig is None:
+            kc = get_provider(profile, state).kubeconfig()
+            kubeconfig = kc if kc.exists() else None
+    except LabError:
+        if kubeconfig is None:
+            raise
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    target = output or Path.cwd() / f"kflab-debug-{stamp}.tar.gz"
+    namespaces = list(dict.fromkeys(["kubeflow", load().lab_namespace]))
+    return debugbundle.build(target, lab_dir=lab_folder, record=data, kubeconfig=kubeconfig,
+                             namespaces=namespaces)

@@ -14,6 +14,7 @@ import click
 
 from lab.cli import (  # noqa: F401
     components,
+    debug,
     grading,
     guided,
     host,

@@ -131,3 +131,83 @@ def test_retraining_into_the_same_folder_and_reapplying_rolls_out_the_new_model(
     digest = again["spec"]["predictor"]["annotations"][handler.MODEL_DIGEST]
     assert dep2["spec"]["template"]["metadata"]["annotations"][handler.MODEL_DIGEST] == digest
     assert backend.predict("iris", {"instances": [[0, 0]]})["predictions"] == [1]
+
+
+# --- kflab debug bundle against the stand-in cluster ------------------------------------------
+
+PLANTED = {
+    "ansible": "K10abcdef0123456789abcdef::server:planted-k3s-join-secret",
+    "password": "planted-hunter2-password",
+    "env": "planted-env-token-value",
+    "log": "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJwbGFudGVkIn0.cGxhbnRlZC1zaWduYXR1cmU",
+    "secret": "planted-secret-object-value",
+}
+
+
+def test_debug_bundle_collects_the_lab_and_the_cluster_and_redacts_secrets(
+        world: Any, tmp_path: Path) -> None:
+    """A lab record with a planted k3s token and password in its Ansible log, a pod in the
+    lab namespace with a token in its env and a JWT in its log, a Secret: the bundle has
+    the lab files, the kinds, events, descriptions and logs, and none of the planted
+    values."""
+    import base64
+    import json
+    import tarfile
+
+    from lab.config import Profile, profile_to_data
+    from lab.kube.objects import apply
+    from tests.conftest import run_kflab
+    from tests.standins.cluster import NODE, READY
+
+    state = tmp_path / "state"
+    lab = state / "labs" / "dbg"
+    lab.mkdir(parents=True)
+    (lab / "lab.json").write_text(json.dumps({
+        "profile": profile_to_data(Profile(provider="existing", name="dbg",
+                                           kubeconfig=str(world.kubeconfig))),
+        "phase": "playbook", "ok": False}))
+    (lab / "ansible.log").write_text(
+        f"TASK [k3s : join] token={PLANTED['ansible']}\n"
+        f"ok: [dbg] => {{\"admin_password\": \"{PLANTED['password']}\"}}\n"
+        "fatal: [dbg]: FAILED! => the planted failure\n")
+    (lab / "verify.json").write_text(json.dumps({"rows": [], "ok": False}))
+    kube = world.kube()
+    ns = "kflab-lab"
+    apply(kube, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+          manager="test")
+    apply(kube, {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": ns},
+                 "data": {"v": base64.b64encode(PLANTED["secret"].encode()).decode()}},
+          manager="test")
+    apply(kube, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "w", "namespace": ns},
+                 "spec": {"nodeName": NODE, "containers": [{
+                     "name": "main", "image": "python:3.11-slim",
+                     "env": [{"name": "API_TOKEN", "value": PLANTED["env"]}]}]}},
+          manager="test")
+    kube.dynamic.patch(kube.resource("v1", "Pod").status, name="w", namespace=ns,
+                       body={"status": {"phase": "Running", "conditions": [READY]}},
+                       content_type="application/merge-patch+json")
+    world.kubelet.logs[(ns, "w", "main")] = lambda: [
+        "starting the planted workload", f"Authorization: Bearer {PLANTED['log']}"]
+    out = tmp_path / "bundle.tar.gz"
+    res = run_kflab("debug", "bundle", "-o", str(out),
+                    env={"KFLAB_STATE": str(state)}, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert out.stat().st_mode & 0o777 == 0o600
+    with tarfile.open(out) as tar:
+        files = {m.name.split("/", 1)[1]: tar.extractfile(m).read().decode()
+                 for m in tar.getmembers() if m.isfile()}
+    text = "\n".join(files.values())
+    for what, value in PLANTED.items():
+        assert value not in text, f"planted {what} leaked"
+    assert base64.b64encode(PLANTED["secret"].encode()).decode() not in text
+    assert "client-key-data" not in text and "BEGIN" not in text  # no kubeconfig inside
+    for name in ("lab/lab.json", "lab/lab.yaml", "lab/ansible.log", "lab/verify.json",
+                 "versions/versions.txt", "cluster/get-experiments.yaml",
+                 "cluster/get-inferenceservices.yaml", "cluster/nodes.yaml",
+                 f"{ns}/events.txt", f"{ns}/pods/w.describe.txt", f"{ns}/pods/w.main.log",
+                 "kubeflow/pods/ml-pipeline-standin.describe.txt"):
+        assert name in files, (name, sorted(files))
+    assert "the planted failure" in files["lab/ansible.log"]
+    assert "starting the planted workload" in files[f"{ns}/pods/w.main.log"]
+    assert "API_TOKEN" in files[f"{ns}/pods/w.describe.txt"]
+    assert "kubernetes server v1." in files["versions/versions.txt"]

@@ -549,12 +549,23 @@ class Controllers:
         return out
 
     def _isvc_status(self, isvc: dict[str, Any], dep_status: dict[str, Any],
-                     model: dict[str, Any], url: str | None) -> None:
-        """The InferenceService reconciler's write: PredictorReady from PropagateRawStatus,
-        Ready aggregated over the dependents (knative's ConditionSet: Ready False/Unknown
-        with the failing dependent's reason), IngressReady from the raw ingress reconciler,
-        observedGeneration = the Deployment's observedGeneration (PropagateRawStatus), url
-        and the predictor's url only once it is Ready, modelStatus (PropagateModelStatus)."""
+                     model: dict[str, Any]) -> None:
+        """The InferenceService reconciler's write at v0.16.0 (controller.go Reconcile):
+        - PredictorReady from PropagateRawStatus, and observedGeneration = the Deployment's
+          observedGeneration; components.predictor is always there, its url only when ready;
+        - the raw ingress reconciler (kube_ingress_reconciler.go Reconcile; our overlay sets
+          disableIngressCreation) writes url, address.url and IngressReady True on every
+          reconcile, ready or not;
+        - Ready: knative's living condition set over PredictorReady and IngressReady
+          (False/Unknown with the failing dependent's reason and message);
+        - deploymentMode (controller.go: the resolved mode, "Standard" from our
+          inferenceservice-config) and clusterServingRuntimeName (components/predictor.go:
+          the runtime KServe chose);
+        - modelStatus from PropagateModelStatus / UpdateModelRevisionStates (activeModelState
+          has no omitempty, so "" is written; copies.failedCopies likewise 0; totalCopies
+          omitted when 0)."""
+        from lab.backends.local.serving import runtimes
+
         meta = isvc["metadata"]
         ns, name = meta["namespace"], meta["name"]
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -565,18 +576,25 @@ class Controllers:
             return out | {k: c[k] for k in ("reason", "message") if c.get(k)}
 
         ok = pred["status"] == "True"
+        svc = f"{name}-predictor"
+        component: dict[str, Any] = {}
+        if ok:
+            component["url"] = f"http://{svc}-{ns}.example.com"
+        model_spec = (isvc["spec"]["predictor"].get("model") or {})
+        fmt = (model_spec.get("modelFormat") or {})
         status: dict[str, Any] = {
             "observedGeneration": dep_status["observedGeneration"],
             "conditions": [cond("IngressReady", {"status": "True"}),
                            cond("PredictorReady", pred),
                            cond("Ready", {"status": "True"} if ok else pred)],
+            "url": f"http://{name}-{ns}.example.com",
+            "address": {"url": f"http://{svc}.{ns}.svc.cluster.local"},
+            "components": {"predictor": component},
+            "deploymentMode": "Standard",
             "modelStatus": model}
-        svc = f"{name}-predictor"
-        if url:
-            status["url"] = f"http://{name}-{ns}.example.com"
-            status["address"] = {"url": f"http://{svc}.{ns}.svc.cluster.local"}
-        if ok:
-            status["components"] = {"predictor": {"url": f"http://{svc}-{ns}.example.com"}}
+        with contextlib.suppress(Exception):  # a format no runtime serves: KServe names none
+            status["clusterServingRuntimeName"] = model_spec.get("runtime") or runtimes.choose(
+                fmt.get("name"), fmt.get("version"), model_spec.get("protocolVersion"), None)
         self.put_status(KINDS["InferenceService"], "InferenceService", ns, name, status)
 
     def _run_inferenceservice(self, isvc: dict[str, Any]) -> None:
@@ -601,10 +619,10 @@ class Controllers:
         dep = self._predictor_deployment(isvc, svc, app)
         starting = self._deployment_status(dep, old_available=was_serving, new_available=None)
         pending = {"transitionStatus": "InProgress",
-                   "states": {"targetModelState": "Pending",
-                              **({"activeModelState": "Loaded"} if was_serving else {})},
-                   "copies": {"totalCopies": 1 if was_serving else 0}}
-        self._isvc_status(isvc, starting, pending, url=None if not was_serving else "keep")
+                   "states": {"activeModelState": "Loaded" if was_serving else "",
+                              "targetModelState": "Pending"},
+                   "copies": {"failedCopies": 0, **({"totalCopies": 1} if was_serving else {})}}
+        self._isvc_status(isvc, starting, pending)
         pod = f"{svc}-{gen}-standin"
         pod_spec = dep["spec"]["template"]["spec"]
         self._pod(ns, pod, {"app": app, "component": "predictor",
@@ -650,15 +668,16 @@ class Controllers:
         if ok:
             mstatus = {"transitionStatus": "UpToDate",
                        "states": {"activeModelState": "Loaded", "targetModelState": "Loaded"},
-                       "copies": {"totalCopies": 1}}
+                       "copies": {"failedCopies": 0, "totalCopies": 1}}
         else:  # the container exited with an error: UpdateModelRevisionStates(FailedToLoad)
             ready = next((c for c in lstatus.get("conditions") or []
                           if c.get("type") == "Ready"), {})
             mstatus = {"transitionStatus": "BlockedByFailedLoad",
-                       "states": {"targetModelState": "FailedToLoad",
-                                  **({"activeModelState": "Loaded"} if was_serving else {})},
-                       "copies": {"totalCopies": 1 if was_serving else 0},
+                       "states": {"activeModelState": "Loaded" if was_serving else "",
+                                  "targetModelState": "FailedToLoad"},
+                       "copies": {"failedCopies": 0, **({"totalCopies": 1} if was_serving else {})},
                        "lastFailureInfo": {"reason": "ModelLoadFailed",
                                            "message": ready.get("message")
-                                           or "the model server did not start"}}
-        self._isvc_status(isvc, final, mstatus, url="yes" if ok or was_serving else None)
+                                           or "the model server did not start",
+                                           "exitCode": 1}}
+        self._isvc_status(isvc, final, mstatus)

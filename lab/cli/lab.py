@@ -118,6 +118,8 @@ def status(obj: Obj, name: str | None, as_json: bool, run_verify: bool,
                        f"{n['version']}, nvidia.com/gpu allocatable: {n['gpus']}")
         for comp, c in rep.components.items():
             click.echo(f"  {comp:<18} {'Ready' if c['ready'] else 'NotReady':<9} {c['detail']}")
+            if c.get("warning"):
+                click.echo(f"  ! {c['warning']}", err=True)
         for comp, how in rep.endpoints.items():
             click.echo(f"  {comp} UI: {how}")
         if rep.error:

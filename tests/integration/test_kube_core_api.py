@@ -320,3 +320,31 @@ def test_port_forward_picks_a_ready_pod_through_a_rollout(core_apiserver, ns):
     assert "model-new: Running, not Ready" in str(err.value)
     kube.dynamic.patch(res, name="model-old", namespace=ns, body={"metadata": {"finalizers": []}},
                        content_type="application/merge-patch+json")
+
+
+def test_status_names_katibs_pod_webhook_when_its_controller_is_down(core_apiserver):
+    """katib-controller serves a pod webhook with failurePolicy Fail over the lab namespace:
+    `kflab status` says so when that Deployment is not available (not for other parts)."""
+    from lab.kube.client import api_client
+    from lab.status import component_status
+
+    kube = core_apiserver.kube()
+    namespaces.ensure_namespace(kube, "kubeflow")
+    api = api_client(core_apiserver.kubeconfig)
+    for name in ("katib-controller", "katib-db-manager", "katib-mysql", "katib-ui"):
+        dep = {"apiVersion": "apps/v1", "kind": "Deployment",
+               "metadata": {"name": name, "namespace": "kubeflow"},
+               "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                        "template": {"metadata": {"labels": {"app": name}},
+                                     "spec": {"containers": [{"name": "c",
+                                                              "image": "x:1"}]}}}}
+        objects.apply(kube, dep, manager=MANAGER_APPLY)
+    down = component_status(api, "katib")
+    assert not down["ready"]
+    assert "pod webhook (failurePolicy Fail)" in down["warning"]
+    assert "kflab-lab" in down["warning"] and "PyTorchJobs" in down["warning"]
+    res = kube.resource("apps/v1", "Deployment")
+    live = kube.dynamic.get(res, name="katib-controller", namespace="kubeflow").to_dict()
+    live["status"] = {"replicas": 1, "availableReplicas": 1, "readyReplicas": 1}
+    kube.dynamic.replace(res.status, body=live, name="katib-controller", namespace="kubeflow")
+    assert "warning" not in component_status(api, "katib")  # only the UI etc. are down

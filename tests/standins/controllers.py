@@ -300,13 +300,24 @@ class Controllers:
             "message": f"{kind} {name} is created.", "lastUpdateTime": stamp,
             "lastTransitionTime": stamp}], "replicaStatuses": {}, "startTime": stamp})
         pods = []
-        for rtype, rep in job["spec"][key].items():
+        # common/pod.go createNewPod: GenLabels (operator-name, job-name), replica-type
+        # (lower case), replica-index, and job-role=master for the master role (PyTorchJob:
+        # Master; TFJob IsMasterRole: Chief or Master when there is one, else Worker 0);
+        # the pod's name is GenGeneralName: <job>-<type>-<index>.
+        specs = job["spec"][key]
+        chief = any(r in specs for r in ("Chief", "Master"))
+        for rtype, rep in specs.items():
             for i in range(int(rep.get("replicas", 1))):
                 pod = f"{name}-{rtype.lower()}-{i}"
                 labels = {"training.kubeflow.org/job-name": name,
                           "training.kubeflow.org/replica-type": rtype.lower(),
                           "training.kubeflow.org/replica-index": str(i),
                           "training.kubeflow.org/operator-name": operator}
+                master = (rtype == "Master" if kind == "PyTorchJob" else
+                          rtype in ("Chief", "Master") if chief else
+                          (rtype == "Worker" and i == 0))
+                if master:
+                    labels["training.kubeflow.org/job-role"] = "master"
                 self._pod(ns, pod, labels, rep["template"]["spec"], job)
                 self._pod_phase(ns, pod, "Running")
                 replica = f"{rtype.lower()}-{i}"

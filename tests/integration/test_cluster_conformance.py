@@ -171,6 +171,9 @@ def test_debug_bundle_collects_the_lab_and_the_cluster_and_redacts_secrets(
         f"ok: [dbg] => {{\"admin_password\": \"{PLANTED['password']}\"}}\n"
         "fatal: [dbg]: FAILED! => the planted failure\n")
     (lab / "verify.json").write_text(json.dumps({"rows": [], "ok": False}))
+    # the provider's private copy of the kubeconfig, as `kflab up --provider existing` leaves it
+    (lab / "kubeconfig").write_text(Path(world.kubeconfig).read_text())
+    (lab / "kubeconfig").chmod(0o600)
     kube = world.kube()
     ns = "kflab-lab"
     apply(kube, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},

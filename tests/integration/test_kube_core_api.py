@@ -348,3 +348,38 @@ def test_status_names_katibs_pod_webhook_when_its_controller_is_down(core_apiser
     live["status"] = {"replicas": 1, "availableReplicas": 1, "readyReplicas": 1}
     kube.dynamic.replace(res.status, body=live, name="katib-controller", namespace="kubeflow")
     assert "warning" not in component_status(api, "katib")  # only the UI etc. are down
+
+
+def test_the_install_wait_reads_deployments_with_kubectl(core_apiserver, ns):
+    """playbooks/roles/kubeflow/files/kflab_wait_ready.py, as the role runs it: kubectl
+    against a real API server; not Available -> gives up at its budget naming the
+    Deployment; Available -> done."""
+    import json
+    import shutil
+    import sys
+
+    from tests.conftest import REPO
+
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl not installed (scripts/standins/21-kubectl.sh)")
+    script = REPO / "playbooks" / "roles" / "kubeflow" / "files" / "kflab_wait_ready.py"
+    kube = core_apiserver.kube()
+    dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "hook"},
+           "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "hook"}},
+                    "template": {"metadata": {"labels": {"app": "hook"}},
+                                 "spec": {"containers": [{"name": "c", "image": "x:1"}]}}}}
+    objects.apply(kube, dep, manager=MANAGER_APPLY, namespace=ns)
+    argv = [sys.executable, str(script),
+            json.dumps([kubectl, "--kubeconfig", str(core_apiserver.kubeconfig)]),
+            "2", "2", "10", f"{ns}/hook"]
+    late = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert late.returncode == 1 and "not Available after" in late.stderr
+    assert f"{ns}/hook" in late.stderr
+    res = kube.resource("apps/v1", "Deployment")
+    live = kube.dynamic.get(res, name="hook", namespace=ns).to_dict()
+    live["status"] = {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1, "conditions": [
+        {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]}
+    kube.dynamic.replace(res.status, body=live, name="hook", namespace=ns)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0 and "available after" in done.stdout, done.stderr

@@ -69,6 +69,9 @@ def test_the_budget_grows_while_images_pull_and_never_past_the_maximum() -> None
             _pod("c", None, "Running")]
     pulling, stuck = wait.waiting(pods)
     assert pulling == 1 and stuck == ["b/main: ImagePullBackOff"]
+    unschedulable = {"metadata": {"name": "d"}, "status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}}
+    assert wait.waiting([unschedulable]) == (0, ["d: Unschedulable"])  # no extension
     start = 1000.0
     # two images still pulling at t=+550 with a 600 s base: pushed to +550 + 2 x 300
     assert wait.deadline_after(start + 600, start + 550, start, 2, 300, 3600) == start + 1150

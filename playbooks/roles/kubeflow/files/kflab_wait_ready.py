@@ -48,8 +48,13 @@ def waiting(pods):
                 pulling += 1
             elif reason:
                 stuck.append(f"{name}/{cs.get('name')}: {reason}")
-        if not status.get("containerStatuses") and status.get("phase") == "Pending":
-            pulling += 1  # not started yet: scheduled, volumes, or the first pull
+        unscheduled = next((c for c in status.get("conditions") or []
+                            if c.get("type") == "PodScheduled" and c.get("status") == "False"),
+                           None)
+        if unscheduled is not None:
+            stuck.append(f"{name}: {unscheduled.get('reason') or 'Unschedulable'}")
+        elif not status.get("containerStatuses") and status.get("phase") == "Pending":
+            pulling += 1  # scheduled, not started yet: volumes, or the first pull
     return pulling, stuck
 
 

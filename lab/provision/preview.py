@@ -146,7 +146,7 @@ class Preview:
         return lines
 
 
-_JINJA = re.compile(r"\{\{-?\s*(.*?)\s*-?\}\}|\{%.*?%\}", re.S)
+_JINJA = re.compile(r"\{\{-?\s*([^{}]*?)\s*-?\}\}|\{%[^{}]*?%\}", re.S)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
@@ -335,7 +335,7 @@ def _describe(module: str, args: dict[str, Any], task: dict[str, Any], vs: Vars
         target = _text(vs.value(raw))
     if "{{" in target:
         target = "(known at run time)" + ("" if kind == "package" else
-                                          " " + " ".join(target.split())[:120])
+                                          " " + run_time_names(" ".join(target.split()))[:120])
     if kind == "command":
         argv = vs.value(raw)
         target = " ".join(str(a) for a in argv) if isinstance(argv, list) else str(argv)

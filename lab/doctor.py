@@ -277,6 +277,12 @@ def _virtualization_row(host: Host, needs: Needs) -> Row:
     observed = f"cpu flag {flags or 'none'}, /dev/kvm {'present' if kvm else 'absent'}"
     if needs.provider in ("host", "wsl2", "existing"):
         return Row("virtualization", "pass", f"{observed} (not needed for {needs.provider})")
+    if needs.provider == "vagrant-virtualbox":  # VirtualBox uses VT-x/AMD-V, not /dev/kvm
+        if flags:
+            return Row("virtualization", "pass", f"cpu flag {flags}")
+        return Row("virtualization", "fail", "cpu flag none",
+                   "enable VT-x/AMD-V in the firmware (BIOS/UEFI): VirtualBox needs it for "
+                   "a 64-bit VM; inside a VM, turn on nested virtualization on its host")
     if flags and kvm:
         return Row("virtualization", "pass", observed)
     fallback = ("or, without KVM, run the VM emulated: `vagrant: {libvirt_driver: qemu, "
@@ -333,14 +339,23 @@ def diagnose(needs: Needs | None = None, host: Host | None = None) -> list[Row]:
             virsh = host.which("virsh") is not None  # type: ignore[operator]
             want = {"vagrant-virtualbox": vbox, "vagrant-libvirt": virsh}.get(needs.provider,
                                                                              True)
-            rows.append(Row("vm providers", "pass" if want else "fail",
-                            f"virtualbox {'yes' if vbox else 'no'}, libvirt "
-                            f"{'yes' if virsh else 'no'}",
-                            "" if want else f"install the hypervisor for {needs.provider}"))
+            seen = {"vagrant-virtualbox": f"VirtualBox {'found' if vbox else 'not found'}",
+                    "vagrant-libvirt": f"libvirt {'found' if virsh else 'not found'}"}.get(
+                needs.provider, f"virtualbox {'yes' if vbox else 'no'}, libvirt "
+                                f"{'yes' if virsh else 'no'}")
+            how = {"vagrant-virtualbox": "install VirtualBox (docs/install.md)",
+                   "vagrant-libvirt": "install libvirt and vagrant-libvirt (docs/install.md)"}
+            rows.append(Row("vm providers", "pass" if want else "fail", seen,
+                            "" if want else how.get(needs.provider,
+                                                    f"install the hypervisor for "
+                                                    f"{needs.provider}")))
 
     wsl = is_wsl(host)
     rows.append(Row("wsl", "pass" if wsl or needs.provider != "wsl2" else "fail",
-                    "WSL2" if wsl else "not WSL", ""))
+                    "WSL2" if wsl else "not WSL",
+                    "" if wsl or needs.provider != "wsl2" else
+                    "run kflab inside a WSL 2 distro (Windows: `wsl --install -d Debian`); "
+                    "on a Linux machine use --provider host"))
 
     gpus = nvidia_gpus(host)
     pci = nvidia_pci_devices(host)

@@ -150,7 +150,8 @@ def up(profile: Profile, state: Path, say: Say, *, only: list[str] | None = None
         raise LabError(f"lab {profile.name} is installed, but verify failed: "
                        + ", ".join(r.name for r in verified.failed),
                        hint="the table above says where to look; after a fix, `kflab status "
-                       "--verify` runs only the checks again")
+                       "--verify` runs only the checks again; `kflab debug bundle` collects "
+                       "the logs and the cluster's state in one file to report it")
     if not outcome.ok:
         raise runner.failure_error(outcome)
     kc = provider.kubeconfig()
@@ -211,6 +212,11 @@ def _converge(plan: Any, say: Say, show_verify: VerifyView | None) -> tuple[Any,
     return outcome, result
 
 
+def blocker_line(row: Any) -> str:
+    """A failed doctor row as the plan shows it (no empty parentheses)."""
+    return f"doctor: {row.name}: {row.observed}" + (f" ({row.advice})" if row.advice else "")
+
+
 def preview(profile: Profile, state: Path, say: Say, *, only: list[str] | None = None,
             playbook: Path | None = None, ask_become_pass: bool = False,
             checks: bool = True) -> Any:
@@ -229,7 +235,7 @@ def preview(profile: Profile, state: Path, say: Say, *, only: list[str] | None =
                        else "the existing cluster" if profile.provider == "existing"
                        else f"VM {profile.name}")
     if checks:
-        shown.blockers += [f"doctor: {r.name}: {r.observed} ({r.advice})" for r in
+        shown.blockers += [blocker_line(r) for r in
                            doctor.diagnose(doctor.Needs.from_profile(profile))
                            if r.status == "fail"]
     try:
@@ -254,8 +260,15 @@ def preview(profile: Profile, state: Path, say: Say, *, only: list[str] | None =
     if not tags:
         return shown
     if not reachable:
-        shown.check_note = ("the node does not exist yet, so check mode cannot look at it; "
-                            "everything below is listed from the roles' tasks")
+        if profile.provider == "existing":
+            source = os.path.expanduser(profile.kubeconfig)
+            why = (f"no kubeconfig at {source}" if not os.path.exists(source) else
+                   f"kflab copies the kubeconfig from {source} when `kflab up` runs")
+            shown.check_note = (f"{why}, so check mode cannot reach the cluster; "
+                                "everything below is listed from the roles' tasks")
+        else:
+            shown.check_note = ("the node does not exist yet, so check mode cannot look at "
+                                "it; everything below is listed from the roles' tasks")
         return shown
     plan = _plan(profile, provider, state, tags, gpu, playbook, ask_become_pass)
     if plan is None:
@@ -372,3 +385,29 @@ def leftovers(profile: Profile, workdir: Path) -> str:
 
         return f"k3s may still be installed: `sudo {UNINSTALL}` removes it"
     return "nothing: kflab does not own an existing cluster"
+
+
+def debug_bundle(state: Path, output: Path | None, *, name: str | None = None,
+                 kubeconfig: Path | None = None) -> tuple[Path, list[str]]:
+    """`kflab debug bundle`: the lab's record, profile, Ansible log and verify results, and
+    what its cluster says (lab.debugbundle), in one redacted tar.gz. Works on a lab that
+    never came up (the cluster part is then listed in errors.txt), and with only
+    `kubeconfig` when there is no lab record (a cluster kflab did not make)."""
+    from lab import debugbundle
+    from lab.components.catalog import load
+
+    lab_folder, data = None, None
+    try:
+        profile, data = current(state, name)
+        lab_folder = state_path(state, "labs", profile.name)
+        if kubeconfig is None:
+            kc = get_provider(profile, state).kubeconfig()
+            kubeconfig = kc if kc.exists() else None
+    except LabError:
+        if kubeconfig is None:
+            raise
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    target = output or Path.cwd() / f"kflab-debug-{stamp}.tar.gz"
+    namespaces = list(dict.fromkeys(["kubeflow", load().lab_namespace]))
+    return debugbundle.build(target, lab_dir=lab_folder, record=data, kubeconfig=kubeconfig,
+                             namespaces=namespaces)

@@ -36,19 +36,39 @@ class Report:
                 and all(c["ready"] for c in self.components.values()))
 
 
+# A component whose admission webhook, served by one of its Deployments, refuses requests
+# for more than itself while that Deployment is down (failurePolicy Fail, the v1 default).
+# Katib v0.19.0 manifests/v1beta1/components/webhook/webhooks.yaml: the pod mutator
+# `mutator.pod.katib.kubeflow.org`, served by katib-controller, has no failurePolicy (so
+# Fail) and selects every namespace labelled for metrics-collector injection -- the lab's.
+GATES = {"katib": ("katib-controller",
+                   "Katib's pod webhook (failurePolicy Fail) is served by katib-controller: "
+                   "while it is down, every new pod in namespace {ns} is refused "
+                   "(PyTorchJobs, InferenceService predictors, Notebooks, not only trials) "
+                   "with an error naming mutator.pod.katib.kubeflow.org; see "
+                   "docs/troubleshooting.md")}
+
+
 def component_status(api: Any, component: str) -> dict[str, Any]:
     from lab.components.catalog import load
     from lab.kube.client import deployment_ready
 
+    catalog = load()
     # The Deployments that must be Available: the same list the kubeflow role waits for.
-    refs = [ref.split("/", 1) for ref in load().get(component).ready]
-    details, ready = [], True
+    refs = [ref.split("/", 1) for ref in catalog.get(component).ready]
+    details, ready, down = [], True, set()
     for namespace, name in refs:
         ok, detail = deployment_ready(api, namespace, name)
         ready = ready and bool(ok)
+        if not ok:
+            down.add(name)
         details.append(f"{name} {detail}")
-    return {"ready": ready, "namespace": refs[0][0] if refs else "",
-            "detail": "; ".join(details)}
+    out = {"ready": ready, "namespace": refs[0][0] if refs else "",
+           "detail": "; ".join(details)}
+    gate = GATES.get(component)
+    if gate and gate[0] in down:
+        out["warning"] = gate[1].format(ns=catalog.lab_namespace)
+    return out
 
 
 def gather(profile: Any, provider: Any, kubeconfig: Path) -> Report:

@@ -732,3 +732,7 @@ def verify_table(result: Any) -> None:
         table.add_row(cell(row.name), "[green]✔ pass[/]" if row.ok else "[red]✘ fail[/]",
                       f"{row.seconds:.0f}s", text)
     console().print(table)
+    if not result.ok:
+        console().print("[dim]→ `kflab debug bundle` writes one tar.gz with the logs, events "
+                        "and pods of the kubeflow and lab namespaces (secrets redacted) to "
+                        "attach to a report[/]")

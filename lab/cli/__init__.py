@@ -15,6 +15,7 @@ import click
 from lab.cli import (  # noqa: F401
     bundle,
     components,
+    debug,
     grading,
     guided,
     host,

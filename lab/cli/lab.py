@@ -66,6 +66,9 @@ def up(obj: Obj, profile_path: str | None, provider: str | None, only: str | Non
         for line in shown.render():
             click.echo(line)
         click.echo("nothing was changed (dry run)")
+        if shown.blockers:
+            raise LabError(f"kflab up would stop: {len(shown.blockers)} problem(s) above",
+                           hint="fix them, then run `kflab up --dry-run` again")
         return
 
     def ask(shown: object) -> bool:
@@ -124,6 +127,8 @@ def status(obj: Obj, name: str | None, as_json: bool, run_verify: bool,
                        f"{n['version']}, nvidia.com/gpu allocatable: {n['gpus']}")
         for comp, c in rep.components.items():
             click.echo(f"  {comp:<18} {'Ready' if c['ready'] else 'NotReady':<9} {c['detail']}")
+            if c.get("warning"):
+                click.echo(f"  ! {c['warning']}", err=True)
         for comp, how in rep.endpoints.items():
             click.echo(f"  {comp} UI: {how}")
         if rep.error:

@@ -56,6 +56,13 @@ def set_condition(
 FAILED_STATES = ("FAILED", "Failed", "RolloutFailed")
 
 
+# Ready False reasons that are failures, not a start in progress: the Deployment's
+# (ProgressDeadlineExceeded, FailedCreate of ReplicaFailure) and KServe's own.
+FAILED_REASONS = ("ProgressDeadlineExceeded", "FailedCreate", "ModelLoadFailed",
+                  "InvalidSpec", "RuntimeNotRecognized", "NoSupportingRuntime",
+                  "InvalidPredictorSpec")
+
+
 def _blocked(status: dict[str, Any]) -> bool:
     return (status.get("modelStatus") or {}).get("transitionStatus") == "BlockedByFailedLoad"
 
@@ -68,10 +75,16 @@ def summary_state(obj: dict[str, Any]) -> str:
         return str(status["state"])
     conds = status.get("conditions") or []
     ready = next((c for c in conds if c.get("type") == "Ready"), None)
-    if ready is not None:  # KServe-style readiness: apply has waited, so False means failed
+    if ready is not None:  # KServe-style readiness
         if ready.get("status") == "True" and _blocked(status):
             return "RolloutFailed"
-        return {"True": "Ready", "False": "Failed"}.get(ready.get("status"), "Pending")
+        if ready.get("status") == "True":
+            return "Ready"
+        # KServe v0.16 raw deployment writes Ready False (not Unknown) while the predictor
+        # Deployment is not yet Available (the image pulls, the model loads): Failed only
+        # when something did fail -- a model that failed to load, a stuck rollout.
+        failed = _blocked(status) or ready.get("reason") in FAILED_REASONS
+        return "Failed" if ready.get("status") == "False" and failed else "Pending"
     return str(conds[-1]["type"]) if conds else "created"
 
 

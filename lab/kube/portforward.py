@@ -1,8 +1,11 @@
 """Port-forwards to a Service or a pod, listening on 127.0.0.1 only, on a free port by default.
 
 Each local connection gets its own tunnel through the API server's pods/portforward
-subresource (a websocket), like `kubectl port-forward`. A Service is resolved as kubectl does:
-a Running pod its selector matches, and the container port its targetPort names.
+subresource (a websocket), like `kubectl port-forward`. A Service is resolved to a pod its
+selector matches that is Ready and not being deleted -- the pods the Service's own endpoints
+would send traffic to -- the newest of them, so during a rollout a prediction reaches the new
+model as soon as it serves and never a replica that is still loading; then the container
+port its targetPort names.
 """
 
 from __future__ import annotations
@@ -51,6 +54,26 @@ def _running_pod(pods: list[Any], what: str) -> Any:
     return running[0]
 
 
+def _is_ready(pod: Any) -> bool:
+    conds = (pod.status.conditions if pod.status else None) or []
+    return any(c.type == "Ready" and c.status == "True" for c in conds)
+
+
+def _ready_pod(pods: list[Any], what: str) -> Any:
+    """The newest Ready pod that is not being deleted (an endpoint of the Service)."""
+    serving = [p for p in pods if p.status and p.status.phase == "Running" and _is_ready(p)
+               and not (p.metadata and p.metadata.deletion_timestamp)]
+    if not serving:
+        seen = "; ".join(
+            f"{p.metadata.name}: {(p.status.phase if p.status else None) or 'Unknown'}"
+            + (", being deleted" if p.metadata.deletion_timestamp else
+               "" if _is_ready(p) else ", not Ready") for p in pods) or "no pods"
+        raise LabError(f"no ready pod behind {what} ({seen})",
+                       hint="wait for it to be Ready (`kflab status`, `kflab logs`)")
+    return max(serving, key=lambda p: (p.metadata.creation_timestamp is not None,
+                                       p.metadata.creation_timestamp, p.metadata.name))
+
+
 def _container_port(pod: Any, target: Any) -> int:
     if isinstance(target, str) and not target.isdigit():  # a named container port
         for c in pod.spec.containers:
@@ -87,7 +110,7 @@ def service_target(handle: Any, namespace: str, service: str,
     selector = ",".join(f"{k}={v}" for k, v in svc.spec.selector.items())
     pods = _read(handle, "list", f"pods of {what}", core.list_namespaced_pod, namespace,
                  label_selector=selector)
-    pod = _running_pod(pods.items, what)
+    pod = _ready_pod(pods.items, what)
     return pod.metadata.name, _container_port(pod, chosen.target_port or chosen.port)
 
 

@@ -108,6 +108,9 @@ class Preview:
         return out
 
     def render(self) -> list[str]:
+        return [run_time_names(line) for line in self._render()]
+
+    def _render(self) -> list[str]:
         mark = {"change": "~ will change", "ok": "= unchanged", "run": "! will run",
                 "skip": "- not needed", "failed": "✘ check stopped", "planned": "* planned",
                 "unknown": "? check can't tell"}
@@ -136,11 +139,27 @@ class Preview:
                 lines.append(f"      ... {len(c.detail) - 14} more line(s)")
         legend = ("~ check mode saw a change; ! a command check mode does not run; "
                   "? a task check mode cannot judge; * listed from the role's tasks "
-                  "(not observed)")
+                  "(not observed); <name>: a value the role computes at run time")
         lines.append(f"legend: {legend}")
         if self.log:
             lines.append(f"check-mode log: {self.log}")
         return lines
+
+
+_JINJA = re.compile(r"\{\{-?\s*([^{}]*?)\s*-?\}\}|\{%[^{}]*?%\}", re.S)
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def run_time_names(text: str) -> str:
+    """A template the preview could not render, as the value it stands for: `{{
+    artifact_file.sha256 }}` -> `<artifact_file.sha256>` (a newcomer reads no Jinja)."""
+    def name(m: re.Match[str]) -> str:
+        if m.group(0).startswith("{%"):
+            return ""
+        found = _NAME.match(m.group(1) or "")
+        return f"<{found.group(0)}>" if found else "<run-time value>"
+
+    return _JINJA.sub(name, text)
 
 
 # --- templating: the roles' variables, rendered where they are known before the run -----
@@ -316,7 +335,7 @@ def _describe(module: str, args: dict[str, Any], task: dict[str, Any], vs: Vars
         target = _text(vs.value(raw))
     if "{{" in target:
         target = "(known at run time)" + ("" if kind == "package" else
-                                          " " + " ".join(target.split())[:120])
+                                          " " + run_time_names(" ".join(target.split()))[:120])
     if kind == "command":
         argv = vs.value(raw)
         target = " ".join(str(a) for a in argv) if isinstance(argv, list) else str(argv)

@@ -256,7 +256,8 @@ def failure_error(outcome: Outcome) -> LabError:
     detail = str(f.get("msg") or "").strip() or str(f.get("stderr") or "").strip()
     return LabError(f"task '{where}' failed on {f.get('host', '?')}: {detail[:500]}",
                     hint=f"full log: {outcome.log}; fix the cause and re-run `kflab up` "
-                    "(finished roles converge quickly)")
+                    "(finished roles converge quickly); to report it, `kflab debug bundle` "
+                    "collects the log, the lab and the cluster's state in one file")
 
 
 class ProgressView:

@@ -234,7 +234,7 @@ def test_port_forward_error_paths_without_a_kubelet(core_apiserver, ns):
     objects.apply(kube, svc, manager=MANAGER_APPLY, namespace=ns)
     with pytest.raises(LabError) as err, portforward.forward(kube, ns, "svc/web"):
         pass
-    assert f"no running pod behind service {ns}/web (Pending)" in str(err.value)
+    assert f"no ready pod behind service {ns}/web (web-1: Pending, not Ready)" in str(err.value)
     with pytest.raises(LabError) as err2, portforward.forward(kube, ns, "svc/web", port=443):
         pass
     assert "has no port 443" in str(err2.value) and "http:80" in str(err2.value)
@@ -275,3 +275,111 @@ def test_context_namespace_is_the_default(core_apiserver, ns, tmp_path):
     kube = connect(path, cfg["contexts"][0]["name"])
     out = objects.apply(kube, configmap("here"), manager=MANAGER_APPLY)
     assert out["metadata"]["namespace"] == ns
+
+
+def _pod_status(kube, ns: str, name: str, phase: str, ready: bool) -> None:
+    """The kubelet's part (no kubelet here): phase and the Ready condition, through the
+    status subresource."""
+    res = kube.resource("v1", "Pod")
+    live = kube.dynamic.get(res, name=name, namespace=ns).to_dict()
+    live["status"] = {"phase": phase, "conditions": [
+        {"type": "Ready", "status": "True" if ready else "False"}]}
+    kube.dynamic.replace(res.status, body=live, name=name, namespace=ns)
+
+
+def test_port_forward_picks_a_ready_pod_through_a_rollout(core_apiserver, ns):
+    """A Deployment's rollout behind a Service: the old replica serves (Ready), the new one
+    is Running but its model is still loading (not Ready), then the new one is Ready and the
+    old one is terminating. The forward must reach a pod that serves, and the new model as
+    soon as it does."""
+    kube = core_apiserver.kube()
+    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "model"},
+           "spec": {"selector": {"app": "model"},
+                    "ports": [{"name": "http", "port": 80, "targetPort": "http",
+                               "protocol": "TCP"}]}}
+    objects.apply(kube, svc, manager=MANAGER_APPLY, namespace=ns)
+    objects.apply(kube, pod("model-old", {"app": "model"}), manager=MANAGER_APPLY, namespace=ns)
+    _pod_status(kube, ns, "model-old", "Running", ready=True)
+    time.sleep(1.1)  # creationTimestamp has second precision: the new pod is newer
+    objects.apply(kube, pod("model-new", {"app": "model"}), manager=MANAGER_APPLY, namespace=ns)
+    _pod_status(kube, ns, "model-new", "Running", ready=False)
+    assert portforward.service_target(kube, ns, "model") == ("model-old", 8080)
+    _pod_status(kube, ns, "model-new", "Running", ready=True)
+    assert portforward.service_target(kube, ns, "model") == ("model-new", 8080)
+    # the old replica is being deleted (a finalizer keeps it, as a grace period would)
+    res = kube.resource("v1", "Pod")
+    kube.dynamic.patch(res, name="model-old", namespace=ns,
+                       body={"metadata": {"finalizers": ["kflab.test/hold"]}},
+                       content_type="application/merge-patch+json")
+    kube.dynamic.delete(res, name="model-old", namespace=ns)
+    assert portforward.service_target(kube, ns, "model") == ("model-new", 8080)
+    _pod_status(kube, ns, "model-new", "Running", ready=False)
+    with pytest.raises(LabError) as err:
+        portforward.service_target(kube, ns, "model")
+    assert "no ready pod behind service" in str(err.value)
+    assert "model-new: Running, not Ready" in str(err.value)
+    kube.dynamic.patch(res, name="model-old", namespace=ns, body={"metadata": {"finalizers": []}},
+                       content_type="application/merge-patch+json")
+
+
+def test_status_names_katibs_pod_webhook_when_its_controller_is_down(core_apiserver):
+    """katib-controller serves a pod webhook with failurePolicy Fail over the lab namespace:
+    `kflab status` says so when that Deployment is not available (not for other parts)."""
+    from lab.kube.client import api_client
+    from lab.status import component_status
+
+    kube = core_apiserver.kube()
+    namespaces.ensure_namespace(kube, "kubeflow")
+    api = api_client(core_apiserver.kubeconfig)
+    for name in ("katib-controller", "katib-db-manager", "katib-mysql", "katib-ui"):
+        dep = {"apiVersion": "apps/v1", "kind": "Deployment",
+               "metadata": {"name": name, "namespace": "kubeflow"},
+               "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                        "template": {"metadata": {"labels": {"app": name}},
+                                     "spec": {"containers": [{"name": "c",
+                                                              "image": "x:1"}]}}}}
+        objects.apply(kube, dep, manager=MANAGER_APPLY)
+    down = component_status(api, "katib")
+    assert not down["ready"]
+    assert "pod webhook (failurePolicy Fail)" in down["warning"]
+    assert "kflab-lab" in down["warning"] and "PyTorchJobs" in down["warning"]
+    res = kube.resource("apps/v1", "Deployment")
+    live = kube.dynamic.get(res, name="katib-controller", namespace="kubeflow").to_dict()
+    live["status"] = {"replicas": 1, "availableReplicas": 1, "readyReplicas": 1}
+    kube.dynamic.replace(res.status, body=live, name="katib-controller", namespace="kubeflow")
+    assert "warning" not in component_status(api, "katib")  # only the UI etc. are down
+
+
+def test_the_install_wait_reads_deployments_with_kubectl(core_apiserver, ns):
+    """playbooks/roles/kubeflow/files/kflab_wait_ready.py, as the role runs it: kubectl
+    against a real API server; not Available -> gives up at its budget naming the
+    Deployment; Available -> done."""
+    import json
+    import shutil
+    import sys
+
+    from tests.conftest import REPO
+
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl not installed (scripts/standins/21-kubectl.sh)")
+    script = REPO / "playbooks" / "roles" / "kubeflow" / "files" / "kflab_wait_ready.py"
+    kube = core_apiserver.kube()
+    dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "hook"},
+           "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "hook"}},
+                    "template": {"metadata": {"labels": {"app": "hook"}},
+                                 "spec": {"containers": [{"name": "c", "image": "x:1"}]}}}}
+    objects.apply(kube, dep, manager=MANAGER_APPLY, namespace=ns)
+    argv = [sys.executable, str(script),
+            json.dumps([kubectl, "--kubeconfig", str(core_apiserver.kubeconfig)]),
+            "2", "2", "10", f"{ns}/hook"]
+    late = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert late.returncode == 1 and "not Available after" in late.stderr
+    assert f"{ns}/hook" in late.stderr
+    res = kube.resource("apps/v1", "Deployment")
+    live = kube.dynamic.get(res, name="hook", namespace=ns).to_dict()
+    live["status"] = {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1, "conditions": [
+        {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]}
+    kube.dynamic.replace(res.status, body=live, name="hook", namespace=ns)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0 and "available after" in done.stdout, done.stderr

@@ -263,8 +263,9 @@ def test_vm_gpu_without_driver_installs_one_host_gpu_stops(target, tmp_path):
 
 def test_vm_driver_sources_offer_the_pinned_version(target, tmp_path):
     """Defect 7, sources: Debian's non-free components are added (signed by Debian's archive
-    key) and apt offers exactly the pinned nvidia-driver; its install resolves (simulated:
-    no GPU, no DKMS build, no reboot here). A pin that is gone stops with apt's versions."""
+    key) and apt offers a build of the pinned driver branch, the newest of which is picked
+    and kept by an apt preference; its install resolves (simulated: no GPU, no DKMS build, no
+    reboot here). A branch that is gone stops with apt's versions."""
     book = play(tmp_path, "driver-sources", """
     - name: The driver's sources and pin check
       ansible.builtin.include_role:
@@ -278,8 +279,13 @@ def test_vm_driver_sources_offer_the_pinned_version(target, tmp_path):
     assert "Components: contrib non-free non-free-firmware" in sources
     assert "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" in sources
     assert "Suites: bookworm bookworm-updates" in sources
-    pinned = yaml.safe_load((REPO / "manifests" / "versions.yaml").read_text())[
-        "packages"]["nvidia-driver"]["bookworm"]
+    branch = str(yaml.safe_load((REPO / "manifests" / "versions.yaml").read_text())[
+        "packages"]["nvidia-driver"]["bookworm"])
+    offered = [ln.split("|")[1].strip() for ln in
+               sh(target, "apt-cache madison nvidia-driver").stdout.splitlines() if "|" in ln]
+    pinned = next(v for v in offered if v.startswith(branch + "."))  # the newest of the branch
+    prefs = sh(target, "cat /etc/apt/preferences.d/kflab-nvidia-driver").stdout
+    assert f"Pin: version {branch}.*" in prefs and "Pin-Priority: 1001" in prefs
     names = yaml.safe_load((PLAYBOOKS / "roles" / "gpu" / "defaults" / "main.yml").read_text())[
         "gpu_driver_names"]
     sim = sh(target, "apt-get install -s -q linux-headers-amd64 " +
@@ -292,12 +298,12 @@ def test_vm_driver_sources_offer_the_pinned_version(target, tmp_path):
     assert again.rc == 0 and again.recap("kflab-node")["changed"] == 0, again.output[-3000:]
     bad = tmp_path / "versions.yaml"
     doc = yaml.safe_load((REPO / "manifests" / "versions.yaml").read_text())
-    doc["packages"]["nvidia-driver"]["bookworm"] = "1.0-gone"
+    doc["packages"]["nvidia-driver"]["bookworm"] = "1"
     bad.write_text(yaml.safe_dump(doc))
     gone = run_playbook(book, target["inventory"], {**vars_, "kflab_versions_file": str(bad)},
                         tmp_path, timeout=900)
-    assert gone.rc != 0 and "nvidia-driver 1.0-gone" in gone.output
-    assert f"apt offers {pinned}" in gone.output
+    assert gone.rc != 0 and "no nvidia-driver of branch 1 " in gone.output
+    assert pinned in gone.output
 
 
 def test_vm_driver_install_logic_in_check_mode(target, tmp_path):

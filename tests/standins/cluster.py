@@ -48,6 +48,8 @@ def _bin(name: str, binary: str) -> Path:
 CRD_BIN = _bin("crd-apiserver", "crd-apiserver")
 CORE_BIN = _bin("kube-apiserver", "kube-apiserver")
 NODE = "standin-node"
+# the kubelet marks a pod whose containers run (and pass their probes) Ready
+READY = {"type": "Ready", "status": "True"}
 
 
 def missing_binaries() -> list[str]:
@@ -328,7 +330,8 @@ def add_kfp(cluster: StandinCluster, root: Path) -> Any:
               manager="standin-kfp")
         res = kube.resource("v1", "Pod")
         kube.dynamic.patch(res.status, body={"status": {"phase": "Running",
-                                                        "podIP": "127.0.0.1"}},
+                                                        "podIP": "127.0.0.1",
+                                                        "conditions": [READY]}},
                            name=pod, namespace="kubeflow",
                            content_type="application/merge-patch+json")
         cluster.kubelet.ports[("kubeflow", pod, port)] = local
@@ -342,7 +345,8 @@ def add_kfp(cluster: StandinCluster, root: Path) -> Any:
                          "name": "main", "image": "kfp-launcher:standin"}]}},
               manager="standin-kfp")
         kube.dynamic.patch(kube.resource("v1", "Pod").status,
-                           body={"status": {"phase": "Running", "podIP": "127.0.0.1"}},
+                           body={"status": {"phase": "Running", "podIP": "127.0.0.1",
+                                            "conditions": [READY]}},
                            name=pod, namespace="kubeflow",
                            content_type="application/merge-patch+json")
         log = kfp.logs[run["run_id"]]

@@ -35,6 +35,8 @@ import contextlib
 import copy
 import json
 import logging
+import posixpath
+import re
 import subprocess
 import sys
 import threading
@@ -173,11 +175,13 @@ class Controllers:
                   for m in container.get("volumeMounts") or [] if m["name"] in volumes}
 
         def tr(value: Any) -> Any:
+            """Each mount path, where it starts a path (a whole word, after `=`, or inside
+            a `sh -c` line), becomes its folder."""
             if not isinstance(value, str):
                 return value
             for mp in sorted(mounts, key=len, reverse=True):
-                if value == mp or value.startswith(mp + "/"):
-                    return str(mounts[mp]) + value[len(mp):]
+                value = re.sub(r"(?<![\w./-])" + re.escape(mp) + r"(?=/|$|[\s'\"])",
+                               lambda _m, mp=mp: str(mounts[mp]), value)
             return value
 
         for key in ("command", "args"):
@@ -296,13 +300,24 @@ class Controllers:
             "message": f"{kind} {name} is created.", "lastUpdateTime": stamp,
             "lastTransitionTime": stamp}], "replicaStatuses": {}, "startTime": stamp})
         pods = []
-        for rtype, rep in job["spec"][key].items():
+        # common/pod.go createNewPod: GenLabels (operator-name, job-name), replica-type
+        # (lower case), replica-index, and job-role=master for the master role (PyTorchJob:
+        # Master; TFJob IsMasterRole: Chief or Master when there is one, else Worker 0);
+        # the pod's name is GenGeneralName: <job>-<type>-<index>.
+        specs = job["spec"][key]
+        chief = any(r in specs for r in ("Chief", "Master"))
+        for rtype, rep in specs.items():
             for i in range(int(rep.get("replicas", 1))):
                 pod = f"{name}-{rtype.lower()}-{i}"
                 labels = {"training.kubeflow.org/job-name": name,
                           "training.kubeflow.org/replica-type": rtype.lower(),
                           "training.kubeflow.org/replica-index": str(i),
                           "training.kubeflow.org/operator-name": operator}
+                master = (rtype == "Master" if kind == "PyTorchJob" else
+                          rtype in ("Chief", "Master") if chief else
+                          (rtype == "Worker" and i == 0))
+                if master:
+                    labels["training.kubeflow.org/job-role"] = "master"
                 self._pod(ns, pod, labels, rep["template"]["spec"], job)
                 self._pod_phase(ns, pod, "Running")
                 replica = f"{rtype.lower()}-{i}"
@@ -337,6 +352,8 @@ class Controllers:
         trial_spec = local_obj["spec"]["trialTemplate"].get("trialSpec") or {}
         pod_spec = (trial_spec.get("spec") or {}).get("template", {}).get("spec")
         base = self._prepare(ns, pod_spec, folder) if pod_spec else folder
+        if pod_spec:
+            self._katib_webhook(local_obj["spec"], pod_spec)
         proc = self._run_local(local_obj, base, folder)
         made: set[str] = set()
         while True:
@@ -348,6 +365,39 @@ class Controllers:
             time.sleep(0.5)
         self._mirror_trials(exp, made)
         self._mirror("kubeflow.org/v1beta1", "Experiment", ns, name)
+
+    @staticmethod
+    def _katib_webhook(exp_spec: dict[str, Any], pod_spec: dict[str, Any]) -> None:
+        """Katib's pod webhook on the trial's primary container (katib_webhook.py: the
+        join, exactly as upstream), then what this machine needs to run the result: the
+        metrics volume (/var/log/katib, an emptyDir upstream) becomes a fresh folder per
+        trial, and the StdOut collector's sidecar, which prints that file, becomes a `cat`
+        after the trial (the local engine reads metrics from the process's output).
+        Only the StdOut collector (the default) is played; File and TfEvent trials run
+        unwrapped here."""
+        from tests.standins.katib_webhook import (
+            DEFAULT_METRICS_FILE,
+            kubelet_expand,
+            wrap_worker_container,
+        )
+
+        kind = ((exp_spec.get("metricsCollectorSpec") or {}).get("collector") or {}).get(
+            "kind", "StdOut")
+        primary = exp_spec["trialTemplate"].get("primaryContainerName")
+        if kind != "StdOut":
+            return
+        for c in pod_spec.get("containers") or []:
+            if c.get("name") != primary:
+                continue
+            wrap_worker_container(c, collector=kind, metrics_file=DEFAULT_METRICS_FILE,
+                                  early_stopping=bool(exp_spec.get("earlyStopping")))
+            line = kubelet_expand(c["args"][0]).replace(
+                posixpath.dirname(DEFAULT_METRICS_FILE), '"$KATIB_DIR"')
+            c["command"] = [c["command"][0], "-c",
+                            'KATIB_DIR=$(mktemp -d) && export KATIB_DIR && sh -c "$1"; rc=$?; '
+                            'cat "$KATIB_DIR/metrics.log" 2>/dev/null; rm -rf "$KATIB_DIR"; '
+                            'exit $rc', "sh", line]
+            c.pop("args", None)
 
     def _mirror_trials(self, exp: dict[str, Any], made: set[str]) -> None:
         from lab.kube.objects import apply
@@ -427,11 +477,168 @@ class Controllers:
 
     # --- KServe -----------------------------------------------------------------------------
 
+    def _predictor_deployment(self, isvc: dict[str, Any], svc: str, app: str) -> dict[str, Any]:
+        """KServe's raw Deployment `<name>-predictor` (deployment_reconciler.go
+        createRawDefaultDeployment): the component's labels and annotations on the Deployment
+        and on its pod template -- spec.predictor.annotations among them (components/
+        predictor.go buildObjectMeta) -- and the pod template's `app` label. Applied like the
+        reconciler's update, so the API server moves its generation when the template
+        changes."""
+        from lab.kube.objects import apply
+
+        meta = isvc["metadata"]
+        predictor = isvc["spec"]["predictor"]
+        labels = {"serving.kserve.io/inferenceservice": meta["name"], "component": "predictor",
+                  "app": app}
+        annotations = {k: str(v) for k, v in (predictor.get("annotations") or {}).items()}
+        tmeta: dict[str, Any] = {"labels": labels}
+        if annotations:
+            tmeta["annotations"] = annotations
+        body = {"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": svc, "namespace": meta["namespace"], "labels": labels,
+                             "ownerReferences": [{"apiVersion": isvc["apiVersion"],
+                                                  "kind": "InferenceService",
+                                                  "name": meta["name"], "uid": meta["uid"],
+                                                  "controller": True}]},
+                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": app}},
+                         "template": {"metadata": tmeta,
+                                      "spec": {"containers": [{
+                                          "name": "kserve-container",
+                                          "image": "kserve-model-server:standin",
+                                          "ports": [{"containerPort": 8080, "name": "http1",
+                                                     "protocol": "TCP"}]}]}}}}
+        return apply(self.kube, body, manager=MANAGER, force=True)
+
+    def _deployment_status(self, dep: dict[str, Any], *, old_available: bool,
+                           new_available: bool | None) -> dict[str, Any]:
+        """What the deployment controller writes (k8s pkg/controller/deployment sync.go
+        syncRolloutStatus, util/deployment_util.go conditions): observedGeneration, replica
+        counts, Available (MinimumReplicasAvailable / MinimumReplicasUnavailable) and
+        Progressing (ReplicaSetUpdated while rolling, NewReplicaSetAvailable when done).
+        new_available None: the new pod is still starting."""
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        done = bool(new_available)
+        available = done or old_available
+        status = {
+            "observedGeneration": dep["metadata"]["generation"],
+            "replicas": 1 if done or not old_available else 2,
+            "updatedReplicas": 1,
+            "readyReplicas": 1 if available else 0,
+            "availableReplicas": 1 if available else 0,
+            "conditions": [
+                {"type": "Available", "status": "True" if available else "False",
+                 "reason": "MinimumReplicasAvailable" if available
+                 else "MinimumReplicasUnavailable",
+                 "message": "Deployment has minimum availability." if available
+                 else "Deployment does not have minimum availability.",
+                 "lastUpdateTime": stamp, "lastTransitionTime": stamp},
+                {"type": "Progressing", "status": "True",
+                 "reason": "NewReplicaSetAvailable" if done else "ReplicaSetUpdated",
+                 "message": f'ReplicaSet "{dep["metadata"]["name"]}" has '
+                            + ("successfully progressed." if done else "is progressing."),
+                 "lastUpdateTime": stamp, "lastTransitionTime": stamp}]}
+        if not available:
+            status["unavailableReplicas"] = 1
+        self.put_status("apps/v1", "Deployment", dep["metadata"]["namespace"],
+                        dep["metadata"]["name"], status)
+        return status
+
+    @staticmethod
+    def _component_ready(dep_status: dict[str, Any]) -> dict[str, Any]:
+        """inference_service_status.go PropagateRawStatus: the predictor's Ready condition
+        from the Deployment's Available and Progressing conditions."""
+        conds = {c["type"]: c for c in dep_status["conditions"]}
+        avail, prog = conds["Available"], conds["Progressing"]
+        out = {"status": "False", "reason": "", "message": ""}
+        if avail["status"] == "True":
+            out = {"status": "True", "reason": avail["reason"], "message": avail["message"]}
+        if prog["status"] == "True":
+            out = {"status": "True" if prog["reason"] == "NewReplicaSetAvailable"
+                   else "Unknown", "reason": prog["reason"], "message": prog["message"]}
+        if avail["status"] == "False":
+            out = {"status": "False", "reason": avail["reason"], "message": avail["message"]}
+        return out
+
+    def _isvc_status(self, isvc: dict[str, Any], dep_status: dict[str, Any],
+                     model: dict[str, Any]) -> None:
+        """The InferenceService reconciler's write at v0.16.0 (controller.go Reconcile):
+        - PredictorReady from PropagateRawStatus, and observedGeneration = the Deployment's
+          observedGeneration; components.predictor is always there, its url only when ready;
+        - the raw ingress reconciler (kube_ingress_reconciler.go Reconcile; our overlay sets
+          disableIngressCreation) writes url, address.url and IngressReady True on every
+          reconcile, ready or not;
+        - Ready: knative's living condition set over PredictorReady and IngressReady
+          (False/Unknown with the failing dependent's reason and message);
+        - deploymentMode (controller.go: the resolved mode, "Standard" from our
+          inferenceservice-config) and clusterServingRuntimeName (components/predictor.go:
+          the runtime KServe chose);
+        - modelStatus from PropagateModelStatus / UpdateModelRevisionStates (activeModelState
+          has no omitempty, so "" is written; copies.failedCopies likewise 0; totalCopies
+          omitted when 0)."""
+        from lab.backends.local.serving import runtimes
+
+        meta = isvc["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        pred = self._component_ready(dep_status)
+
+        def cond(ctype: str, c: dict[str, Any]) -> dict[str, Any]:
+            out = {"type": ctype, "status": c["status"], "lastTransitionTime": stamp}
+            return out | {k: c[k] for k in ("reason", "message") if c.get(k)}
+
+        ok = pred["status"] == "True"
+        svc = f"{name}-predictor"
+        component: dict[str, Any] = {}
+        if ok:
+            component["url"] = f"http://{svc}-{ns}.example.com"
+        model_spec = (isvc["spec"]["predictor"].get("model") or {})
+        fmt = (model_spec.get("modelFormat") or {})
+        status: dict[str, Any] = {
+            "observedGeneration": dep_status["observedGeneration"],
+            "conditions": [cond("IngressReady", {"status": "True"}),
+                           cond("PredictorReady", pred),
+                           cond("Ready", {"status": "True"} if ok else pred)],
+            "url": f"http://{name}-{ns}.example.com",
+            "address": {"url": f"http://{svc}.{ns}.svc.cluster.local"},
+            "components": {"predictor": component},
+            "deploymentMode": "Standard",
+            "modelStatus": model}
+        with contextlib.suppress(Exception):  # a format no runtime serves: KServe names none
+            status["clusterServingRuntimeName"] = model_spec.get("runtime") or runtimes.choose(
+                fmt.get("name"), fmt.get("version"), model_spec.get("protocolVersion"), None)
+        self.put_status(KINDS["InferenceService"], "InferenceService", ns, name, status)
+
     def _run_inferenceservice(self, isvc: dict[str, Any]) -> None:
         from lab.kube.objects import apply
 
         meta = isvc["metadata"]
         ns, name, gen = meta["namespace"], meta["name"], meta.get("generation")
+        svc = f"{name}-predictor"
+        app = f"isvc.{svc}"
+        live = self.kube.dynamic.get(self.kube.resource(KINDS["InferenceService"],
+                                                        "InferenceService"),
+                                     name=name, namespace=ns).to_dict()
+        was_serving = any(c.get("type") == "PredictorReady" and c.get("status") == "True"
+                          for c in (live.get("status") or {}).get("conditions") or [])
+        apply(self.kube, {"apiVersion": "v1", "kind": "Service",
+                          "metadata": {"name": svc, "namespace": ns,
+                                       "labels": {"serving.kserve.io/inferenceservice": name}},
+                          "spec": {"selector": {"app": app},
+                                   "ports": [{"name": "http", "port": 80,
+                                              "targetPort": 8080, "protocol": "TCP"}]}},
+              manager=MANAGER, force=True)
+        dep = self._predictor_deployment(isvc, svc, app)
+        starting = self._deployment_status(dep, old_available=was_serving, new_available=None)
+        pending = {"transitionStatus": "InProgress",
+                   "states": {"activeModelState": "Loaded" if was_serving else "",
+                              "targetModelState": "Pending"},
+                   "copies": {"failedCopies": 0, **({"totalCopies": 1} if was_serving else {})}}
+        self._isvc_status(isvc, starting, pending)
+        pod = f"{svc}-{gen}-standin"
+        pod_spec = dep["spec"]["template"]["spec"]
+        self._pod(ns, pod, {"app": app, "component": "predictor",
+                            "serving.kserve.io/inferenceservice": name}, pod_spec, isvc)
+        self._pod_phase(ns, pod, "Pending")
         folder = self._folder(isvc)
         local_obj = _strip(isvc)
         predictor = local_obj["spec"]["predictor"]
@@ -447,50 +654,41 @@ class Controllers:
         lstatus = local.get("status") or {}
         url = str(lstatus.get("url") or "")
         port = int(url.rsplit(":", 1)[1]) if url.count(":") == 2 else None
-        svc = f"{name}-predictor"
-        app = f"isvc.{svc}"
-        apply(self.kube, {"apiVersion": "v1", "kind": "Service",
-                          "metadata": {"name": svc, "namespace": ns,
-                                       "labels": {"serving.kserve.io/inferenceservice": name}},
-                          "spec": {"selector": {"app": app},
-                                   "ports": [{"name": "http", "port": 80,
-                                              "targetPort": 8080, "protocol": "TCP"}]}},
-              manager=MANAGER, force=True)
-        self._delete_pods(ns, f"serving.kserve.io/inferenceservice={name}")
-        pod = f"{svc}-{gen}-standin"
-        pod_spec = {"containers": [{"name": "kserve-container",
-                                    "image": "kserve-model-server:standin",
-                                    "ports": [{"containerPort": 8080, "name": "http1",
-                                               "protocol": "TCP"}]}]}
-        self._pod(ns, pod, {"app": app, "component": "predictor",
-                            "serving.kserve.io/inferenceservice": name}, pod_spec, isvc)
         self._register_logs(ns, pod, pod_spec, lambda: list(
             self.local().logs("InferenceService", name, ns)))
+        lmodel = lstatus.get("modelStatus") or {}
         ok = port is not None and any(c.get("type") == "Ready" and c.get("status") == "True"
-                                      for c in lstatus.get("conditions") or [])
+                                      for c in lstatus.get("conditions") or []) \
+            and lmodel.get("transitionStatus") != "BlockedByFailedLoad"
         if port is not None:
             self.kubelet.ports[(ns, pod, 8080)] = port
         self._pod_phase(ns, pod, "Running" if ok else "Failed")
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        if ok:  # the new pod is Ready: the old replica set scales down (old pods go)
+            from lab.kube.logs import pods
 
-        def cond(ctype: str) -> dict[str, Any]:
-            if ok:
-                return {"type": ctype, "status": "True", "lastTransitionTime": stamp}
+            res = self.kube.resource("v1", "Pod")
+            for old in pods(self.kube, ns, f"serving.kserve.io/inferenceservice={name}"):
+                if old["metadata"]["name"] != pod:
+                    with contextlib.suppress(Exception):
+                        self.kube.dynamic.delete(res, name=old["metadata"]["name"],
+                                                 namespace=ns, body={
+                                                     "apiVersion": "v1", "kind": "DeleteOptions",
+                                                     "gracePeriodSeconds": 0})
+        final = self._deployment_status(dep, old_available=was_serving,
+                                        new_available=ok)
+        if ok:
+            mstatus = {"transitionStatus": "UpToDate",
+                       "states": {"activeModelState": "Loaded", "targetModelState": "Loaded"},
+                       "copies": {"failedCopies": 0, "totalCopies": 1}}
+        else:  # the container exited with an error: UpdateModelRevisionStates(FailedToLoad)
             ready = next((c for c in lstatus.get("conditions") or []
                           if c.get("type") == "Ready"), {})
-            return {"type": ctype, "status": "False", "lastTransitionTime": stamp,
-                    "reason": ready.get("reason") or "PredictorNotReady",
-                    "message": ready.get("message") or "the model server did not start"}
-
-        status: dict[str, Any] = {
-            "observedGeneration": gen,
-            "conditions": [cond("IngressReady"), cond("PredictorReady"), cond("Ready")],
-            "modelStatus": {"transitionStatus": "UpToDate" if ok else "BlockedByFailedLoad",
-                            "states": {"activeModelState": "Loaded" if ok else "FailedToLoad",
-                                       "targetModelState": "Loaded"}}}
-        if ok:
-            status["url"] = f"http://{name}-{ns}.example.com"
-            status["address"] = {"url": f"http://{svc}.{ns}.svc.cluster.local"}
-            status["components"] = {"predictor": {
-                "url": f"http://{svc}-{ns}.example.com"}}
-        self.put_status(KINDS["InferenceService"], "InferenceService", ns, name, status)
+            mstatus = {"transitionStatus": "BlockedByFailedLoad",
+                       "states": {"activeModelState": "Loaded" if was_serving else "",
+                                  "targetModelState": "FailedToLoad"},
+                       "copies": {"failedCopies": 0, **({"totalCopies": 1} if was_serving else {})},
+                       "lastFailureInfo": {"reason": "ModelLoadFailed",
+                                           "message": ready.get("message")
+                                           or "the model server did not start",
+                                           "exitCode": 1}}
+        self._isvc_status(isvc, final, mstatus)

@@ -9,6 +9,7 @@ Predictions go through a port-forward (127.0.0.1 only) to the predictor Service.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import urllib.error
 import urllib.request
@@ -25,12 +26,53 @@ CONTAINER = "kserve-container"
 PREDICT_TIMEOUT = 30.0
 
 
+MODEL_DIGEST = "kflab.dev/model-sha256"  # on spec.predictor.annotations -> the pod template
+
+
 def ready(obj: dict[str, Any] | None) -> bool:
-    """Ready=True for the current spec (KServe's observedGeneration caught up)."""
-    if obj is None or common.conditions_true(obj, "Ready") is None:
+    """Ready=True. Not compared with the InferenceService's generation: in Standard (raw
+    deployment) mode KServe v0.16 writes the predictor *Deployment's* observedGeneration
+    there (inference_service_status.go PropagateRawStatus), which an ISVC change that
+    leaves the Deployment alone never moves. Whether the current spec serves is
+    rolled_out's question."""
+    return obj is not None and common.conditions_true(obj, "Ready") is not None
+
+
+def rolled_out(obj: dict[str, Any], deployment: dict[str, Any] | None) -> bool:
+    """The predictor Deployment runs this spec, as `kubectl rollout status` decides: its
+    pod template carries our model digest (KServe copied spec.predictor.annotations into
+    it, so it reconciled this spec), the deployment controller saw that template
+    (observedGeneration), every replica is updated and available, no old one is left.
+    No Deployment (Serverless mode, or no right to read it): Ready is all there is."""
+    if deployment is None:
+        return True
+    want = (common.deep(obj, "spec", "predictor", "annotations") or {}).get(MODEL_DIGEST)
+    have = (common.deep(deployment, "spec", "template", "metadata", "annotations")
+            or {}).get(MODEL_DIGEST)
+    if want is not None and have != want:
         return False
-    seen = (obj.get("status") or {}).get("observedGeneration")
-    return seen is None or int(seen) >= int(obj["metadata"].get("generation") or 0)
+    status = deployment.get("status") or {}
+    replicas = int((deployment.get("spec") or {}).get("replicas", 1))
+    updated = int(status.get("updatedReplicas") or 0)
+    return (int(status.get("observedGeneration") or 0)
+            >= int(deployment["metadata"].get("generation") or 0)
+            and updated >= replicas and int(status.get("replicas") or 0) <= updated
+            and int(status.get("availableReplicas") or 0) >= updated)
+
+
+def _deployment(backend: Any, obj: dict[str, Any]) -> dict[str, Any] | None:
+    from lab.kube.apierrors import Forbidden
+    from lab.kube.objects import Ref, get
+
+    try:
+        return get(backend.kube, Ref("apps/v1", "Deployment", predictor_service(obj),
+                                     obj["metadata"]["namespace"]), missing_ok=True)
+    except Forbidden:
+        return None
+
+
+def serving_this_spec(backend: Any, obj: dict[str, Any] | None) -> bool:
+    return obj is not None and ready(obj) and rolled_out(obj, _deployment(backend, obj))
 
 
 def _local_model(obj: dict[str, Any], base_dir: Path) -> str | None:
@@ -56,6 +98,14 @@ def prepare(obj: dict[str, Any], base_dir: Path) -> tuple[dict[str, Any], str | 
     cm_name, files = common.files_for("InferenceService", obj["metadata"]["name"], base_dir,
                                       subdir=rel, with_runner=False)
     model_volume(obj["spec"]["predictor"], cm_name, files)
+    # Retraining into the same folder changes only the ConfigMap, which a running model
+    # server never rereads: the digest in the pod template makes it a new template, so
+    # KServe's Deployment rolls out a pod that loads the new model.
+    digest = hashlib.sha256()
+    for rel, data in sorted(files.entries.values()):
+        digest.update(f"{rel}\0{hashlib.sha256(data).hexdigest()}\n".encode())
+    annotations = obj["spec"]["predictor"].setdefault("annotations", {})
+    annotations[MODEL_DIGEST] = digest.hexdigest()
     return obj, cm_name, files
 
 
@@ -70,7 +120,8 @@ def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = Tru
         common.own(backend, cm_name, out)
     if not wait:
         return out
-    return common.wait(backend, out, ready, timeout=READY_TIMEOUT, describe="be Ready")
+    return common.wait(backend, out, lambda o: serving_this_spec(backend, o),
+                       timeout=READY_TIMEOUT, describe="be Ready with this spec rolled out")
 
 
 def delete(backend: Any, kind: str, name: str, namespace: str) -> bool:

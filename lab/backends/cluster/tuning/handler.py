@@ -8,6 +8,7 @@ collector (the lab namespace carries the injection label) and writes every statu
 from __future__ import annotations
 
 import copy
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,25 @@ def prepare(obj: dict[str, Any], base_dir: Path, wheelhouse: str | None = None
         names = [primary] if primary and any(c.get("name") == primary for c in
                                              pod.get("containers") or []) else None
         inject(pod, cm_name, files, where=at, containers=names, wheelhouse=wheelhouse)
+        for c in pod.get("containers") or []:
+            if names is None or c.get("name") in names:
+                _survive_the_webhook(c)
     return obj, cm_name, files
+
+
+def _survive_the_webhook(container: dict[str, Any]) -> None:
+    """Give the container its command as `sh -c '<one quoted line>'`.
+
+    Katib's pod webhook (v0.19.0 pkg/webhook/v1beta1/pod/utils.go, wrapWorkerContainer)
+    joins the primary container's command and args with spaces, unquoted, keeps a leading
+    `sh -c` only when it is the first two words, and appends its output redirect. kflab's
+    runner comes first, so a learner's `[sh, -c, "python3 train.py ..."]` would reach the
+    runner as `sh -c python3 train.py ...` (a bare python3, no metric). Quoting every word
+    ourselves and starting with `sh -c` makes the join a no-op on our words. Katib's
+    `${trialParameters.*}` placeholders stay inside the quotes and are substituted there."""
+    words = [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
+    container["command"] = ["sh", "-c", shlex.join(words)]
+    container.pop("args", None)
 
 
 def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = True) -> dict:

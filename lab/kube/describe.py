@@ -132,6 +132,10 @@ def render(obj: dict[str, Any], failure: list[str] | None = None) -> str:
         if obj.get(section):
             out.append(f"{title(section)}:")
             out.extend(_block(obj[section], 2))
+    if obj.get("kind") == "PipelineRun":
+        from lab.kube.timeline import render as timeline
+
+        out.extend(timeline(obj))
     if failure:
         out.append("Failure:")
         out.extend(f"  {line}" for line in failure)

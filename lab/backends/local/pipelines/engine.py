@@ -472,7 +472,7 @@ class Run:
             if policy.HasField("backoff_max_duration") else 3600
         node = self._node(display, "PENDING")
         log = self.logs / f"{display}.log"
-        rc = 1
+        rc, ended = 1, ""
         for attempt in range(attempts):
             with self.slots:
                 if self.cancel.is_set():
@@ -483,6 +483,7 @@ class Run:
                     fields["start_time"] = stamp()
                 self._set(node, **fields)
                 rc = self._process(display, program, args_resolved, env, log)
+                ended = stamp()  # inside the slot: the next task starts after this
             if rc == 0 or self.cancel.is_set() or attempt + 1 == attempts:
                 break
             delay = min(backoff * factor ** attempt, cap)
@@ -494,19 +495,19 @@ class Run:
             self._set(node, state=CANCELED, end_time=stamp())
             return CANCELED, {}
         if rc != 0:
-            self._set(node, state=FAILED, end_time=stamp())
+            self._set(node, state=FAILED, end_time=ended)
             return FAILED, {}
         try:
             outputs = executor_output_utils.get_outputs_for_task(
                 executor_input=executor_input, component_spec=comp)
         except Exception as exc:
             self.errors.append(f"task '{display}': its outputs could not be read: {exc}")
-            self._set(node, state=FAILED, end_time=stamp())
+            self._set(node, state=FAILED, end_time=ended)
             return FAILED, {}
         if key is not None:
             with contextlib.suppress(Exception):
                 self.cache.put(key, task_root, self.run_id)  # type: ignore[union-attr]
-        self._set(node, state=SUCCEEDED, end_time=stamp(),
+        self._set(node, state=SUCCEEDED, end_time=ended,
                   outputs=read_task_outputs(task_root, _artifact_types(comp)))
         return SUCCEEDED, outputs
 

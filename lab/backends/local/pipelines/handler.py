@@ -17,9 +17,9 @@ ACTIVE = ("RUNNING", "PENDING")
 
 
 def validate(backend: Any, obj: dict[str, Any], *, base_dir: Path) -> None:
-    """The run's spec, checked before anything runs (the pipeline file itself is code: it
-    is imported only when the run starts)."""
-    pipelines.check_spec(obj, base_dir)
+    """The run's spec and its pipeline, checked before anything is replaced or runs (a .py
+    pipeline is code: it is imported here, to compile it)."""
+    pipelines.prepare(obj, base_dir)
 
 
 def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = True,

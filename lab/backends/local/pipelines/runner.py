@@ -206,23 +206,47 @@ def artifacts_root(store_root: Path, namespace: str) -> Path:
     return state.path(store_root, "pipeline-root", namespace)
 
 
-def run(obj: dict[str, Any], run_dir: Path, base_dir: Path, save: Callable[[dict], None],
-        sink: EventSink | None = None, *, lease: Lease, store_root: Path) -> dict[str, Any]:
-    """Run the PipelineRun `obj`, saving its status as it goes."""
-    from lab.backends.local.pipelines import engine, taskproc
-    from lab.backends.local.pipelines.cache import Cache
+_prepared: dict[int, tuple[dict[str, Any], Any]] = {}  # id -> (the object, its plan)
 
+
+def prepare(obj: dict[str, Any], base_dir: Path) -> Any:
+    """Load and check the pipeline before anything is replaced or run: the compiled IR, the
+    arguments, and what every task would run (engine.plan refuses what cannot run here)."""
+    from lab.backends.local.pipelines import engine, taskproc
+
+    known = _prepared.get(id(obj))
+    if known is not None and known[0] is obj:  # `kflab apply` checks, then applies
+        return known[1]
     threading.Thread(target=taskproc.warm_up, daemon=True).start()  # while compiling
     spec = obj.get("spec") or {}
-    meta = obj["metadata"]
-    namespace = meta.get("namespace", "default")
     path = check_spec(obj, base_dir)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ir, platform = load_spec(path, spec.get("function"))
+    check_arguments(ir, spec.get("arguments") or {}, str(path))
+    try:
+        the_plan = engine.plan(ir, platform)
+    except engine.Refused as exc:
+        raise InputError(str(path), None, str(exc.args[0]), hint=exc.hint) from None
+    while len(_prepared) >= 8:  # checked but never run: forget the oldest
+        _prepared.pop(next(iter(_prepared)))
+    _prepared[id(obj)] = (obj, the_plan)
+    return the_plan
+
+
+def run(obj: dict[str, Any], run_dir: Path, base_dir: Path, save: Callable[[dict], None],
+        sink: EventSink | None = None, *, lease: Lease, store_root: Path) -> dict[str, Any]:
+    """Run the PipelineRun `obj`, saving its status as it goes."""
+    from lab.backends.local.pipelines import engine
+    from lab.backends.local.pipelines.cache import Cache
+
+    plan = prepare(obj, base_dir)
+    _prepared.pop(id(obj), None)
+    ir = plan.spec
+    spec = obj.get("spec") or {}
+    meta = obj["metadata"]
+    namespace = meta.get("namespace", "default")
     arguments = spec.get("arguments") or {}
-    check_arguments(ir, arguments, str(path))
-    plan = engine.plan(ir, platform)
     log, tmp, logs = (state.path(run_dir, p) for p in ("run.log", "tmp", "logs"))
     root = artifacts_root(store_root, namespace)
     for folder in (root, tmp, logs):

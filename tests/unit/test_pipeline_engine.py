@@ -73,7 +73,8 @@ def test_lightweight_component_command_is_parsed(tmp_path: Path) -> None:
         "from kfp import dsl\n"
         "@dsl.component(packages_to_install=['packaging>=20', 'no-such-package-kflab==1'])\n"
         "def comp(x: int) -> int:\n    return x\n")
-    container = _load_module(tmp_path / "comp.py").comp.pipeline_spec.deployment_spec["executors"]["exec-comp"]["container"]
+    spec = _load_module(tmp_path / "comp.py").comp.pipeline_spec
+    container = spec.deployment_spec["executors"]["exec-comp"]["container"]
     program = taskproc.parse(list(container["command"]))
     assert program is not None and "def comp(x: int)" in program.code
     assert "packaging>=20" in program.requirements
@@ -109,7 +110,7 @@ def flow(tmp_path_factory: pytest.TempPathFactory) -> tuple[LocalBackend, dict, 
 
 
 def test_control_flow_runs_as_on_a_cluster(flow: tuple[LocalBackend, dict, dict]) -> None:
-    backend, first, _ = flow
+    _, first, _ = flow
     assert shapes.state(first) == "SUCCEEDED", shapes.error_message(first)
     tasks = _tasks(first)
     states = {n: t["state"] for n, t in tasks.items()}

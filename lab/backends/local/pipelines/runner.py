@@ -218,6 +218,7 @@ def prepare(obj: dict[str, Any], base_dir: Path) -> Any:
     if known is not None and known[0] is obj:  # `kflab apply` checks, then applies
         return known[1]
     threading.Thread(target=taskproc.warm_up, daemon=True).start()  # while compiling
+    taskproc.import_kfp()
     spec = obj.get("spec") or {}
     path = check_spec(obj, base_dir)
     with warnings.catch_warnings():

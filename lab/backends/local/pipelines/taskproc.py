@@ -92,9 +92,26 @@ def _context() -> Any:
     with _lock:
         if _ctx is None:
             ctx = multiprocessing.get_context("forkserver")
-            ctx.set_forkserver_preload([EXECUTOR_MODULE, __name__])
+            ctx.set_forkserver_preload(["lab.backends.local.pipelines._preload", __name__])
             _ctx = ctx
         return _ctx
+
+
+def import_kfp() -> None:
+    """Import kfp for compiling without its API client (kfp/__init__.py skips kfp.client
+    when _KFP_RUNTIME is true: seconds of importing the Kubernetes client saved)."""
+    if "kfp" in sys.modules:
+        return
+    saved = os.environ.get("_KFP_RUNTIME")
+    os.environ["_KFP_RUNTIME"] = "true"
+    try:
+        import kfp  # noqa: F401 - its __init__ runs once, here, without kfp.client
+    finally:
+        if saved is None:
+            os.environ.pop("_KFP_RUNTIME", None)
+        else:
+            os.environ["_KFP_RUNTIME"] = saved
+    from kfp import components, dsl  # noqa: F401 - the rest as kfp/__init__.py orders it
 
 
 def warm_up() -> None:

@@ -67,15 +67,16 @@ def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
 
 def case(name: str, folder: Path, file: str, lines: list[str]) -> None:
     py = sys.executable
-    kflab = str(Path(py).parent / "kflab")
+    script = Path(py).parent / "kflab"
+    kflab = [str(script)] if script.exists() else [py, "-m", "lab.cli"]
     env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
            "TMPDIR": str(folder / "tmp")}
     (folder / "tmp").mkdir(exist_ok=True)
     bare = timed([py, "-c", BARE, str(folder / file), str(folder / "kfp-root")], folder, env)
     state = folder / "state"
-    first = timed([kflab, "--state", str(state), "pipeline", "run", file, "--name", "bench"],
+    first = timed([*kflab, "--state", str(state), "pipeline", "run", file, "--name", "bench"],
                   folder, env)
-    again = timed([kflab, "--state", str(state), "pipeline", "run", file, "--name", "bench"],
+    again = timed([*kflab, "--state", str(state), "pipeline", "run", file, "--name", "bench"],
                   folder, env)
     lines.append(f"{name}: kfp.local {bare:.1f}s, kflab {first:.1f}s "
                  f"(ratio {first / bare:.2f}), kflab cached re-run {again:.1f}s "
@@ -87,7 +88,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", help="also write the results here")
     args = ap.parse_args()
-    lines = [f"cores: {len(os.sched_getaffinity(0))}"]
+    import kfp
+
+    lines = [f"cores: {len(os.sched_getaffinity(0))}, python {sys.version.split()[0]}, "
+             f"kfp {kfp.__version__}"]
     print(lines[0], flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         five = Path(tmp) / "five"

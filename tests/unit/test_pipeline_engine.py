@@ -212,7 +212,12 @@ def test_compiled_yaml_runs(state: Path, tmp_path: Path) -> None:
     from lab.backends.local.pipelines.runner import load_pipeline
 
     compiler.Compiler().compile(load_pipeline(DATA / "tiny.py"), str(tmp_path / "tiny.yaml"))
-    obj = LocalBackend(str(state)).apply(pipeline_run_manifest("tiny.yaml", "yaml", {"n": 4}),
-                                         base_dir=tmp_path)
+    backend = LocalBackend(str(state))
+    obj = backend.apply(pipeline_run_manifest("tiny.yaml", "yaml", {"n": 4}), base_dir=tmp_path)
     assert shapes.state(obj) == "SUCCEEDED"
     assert _tasks(obj)["make"]["outputs"]["parameters"]["Output"] == 8
+    # a task with a Metrics output (no file, only metadata) and a Model file is cached too
+    again = backend.apply(pipeline_run_manifest("tiny.yaml", "yaml", {"n": 4}),
+                          base_dir=tmp_path)
+    train = _tasks(again)["train"]
+    assert train.get("cached") and train["outputs"] == _tasks(obj)["train"]["outputs"]

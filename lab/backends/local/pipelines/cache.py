@@ -67,30 +67,34 @@ class Cache:
         folder = Path(str((entry or {}).get("task_root", "")))
         if entry is None:
             return None
+        files = [Path(str(f)) for f in (entry or {}).get("files") or []]
         if not (folder.is_absolute() and folder.resolve().is_relative_to(self.root.resolve())
-                and _whole(folder)):
+                and _whole(folder, files)):
             with contextlib.suppress(Exception):
                 state.remove(self.root, self._file(key))
             return None
         return folder
 
     def put(self, key: str, task_root: Path, run_id: str) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        state.write_json(self._file(key), {"task_root": str(task_root), "run_id": run_id})
-
-
-def _whole(task_root: Path) -> bool:
-    """The executor input and output are there and every output artifact they name."""
-    try:
+        """Record a successful execution, with the artifact files it wrote (a Metrics
+        artifact, say, writes none: its values are metadata)."""
         ex_in = json.loads((task_root / "executor_input.json").read_text())
+        files = [a.get("uri", "") for g in ((ex_in.get("outputs") or {}).get("artifacts")
+                                            or {}).values() for a in g.get("artifacts", [])]
+        self.folder.mkdir(parents=True, exist_ok=True)
+        state.write_json(self._file(key), {
+            "task_root": str(task_root), "run_id": run_id,
+            "files": [f for f in files if f and Path(f).exists()]})
+
+
+def _whole(task_root: Path, files: list[Path]) -> bool:
+    """The executor input and output are there and every artifact file it wrote."""
+    try:
+        json.loads((task_root / "executor_input.json").read_text())
         json.loads((task_root / "executor_output.json").read_text())
     except (OSError, ValueError):
         return False
-    for group in ((ex_in.get("outputs") or {}).get("artifacts") or {}).values():
-        for art in group.get("artifacts", []):
-            if not Path(art.get("uri", "")).exists():
-                return False
-    return True
+    return all(f.is_absolute() and f.exists() for f in files)
 
 
 def referenced_runs(root: Path) -> set[str]:

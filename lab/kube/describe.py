@@ -65,7 +65,8 @@ def _pairs(mapping: Any) -> list[str]:
 
 def _age(stamp: Any) -> str:
     try:
-        then = datetime.strptime(str(stamp), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        # RFC 3339, with or without fractional seconds (KFP's API writes them)
+        then = datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).astimezone(UTC)
     except ValueError:
         return "<unknown>"
     secs = max(0, int((datetime.now(UTC) - then).total_seconds()))

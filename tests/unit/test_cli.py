@@ -64,7 +64,7 @@ def test_pipeline_run_get_describe_logs_delete(kflab, state) -> None:
         "SUCCEEDED"
     described = kflab("describe", "run", "t").stdout  # kubectl's layout, not YAML
     assert "Run Details:" in described and "TaskSucceeded" in described
-    assert "Executing task" in kflab("logs", "run", "t").stdout
+    assert "[make] " in kflab("logs", "run", "t").stdout  # each line prefixed by its task
     assert kflab("delete", "run", "t").returncode == 0
     gone = kflab("get", "run", "t")
     assert gone.returncode == 1 and "not found" in gone.stderr  # kubectl's NotFound exit

@@ -456,6 +456,8 @@ class Run:
                 self._node(display, SKIPPED, cached=True, start_time=now, end_time=now,
                            outputs=read_task_outputs(hit, _artifact_types(comp)))
                 return SUCCEEDED, outputs  # to its DAG, a cache hit is a success
+        taskproc.warm_up_async()  # a task to run: start the fork server (an all-cached run
+        # never pays for it)
         args_resolved = placeholder_utils.replace_placeholders(
             full_command=list(container.args), executor_input_dict=ex_dict,
             pipeline_resource_name=self.run_id, task_resource_name=display,

@@ -22,7 +22,6 @@ import importlib.util
 import json
 import os
 import sys
-import threading
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
@@ -217,7 +216,6 @@ def prepare(obj: dict[str, Any], base_dir: Path) -> Any:
     known = _prepared.get(id(obj))
     if known is not None and known[0] is obj:  # `kflab apply` checks, then applies
         return known[1]
-    threading.Thread(target=taskproc.warm_up, daemon=True).start()  # while compiling
     taskproc.import_kfp()
     spec = obj.get("spec") or {}
     path = check_spec(obj, base_dir)

@@ -114,6 +114,19 @@ def import_kfp() -> None:
     from kfp import components, dsl  # noqa: F401 - the rest as kfp/__init__.py orders it
 
 
+_warming: list[threading.Thread] = []
+
+
+def warm_up_async() -> None:
+    """warm_up() in the background, once per process."""
+    with _lock:
+        if _warming:
+            return
+        thread = threading.Thread(target=warm_up, daemon=True)
+        _warming.append(thread)
+    thread.start()
+
+
 def warm_up() -> None:
     """Start the fork server now (in the background of compiling the pipeline)."""
     from multiprocessing import forkserver

@@ -125,6 +125,28 @@ def _json_numbers(value: Any) -> Any:
     return value
 
 
+def _as_declared(comp: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """A STRING input given another value gets its text, as KFP 2.16's driver converts it
+    (backend/src/v2/driver/resolve.go, handleParamTypeValidationAndConversion, with
+    metadata.PbValueToText): 1 -> "1", true -> "true", a list or struct -> its JSON."""
+    from kfp.pipeline_spec import pipeline_spec_pb2
+
+    string = pipeline_spec_pb2.ParameterType.STRING
+    out = dict(args)
+    for name, spec in comp.input_definitions.parameters.items():
+        value = out.get(name)
+        if spec.parameter_type != string or value is None or isinstance(value, str):
+            continue
+        if isinstance(value, bool):
+            out[name] = "true" if value else "false"
+        elif isinstance(value, float) and value.is_integer():
+            out[name] = str(int(value))
+        else:
+            out[name] = json.dumps(value, separators=(",", ":")) if isinstance(
+                value, (list, dict)) else str(value)
+    return out
+
+
 def _artifact_types(comp: Any) -> dict[str, str]:
     return {a: d.artifact_type.schema_title for a, d in comp.output_definitions.artifacts.items()}
 
@@ -430,6 +452,7 @@ class Run:
             state = SUCCEEDED if st == status.Status.SUCCESS else FAILED
             self._set(node, state=state, end_time=stamp())
             return state, outputs if state == SUCCEEDED else {}
+        args = _as_declared(comp, args)
         executor_input = executor_input_utils.construct_executor_input(
             component_spec=comp, arguments=args, task_root=str(task_root),
             block_input_artifact=False)

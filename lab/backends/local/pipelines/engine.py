@@ -125,6 +125,25 @@ def _json_numbers(value: Any) -> Any:
     return value
 
 
+def _dag_outputs(comp: Any, store: Any) -> dict[str, Any]:
+    """A DAG's outputs, each resolved on its own: one whose producer did not run (a branch
+    of a dsl.If not taken) is absent, so a dsl.Collected over a loop holds the values of the
+    iterations that produced one, as on a cluster."""
+    from kfp.local.orchestrator.orchestrator_utils import OrchestratorUtils
+    from kfp.pipeline_spec import pipeline_spec_pb2
+
+    outputs: dict[str, Any] = {}
+    spec = comp.dag.outputs
+    for kind in ("parameters", "artifacts"):
+        for key, selector in getattr(spec, kind).items():
+            one = pipeline_spec_pb2.DagOutputsSpec()
+            getattr(one, kind)[key].CopyFrom(selector)
+            with contextlib.suppress(ValueError, KeyError):
+                outputs.update(OrchestratorUtils.get_dag_outputs(dag_outputs_spec=one,
+                                                                 io_store=store))
+    return outputs
+
+
 def _as_declared(comp: Any, args: dict[str, Any]) -> dict[str, Any]:
     """A STRING input given another value gets its text, as KFP 2.16's driver converts it
     (backend/src/v2/driver/resolve.go, handleParamTypeValidationAndConversion, with
@@ -333,12 +352,7 @@ class Run:
                 bad.add(name)
         if failed or self.cancel.is_set():
             return False, {}
-        try:
-            return True, OrchestratorUtils.get_dag_outputs(
-                dag_outputs_spec=comp.dag.outputs, io_store=store)
-        except Exception as exc:  # an output of a branch that did not run
-            self.errors.append(f"the outputs of a DAG could not be resolved: {exc}")
-            return False, {}
+        return True, _dag_outputs(comp, store)
 
     def _task_thread(self, name: str, task: Any, store: Any, suffix: str,
                      states: dict[str, str], done: queue.Queue) -> None:

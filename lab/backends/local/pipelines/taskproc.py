@@ -113,6 +113,19 @@ def import_kfp() -> None:
             os.environ["_KFP_RUNTIME"] = saved
     from kfp import components, dsl  # noqa: F401 - the rest as kfp/__init__.py orders it
 
+    kfp_module = sys.modules["kfp"]
+    if "Client" not in vars(kfp_module):  # `from kfp import Client` in a pipeline file
+        kfp_module.__getattr__ = _kfp_client  # type: ignore[attr-defined]
+
+
+def _kfp_client(name: str) -> Any:
+    """kfp.Client, imported when a pipeline file asks for it (PEP 562 module __getattr__)."""
+    if name == "Client":
+        from kfp.client import Client
+
+        return Client
+    raise AttributeError(f"module 'kfp' has no attribute {name!r}")
+
 
 _warming: list[threading.Thread] = []
 

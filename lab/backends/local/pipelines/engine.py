@@ -134,13 +134,20 @@ def _dag_outputs(comp: Any, store: Any) -> dict[str, Any]:
 
     outputs: dict[str, Any] = {}
     spec = comp.dag.outputs
-    for kind in ("parameters", "artifacts"):
-        for key, selector in getattr(spec, kind).items():
+    for key, selector in spec.parameters.items():
+        one = pipeline_spec_pb2.DagOutputsSpec()
+        one.parameters[key].CopyFrom(selector)
+        with contextlib.suppress(ValueError, KeyError):
+            outputs.update(OrchestratorUtils.get_dag_outputs(dag_outputs_spec=one,
+                                                             io_store=store))
+    for key, selector in spec.artifacts.items():
+        for each in selector.artifact_selectors:  # several: dsl.OneOf, the branch that ran
             one = pipeline_spec_pb2.DagOutputsSpec()
-            getattr(one, kind)[key].CopyFrom(selector)
+            one.artifacts[key].artifact_selectors.append(each)
             with contextlib.suppress(ValueError, KeyError):
                 outputs.update(OrchestratorUtils.get_dag_outputs(dag_outputs_spec=one,
                                                                  io_store=store))
+                break
     return outputs
 
 
@@ -151,7 +158,9 @@ def _as_declared(comp: Any, args: dict[str, Any]) -> dict[str, Any]:
     from kfp.pipeline_spec import pipeline_spec_pb2
 
     string = pipeline_spec_pb2.ParameterType.STRING
-    out = dict(args)
+    # an optional input the driver resolved to nothing is not passed: the component's own
+    # default applies ("resolved internally within the component", resolve.go)
+    out = {k: v for k, v in args.items() if v is not None}
     for name, spec in comp.input_definitions.parameters.items():
         value = out.get(name)
         if spec.parameter_type != string or value is None or isinstance(value, str):
@@ -398,6 +407,7 @@ class Run:
             return self._loop(name, task, comp, args, store, suffix)
         if comp.WhichOneof("implementation") == "dag":
             node = self._node(display, "RUNNING", start_time=stamp())
+            args = {k: v for k, v in args.items() if v is not None}  # optional, unset
             ok, outputs = self._dag(comp, args, store, suffix)
             self._set(node, state=SUCCEEDED if ok else (
                 CANCELED if self.cancel.is_set() else FAILED), end_time=stamp())

@@ -69,6 +69,7 @@ def test_fingerprint_follows_kfp_cache_key() -> None:
 def test_lightweight_component_command_is_parsed(tmp_path: Path) -> None:
     from lab.backends.local.pipelines.runner import _load_module
 
+    taskproc.import_kfp()  # as a run imports it: without kfp.client (seconds)
     (tmp_path / "comp.py").write_text(
         "from kfp import dsl\n"
         "@dsl.component(packages_to_install=['packaging>=20', 'no-such-package-kflab==1'])\n"

@@ -153,6 +153,9 @@ def _child(code: str, args: list[str], env: dict[str, str], log: str, tmp: str,
            cwd: str) -> None:
     """Runs in the forked child: its own session, its log, then kfp's executor."""
     os.setsid()
+    # hold nothing of the server's (its listener, the resource tracker's pipe): a task that
+    # outlives a killed kflab must not keep kflab's pipes open through them
+    os.closerange(3, 65536)
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)

@@ -70,6 +70,20 @@ def test_pipeline_run_get_describe_logs_delete(kflab, state) -> None:
     assert gone.returncode == 1 and "not found" in gone.stderr  # kubectl's NotFound exit
 
 
+def test_pipeline_run_options_and_timeline(kflab, state) -> None:
+    tiny = str(DATA / "pipelines" / "tiny.py")
+    assert kflab("pipeline", "run", tiny, "--name", "c").returncode == 0
+    again = kflab("pipeline", "run", tiny, "--name", "c", "--no-cache", "--parallelism", "1")
+    assert again.returncode == 0, again.stderr
+    run = json.loads(kflab("get", "run", "c", "-o", "json").stdout)
+    assert run["spec"]["cache"] is False and run["spec"]["parallelism"] == 1
+    assert not any(t.get("cached") for t in run["status"]["run_details"]["task_details"])
+    assert kflab("pipeline", "run", tiny, "--name", "c").returncode == 0  # cached this time
+    described = kflab("describe", "run", "c").stdout
+    assert "Timeline:" in described and "CACHED" in described
+    assert kflab("pipeline", "run", tiny, "--parallelism", "0").returncode == 2
+
+
 def test_failed_pipeline_exits_non_zero_with_the_log(kflab, state) -> None:
     out = kflab("pipeline", "run", str(DATA / "pipelines" / "tiny.py"), "-p", "fail=true")
     assert out.returncode == 1 and "FAILED" in out.stdout and "log:" in out.stderr

@@ -222,3 +222,20 @@ def test_compiled_yaml_runs(state: Path, tmp_path: Path) -> None:
                           base_dir=tmp_path)
     train = _tasks(again)["train"]
     assert train.get("cached") and train["outputs"] == _tasks(obj)["train"]["outputs"]
+
+
+def test_cluster_backend_takes_a_compiled_yaml_as_is(tmp_path: Path) -> None:
+    """A compiled pipeline is uploaded as it is (no SDK environment, no recompiling); only
+    the IR schema the server reads is checked."""
+    taskproc.import_kfp()
+    from kfp import compiler
+
+    from lab.backends.cluster.pipelines.compile import compile_for_server
+    from lab.backends.local.pipelines.runner import load_pipeline
+
+    compiler.Compiler().compile(load_pipeline(DATA / "tiny.py"), str(tmp_path / "tiny.yaml"))
+    ir = compile_for_server(tmp_path / "tiny.yaml", None, tmp_path / "out" / "ir.json")
+    assert ir["pipelineInfo"]["name"] == "tiny" and ir["schemaVersion"] == "2.1.0"
+    (tmp_path / "other.yaml").write_text("a: 1\n")
+    with pytest.raises(InputError, match="not a compiled KFP pipeline"):
+        compile_for_server(tmp_path / "other.yaml", None, tmp_path / "out" / "x.json")

@@ -125,6 +125,23 @@ def _json_numbers(value: Any) -> Any:
     return value
 
 
+def _with_defaults(comp: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """A DAG's arguments with its inputs' defaults; an optional input without a default (or
+    defaulting to None) stays unset, as the driver leaves it."""
+    from kfp.local.executor_output_utils import pb2_value_to_python
+
+    out = dict(args)
+    for name, spec in comp.input_definitions.parameters.items():
+        if name in out:
+            continue
+        if spec.HasField("default_value") and \
+                spec.default_value.WhichOneof("kind") not in (None, "null_value"):
+            out[name] = pb2_value_to_python(spec.default_value)
+        elif spec.is_optional:
+            out[name] = None  # unset: a task given it gets nothing, its own default applies
+    return out
+
+
 def _dag_outputs(comp: Any, store: Any) -> dict[str, Any]:
     """A DAG's outputs, each resolved on its own: one whose producer did not run (a branch
     of a dsl.If not taken) is absent, so a dsl.Collected over a loop holds the values of the
@@ -310,14 +327,12 @@ class Run:
     def _dag(self, comp: Any, args: dict[str, Any], parent: Any, suffix: str
              ) -> tuple[bool, dict[str, Any]]:
         from kfp.local import io
-        from kfp.local.orchestrator.orchestrator_utils import OrchestratorUtils
         from kfp.pipeline_spec import pipeline_spec_pb2
 
         all_done = pipeline_spec_pb2.PipelineTaskSpec.TriggerPolicy.TriggerStrategy \
             .ALL_UPSTREAM_TASKS_COMPLETED
         store = io.IOStore(parent=parent)
-        for k, v in OrchestratorUtils.join_user_inputs_and_defaults(
-                dag_arguments=args, dag_inputs_spec=comp.input_definitions).items():
+        for k, v in _with_defaults(comp, args).items():
             store.put_parent_input(k, v)
         tasks = dict(comp.dag.tasks)
         states: dict[str, str] = {}

@@ -6,9 +6,11 @@ own `status`, so their shape is the CRD's and lives upstream. The one kflab kind
 API's Run (`run_id`, `display_name`, `state`, `created_at`, `finished_at`, `error`,
 `run_details.task_details[]` with `display_name`, `state`, `start_time`, `end_time`) and adds,
 per task, what KFP keeps in ML Metadata: `outputs.parameters`, `outputs.metrics` and
-`outputs.artifacts` (name -> type, uri, local path, exists, metadata). The local backend fills
-it from kfp.local's executor outputs; the cluster backend from the KFP API and ML Metadata,
-with artifacts fetched from the object store into the state folder.
+`outputs.artifacts` (name -> type, uri, local path, exists, metadata). A task reused from
+KFP's cache has the state the KFP API gives it, SKIPPED, with the reused outputs; the local
+backend adds `cached: true` (MLMD's CACHED execution state on a cluster). The local backend
+fills it from the executor outputs of its tasks; the cluster backend from the KFP API and ML
+Metadata, with artifacts fetched from the object store into the state folder.
 """
 
 from __future__ import annotations

@@ -21,11 +21,16 @@ def pipeline() -> None:
               "(default: derived from the file's name).")
 @click.option("--function", help="Which @dsl.pipeline, when the file has several.")
 @click.option("-p", "--param", "params", multiple=True, help="Pipeline argument name=value.")
+@click.option("--parallelism", type=click.IntRange(min=1),
+              help="Most tasks running at once (local backend; default: the CPU cores).")
+@click.option("--no-cache", is_flag=True,
+              help="Run every task again instead of reusing cached results.")
 @backend_options
 @pass_obj
 def pipeline_run(obj: Obj, file: str, name: str | None, function: str | None,
-                 params: tuple[str, ...]) -> None:
-    """Run a pipeline file (a .py with a @dsl.pipeline) and record the run."""
+                 params: tuple[str, ...], parallelism: int | None, no_cache: bool) -> None:
+    """Run a pipeline: a .py with a @dsl.pipeline, or the YAML that
+    kfp.compiler.Compiler().compile() writes. Record the run."""
     from lab.backends.local.pipelines.runner import parse_arguments
     from lab.kube.names import slug
     from lab.scenarios.actions import pipeline_run_manifest
@@ -34,7 +39,8 @@ def pipeline_run(obj: Obj, file: str, name: str | None, function: str | None,
     run_name = checked_name("PipelineRun", name, "--name") if name is not None \
         else slug(path.stem, "PipelineRun", fallback="pipeline")
     manifest = pipeline_run_manifest(path.name, run_name, parse_arguments(list(params)),
-                                     function)
+                                     function, parallelism=parallelism,
+                                     cache=False if no_cache else None)
     backend = obj.backend(progress=True)
     res = backend.apply(manifest, base_dir=path.parent)
     status = res["status"]

@@ -65,7 +65,8 @@ def _pairs(mapping: Any) -> list[str]:
 
 def _age(stamp: Any) -> str:
     try:
-        then = datetime.strptime(str(stamp), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        # RFC 3339, with or without fractional seconds (KFP's API writes them)
+        then = datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).astimezone(UTC)
     except ValueError:
         return "<unknown>"
     secs = max(0, int((datetime.now(UTC) - then).total_seconds()))
@@ -132,6 +133,10 @@ def render(obj: dict[str, Any], failure: list[str] | None = None) -> str:
         if obj.get(section):
             out.append(f"{title(section)}:")
             out.extend(_block(obj[section], 2))
+    if obj.get("kind") == "PipelineRun":
+        from lab.kube.timeline import render as timeline
+
+        out.extend(timeline(obj))
     if failure:
         out.append("Failure:")
         out.extend(f"  {line}" for line in failure)

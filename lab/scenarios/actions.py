@@ -46,13 +46,19 @@ def _apply(ctx: Context, path: str) -> str:
 
 
 def pipeline_run_manifest(file: str, name: str, arguments: dict[str, Any] | None = None,
-                          function: str | None = None) -> dict[str, Any]:
-    """The PipelineRun object that `kflab pipeline run` and the `pipeline` action apply."""
+                          function: str | None = None, *, parallelism: int | None = None,
+                          cache: bool | None = None) -> dict[str, Any]:
+    """The PipelineRun object that `kflab pipeline run` and the `pipeline` action apply
+    (`cache: false` runs every task again, as KFP's enable_caching=False does)."""
     from lab.backends.shapes import pipeline_run
 
     spec: dict[str, Any] = {"pipeline": file, "arguments": arguments or {}}
     if function:
         spec["function"] = function
+    if parallelism is not None:
+        spec["parallelism"] = parallelism
+    if cache is not None:
+        spec["cache"] = cache
     obj = pipeline_run(name, spec)
     del obj["metadata"]["namespace"]  # the backend's default namespace
     return obj
@@ -61,12 +67,13 @@ def pipeline_run_manifest(file: str, name: str, arguments: dict[str, Any] | None
 def _valid_pipeline(v: Any) -> str | None:
     if not isinstance(v, dict) or not {"file", "name"} <= set(v):
         return "give a mapping with 'file' and 'name' (and optional 'arguments', 'function')"
-    extra = set(v) - {"file", "name", "arguments", "function"}
+    extra = set(v) - {"file", "name", "arguments", "function", "cache"}
     return f"unknown key(s): {', '.join(sorted(extra))}" if extra else None
 
 
 def _pipeline(ctx: Context, v: dict[str, Any]) -> str:
-    obj = pipeline_run_manifest(v["file"], v["name"], v.get("arguments"), v.get("function"))
+    obj = pipeline_run_manifest(v["file"], v["name"], v.get("arguments"), v.get("function"),
+                                cache=v.get("cache"))
     obj = ctx.backend.apply(obj, base_dir=ctx.workdir)
     return f"pipeline run {v['name']}: {obj['status']['state']}"
 

@@ -72,10 +72,24 @@ def test_pipeline_run_get_describe_logs_delete(kflab, state) -> None:
         "SUCCEEDED"
     described = kflab("describe", "run", "t").stdout  # kubectl's layout, not YAML
     assert "Run Details:" in described and "TaskSucceeded" in described
-    assert "Executing task" in kflab("logs", "run", "t").stdout
+    assert "[make] " in kflab("logs", "run", "t").stdout  # each line prefixed by its task
     assert kflab("delete", "run", "t").returncode == 0
     gone = kflab("get", "run", "t")
     assert gone.returncode == 1 and "not found" in gone.stderr  # kubectl's NotFound exit
+
+
+def test_pipeline_run_options_and_timeline(kflab, state) -> None:
+    tiny = str(DATA / "pipelines" / "tiny.py")
+    assert kflab("pipeline", "run", tiny, "--name", "c").returncode == 0
+    again = kflab("pipeline", "run", tiny, "--name", "c", "--no-cache", "--parallelism", "1")
+    assert again.returncode == 0, again.stderr
+    run = json.loads(kflab("get", "run", "c", "-o", "json").stdout)
+    assert run["spec"]["cache"] is False and run["spec"]["parallelism"] == 1
+    assert not any(t.get("cached") for t in run["status"]["run_details"]["task_details"])
+    assert kflab("pipeline", "run", tiny, "--name", "c").returncode == 0  # cached this time
+    described = kflab("describe", "run", "c").stdout
+    assert "Timeline:" in described and "CACHED" in described
+    assert kflab("pipeline", "run", tiny, "--parallelism", "0").returncode == 2
 
 
 def test_failed_pipeline_exits_non_zero_with_the_log(kflab, state) -> None:

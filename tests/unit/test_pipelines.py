@@ -1,4 +1,4 @@
-"""Pipeline runs with kfp.local: the recorded status has the KFP Run shape checks read."""
+"""Pipeline runs on the local backend: the recorded status has the KFP Run shape checks read."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def test_successful_run_records_tasks_metrics_and_artifacts(state: Path) -> None
         "task-started", "task-finished", "task-started", "task-finished"]
     # Another process (kflab check) reads the same object from the state folder.
     assert LocalBackend(str(state)).get("PipelineRun", "ok") == obj
-    assert any("Executing task" in line for line in backend.logs("PipelineRun", "ok"))
+    assert any(line.startswith("[make] ") for line in backend.logs("PipelineRun", "ok"))
 
 
 def test_failed_task_is_recorded_not_raised(state: Path) -> None:

@@ -307,7 +307,7 @@ def _source(line: str) -> str:
 
 def _multi(kind: str, replica: str | None) -> bool:
     """Whether the log interleaves several sources, each line prefixed `[source] `."""
-    return replica is None and kind in ("PyTorchJob", "TFJob", "Experiment")
+    return replica is None and kind in ("PyTorchJob", "TFJob", "Experiment", "PipelineRun")
 
 
 def _tails(lines: Iterator[str], n: int, multi: bool) -> Iterator[str]:

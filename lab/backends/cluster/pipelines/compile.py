@@ -99,6 +99,16 @@ def compile_for_server(path: Path, function: str | None, out: Path,
         raise InputError(str(path), "spec.pipeline", "pipeline file not found",
                          hint="give a path relative to the manifest or the current folder")
     out.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() in (".yaml", ".yml", ".json"):  # compiled already: uploaded as is
+        ir = _load(path)
+        if not isinstance(ir, dict) or "root" not in ir or "pipelineInfo" not in ir:
+            raise InputError(str(path), None, "not a compiled KFP pipeline",
+                             hint="give the file kfp.compiler.Compiler().compile() wrote")
+        if str(ir.get("schemaVersion", "")) not in SCHEMA_VERSIONS:
+            raise InputError(str(path), "schemaVersion", f"IR schema "
+                             f"{ir.get('schemaVersion')!r} is not one KFP {version} reads")
+        out.write_text(json.dumps(ir))
+        return ir
     python = sdk_python(version)
     proc = subprocess.run([python, "-c", _COMPILE, str(path), function or "", str(out)],
                           capture_output=True, text=True, timeout=300, cwd=path.parent,
@@ -119,7 +129,8 @@ def _load(out: Path) -> dict[str, Any]:
     try:
         return json.loads(text)
     except ValueError:
-        return yaml.safe_load(text)
+        docs = list(yaml.safe_load_all(text))  # a compiled file may add a platform spec
+        return docs[0] if docs else {}
 
 
 def check_ir(ir: dict[str, Any], version: str, where: str) -> None:

@@ -17,21 +17,36 @@ ACTIVE = ("RUNNING", "PENDING")
 
 
 def validate(backend: Any, obj: dict[str, Any], *, base_dir: Path) -> None:
-    """The run's spec, checked before anything runs (the pipeline file itself is code: it
-    is imported only when the run starts)."""
-    pipelines.check_spec(obj, base_dir)
+    """The run's spec and its pipeline, checked before anything is replaced or runs (a .py
+    pipeline is code: it is imported here, to compile it)."""
+    pipelines.prepare(obj, base_dir)
 
 
 def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = True,
           lease: Lease) -> dict:
     meta = obj["metadata"]
     run_dir = backend.store.run_dir("PipelineRun", meta["name"], meta["namespace"])
-    return pipelines.run(obj, run_dir, base_dir, backend.store.put, backend.emit, lease=lease)
+    return pipelines.run(obj, run_dir, base_dir, backend.store.put, backend.emit, lease=lease,
+                         store_root=backend.root)
 
 
 def delete(backend: Any, obj: dict[str, Any]) -> None:
     """The backend has already stopped the run's owner and its tasks; the store drops its
-    folder."""
+    run folder (record, logs). The run's task folders (its artifacts) go too, unless a cache
+    entry still names them: KFP keeps what its cache reuses when a run is deleted."""
+    from lab import state
+    from lab.backends.local.pipelines.cache import referenced_runs
+
+    run_id = str((obj.get("status") or {}).get("run_id") or "")
+    namespace = obj["metadata"].get("namespace", "default")
+    if not run_id or run_id in referenced_runs(backend.root):
+        return
+    try:
+        folder = state.path(pipelines.artifacts_root(backend.root, namespace), run_id)
+    except LabError:
+        return  # an edited record: never follow it
+    if folder.exists():
+        state.remove(backend.root, folder)
 
 
 def in_progress(obj: dict[str, Any]) -> bool:
@@ -55,8 +70,8 @@ def abandon(backend: Any, obj: dict[str, Any], why: str, save: bool = True) -> d
 
 
 def logs(backend: Any, obj: dict[str, Any], replica: str | None) -> Iterator[str]:
-    """The run's log; `replica` names one task: only that task's output (kfp.local runs one
-    task at a time and marks where each starts and ends)."""
+    """The run's log (each line prefixed `[task] `); `replica` names one task: only its
+    output."""
     meta = obj["metadata"]  # the run folder, never a path read back from the stored object
     lines = iter_log(backend.store.run_path("PipelineRun", meta["name"],
                                             meta.get("namespace", "default")) / "run.log")

@@ -1,12 +1,18 @@
-"""KFP v2 pipelines on the local backend, run by Kubeflow's own `kfp.local` runner.
+"""KFP v2 pipelines on the local backend: compiled, then run task by task (engine.py) as a
+cluster runs them -- independent tasks side by side, KFP's cache, control flow -- each task
+through kfp's executor entry point with the inputs kfp.local's helpers build.
+
+A pipeline is a .py file with a @dsl.pipeline (compiled here with the installed kfp) or the
+YAML/JSON a KFP user compiles and uploads (`kfp.compiler.Compiler().compile(...)`).
 
 A run is recorded as a `PipelineRun` whose status mirrors the KFP v2 API's Run (`state`,
 `created_at`, `finished_at`, `error`, `run_details.task_details[]`), with each task's output
 parameters, metrics and artifact paths added, so checks read the same shape on a cluster.
 
-Each task's process is started by kflab (not by kfp.local's own Popen): in a process group
-of its own, tagged and recorded in the run's lease, so an interrupted run -- Ctrl-C,
-SIGTERM, SIGHUP, `kflab delete` -- or a kflab killed outright never leaves a task running.
+Each task's process is started by kflab: in a process group of its own, tagged and recorded
+in the run's lease, so an interrupted run -- Ctrl-C, SIGTERM, SIGHUP, `kflab delete` -- or a
+kflab killed outright never leaves a task running. Task output goes to one log file per task
+and, each line prefixed `[task] `, to the run's log.
 """
 
 from __future__ import annotations
@@ -15,11 +21,7 @@ import contextlib
 import importlib.util
 import json
 import os
-import re
-import subprocess
 import sys
-import threading
-import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
@@ -27,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 from lab import signals, state
-from lab.backends.local import procs
 from lab.backends.local.owners import Lease
 from lab.errors import InputError, LabError
 from lab.kube.conditions import now
@@ -37,24 +38,7 @@ from lab.yamlio import is_file, user_path
 Event = dict[str, Any]
 EventSink = Callable[[Event], None]
 
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
-TASK_START = re.compile(r"Executing task '([^']+)'")
-TASK_END = re.compile(r"Task '([^']+)' finished with status (\w+)")
-STATE = {"SUCCESS": "SUCCEEDED", "FAILURE": "FAILED"}
-
-
-def task_lines(lines: Iterator[str], task: str) -> Iterator[str]:
-    """The lines of one task in a run log: from kfp.local's "Executing task 'T'" to its
-    "Task 'T' finished" line, both included."""
-    inside = False
-    for line in lines:
-        plain = ANSI.sub("", line)
-        if (m := TASK_START.search(plain)) and m.group(1) == task:
-            inside = True
-        if inside:
-            yield line
-            if (m := TASK_END.search(plain)) and m.group(1) == task:
-                inside = False
+YAML_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def _forget_modules_under(folder: Path) -> None:
@@ -118,136 +102,6 @@ def load_pipeline(path: Path, function: str | None = None) -> Any:
     return next(iter(found.values()))
 
 
-def _task_names(pipeline: Any) -> list[str]:
-    """Top-level task names in dependency order, as KFP names them in the run."""
-    tasks = pipeline.pipeline_spec.root.dag.tasks
-    order: list[str] = []
-    pending = dict(tasks)
-    while pending:
-        ready = [n for n, t in pending.items() if set(t.dependent_tasks) <= set(order)]
-        if not ready:  # a cycle cannot happen in KFP, but never loop forever
-            ready = list(pending)
-        for name in sorted(ready):
-            order.append(name)
-            pending.pop(name)
-    return order
-
-
-def _artifact_types(pipeline: Any) -> dict[str, dict[str, str]]:
-    """task name -> {output artifact name: schema title (system.Model, system.Metrics...)}."""
-    spec = pipeline.pipeline_spec
-    out: dict[str, dict[str, str]] = {}
-    for name, task in spec.root.dag.tasks.items():
-        comp = spec.components[task.component_ref.name]
-        out[name] = {a: d.artifact_type.schema_title
-                     for a, d in comp.output_definitions.artifacts.items()}
-    return out
-
-
-def _read_task_outputs(task_dir: Path, types: dict[str, str]) -> dict[str, Any] | None:
-    """Parameters, metrics and artifacts from a task's executor_output.json."""
-    try:
-        data = json.loads((task_dir / "executor_output.json").read_text())
-    except (OSError, ValueError):
-        return None
-    outputs: dict[str, Any] = {"parameters": data.get("parameterValues", {}), "metrics": {},
-                               "artifacts": {}}
-    for out_name, group in (data.get("artifacts") or {}).items():
-        for art in group.get("artifacts", []):
-            uri = art.get("uri", "")
-            meta = art.get("metadata") or {}
-            path = Path(uri)
-            kind = types.get(out_name, "system.Artifact")
-            outputs["artifacts"][out_name] = {"type": kind, "uri": uri, "path": str(path),
-                                              "exists": path.exists(), "metadata": meta}
-            if kind == "system.Metrics":  # metric values live in the artifact's metadata
-                outputs["metrics"].update(meta)
-    return outputs
-
-
-class _LogWatcher(threading.Thread):
-    """Follows the run log and turns kfp.local's task lines into progress events."""
-
-    def __init__(self, log: Path, sink: EventSink | None) -> None:
-        super().__init__(daemon=True)
-        self.log, self.sink = log, sink
-        self.started: dict[str, str] = {}
-        self.finished: dict[str, tuple[str, str]] = {}
-        self.stop_flag = threading.Event()
-
-    def _handle(self, line: str) -> None:
-        line = ANSI.sub("", line)
-        if m := TASK_START.search(line):
-            self.started[m.group(1)] = now()
-            if self.sink:
-                self.sink({"event": "task-started", "task": m.group(1)})
-        elif m := TASK_END.search(line):
-            state = STATE.get(m.group(2), m.group(2))
-            self.finished[m.group(1)] = (state, now())
-            if self.sink:
-                self.sink({"event": "task-finished", "task": m.group(1), "state": state})
-
-    def run(self) -> None:
-        with open(self.log, errors="replace") as fh:
-            while True:
-                line = fh.readline()
-                if line:
-                    self._handle(line)
-                elif self.stop_flag.is_set():
-                    return
-                else:
-                    time.sleep(0.05)
-
-
-@contextlib.contextmanager
-def _redirected(log: Path, env: dict[str, str]) -> Iterator[None]:
-    """Send this process's stdout/stderr (and kfp's task output) to the log; set env."""
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    with open(log, "a", buffering=1) as fh, contextlib.redirect_stdout(fh), \
-            contextlib.redirect_stderr(fh):
-        try:
-            yield
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
-
-
-@contextlib.contextmanager
-def _tasks_owned_by(lease: Lease) -> Iterator[None]:
-    """Run kfp.local's task subprocesses the way kflab runs every child (pinned kfp==2.17.3:
-    `subprocess_task_handler.run_local_subprocess` starts each task)."""
-    from kfp.local import subprocess_task_handler as tasks
-
-    def run_task(full_command: list[str], env_vars: dict[str, str] | None = None) -> int:
-        env = {**os.environ, **(env_vars or {})}
-        proc = procs.popen(full_command, env=env, stdout=subprocess.PIPE, tag=lease.token)
-        label = f"task-{proc.pid}"
-        try:
-            lease.add(label, proc, full_command)
-            assert proc.stdout is not None
-            for raw in iter(proc.stdout.readline, b""):
-                print(raw.decode(errors="replace"), end="")
-            print("\n")
-            return proc.wait()
-        finally:
-            if proc.poll() is None:
-                procs.stop_all([procs.ProcRecord.of(label, proc)], grace=2.0)
-            proc.wait()
-            with contextlib.suppress(StateError):
-                lease.drop(label)
-
-    original = tasks.run_local_subprocess
-    tasks.run_local_subprocess = run_task
-    try:
-        yield
-    finally:
-        tasks.run_local_subprocess = original
-
-
 def parse_arguments(pairs: list[str]) -> dict[str, Any]:
     """`key=value` pairs from the command line; values are parsed as JSON when they can be."""
     out: dict[str, Any] = {}
@@ -279,6 +133,13 @@ def check_spec(obj: dict[str, Any], base_dir: Path) -> Path:
                          hint="arguments: {epochs: 2}")
     if spec.get("function") is not None and not isinstance(spec["function"], str):
         raise InputError(None, "spec.function", "expected the name of a @dsl.pipeline")
+    par = spec.get("parallelism")
+    if par is not None and (not isinstance(par, int) or isinstance(par, bool) or par < 1):
+        raise InputError(None, "spec.parallelism", "expected a whole number of at least 1",
+                         hint="parallelism: 4 (default: the machine's cores)")
+    if not isinstance(spec.get("cache", True), bool):
+        raise InputError(None, "spec.cache", "expected true or false",
+                         hint="cache: false runs every task again")
     path = user_path(base_dir, pipeline, file=None, field="spec.pipeline")
     if not is_file(path):
         raise InputError(str(path), "spec.pipeline", "pipeline file not found",
@@ -286,90 +147,178 @@ def check_spec(obj: dict[str, Any], base_dir: Path) -> Path:
     return path
 
 
-def run(obj: dict[str, Any], run_dir: Path, base_dir: Path, save: Callable[[dict], None],
-        sink: EventSink | None = None, *, lease: Lease) -> dict[str, Any]:
-    """Run the PipelineRun `obj` with kfp.local, saving its status as it goes."""
-    import kfp.local
 
+
+def task_lines(lines: Iterator[str], task: str) -> Iterator[str]:
+    """The lines of one task in a run log (each line there is prefixed `[task] `)."""
+    prefix = f"[{task}] "
+    for line in lines:
+        if line.startswith(prefix):
+            yield line[len(prefix):]
+
+
+def load_spec(path: Path, function: str | None = None) -> tuple[Any, Any]:
+    """(PipelineSpec, platform spec or None) of a .py pipeline or a compiled YAML/JSON."""
+    if path.suffix.lower() in YAML_SUFFIXES:
+        from kfp import components
+
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                comp = components.load_component_from_file(str(path))
+        except Exception as exc:
+            raise InputError(str(path), None, f"not a compiled KFP pipeline: {exc}",
+                             hint="give the file kfp.compiler.Compiler().compile() wrote"
+                             ) from None
+        spec = comp.pipeline_spec
+        if function:
+            raise InputError(str(path), "spec.function",
+                             "a compiled pipeline holds one pipeline: --function is for .py")
+        if not spec.root.HasField("dag"):
+            raise InputError(str(path), None, "a compiled component, not a pipeline",
+                             hint="compile the @dsl.pipeline function")
+        return spec, getattr(comp, "platform_spec", None)
+    pipeline = load_pipeline(path, function)
+    return pipeline.pipeline_spec, getattr(pipeline, "platform_spec", None)
+
+
+def check_arguments(spec: Any, arguments: dict[str, Any], where: str) -> None:
+    """Unknown and missing pipeline arguments, said before the run (as the KFP API does)."""
+    params = spec.root.input_definitions.parameters
+    arts = spec.root.input_definitions.artifacts
+    unknown = sorted(set(arguments) - set(params))
+    if unknown:
+        raise InputError(where, "spec.arguments", f"unknown argument(s): {', '.join(unknown)}",
+                         hint="the pipeline's parameters: " + (", ".join(params) or "none"))
+    missing = sorted(n for n, d in params.items() if n not in arguments and not
+                     d.is_optional and not d.HasField("default_value"))
+    missing += sorted(n for n, d in arts.items() if not d.is_optional)
+    if missing:
+        raise InputError(where, "spec.arguments", f"missing argument(s): {', '.join(missing)}",
+                         hint="pass them with -p NAME=VALUE")
+
+
+def default_parallelism() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+        else (os.cpu_count() or 1)
+
+
+def artifacts_root(store_root: Path, namespace: str) -> Path:
+    """The local pipeline root of a namespace (KFP's object-store bucket, here a folder):
+    `<state>/pipeline-root/<namespace>/<run id>/<task>/<output>`."""
+    return state.path(store_root, "pipeline-root", namespace)
+
+
+_prepared: dict[int, tuple[dict[str, Any], Any]] = {}  # id -> (the object, its plan)
+
+
+def prepare(obj: dict[str, Any], base_dir: Path) -> Any:
+    """Load and check the pipeline before anything is replaced or run: the compiled IR, the
+    arguments, and what every task would run (engine.plan refuses what cannot run here)."""
+    from lab.backends.local.pipelines import engine, taskproc
+
+    known = _prepared.get(id(obj))
+    if known is not None and known[0] is obj:  # `kflab apply` checks, then applies
+        return known[1]
+    taskproc.import_kfp()
     spec = obj.get("spec") or {}
     path = check_spec(obj, base_dir)
-    pipeline = load_pipeline(path, spec.get("function"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ir, platform = load_spec(path, spec.get("function"))
+    check_arguments(ir, spec.get("arguments") or {}, str(path))
+    try:
+        the_plan = engine.plan(ir, platform)
+    except engine.Refused as exc:
+        raise InputError(str(path), None, str(exc.args[0]), hint=exc.hint) from None
+    while len(_prepared) >= 8:  # checked but never run: forget the oldest
+        _prepared.pop(next(iter(_prepared)))
+    _prepared[id(obj)] = (obj, the_plan)
+    return the_plan
+
+
+def run(obj: dict[str, Any], run_dir: Path, base_dir: Path, save: Callable[[dict], None],
+        sink: EventSink | None = None, *, lease: Lease, store_root: Path) -> dict[str, Any]:
+    """Run the PipelineRun `obj`, saving its status as it goes."""
+    from lab.backends.local.pipelines import engine
+    from lab.backends.local.pipelines.cache import Cache
+
+    plan = prepare(obj, base_dir)
+    _prepared.pop(id(obj), None)
+    ir = plan.spec
+    spec = obj.get("spec") or {}
+    meta = obj["metadata"]
+    namespace = meta.get("namespace", "default")
     arguments = spec.get("arguments") or {}
-    tasks = _task_names(pipeline)
-    root, log, tmp = (state.path(run_dir, p) for p in ("pipeline_root", "run.log", "tmp"))
-    for folder in (root, tmp):
+    log, tmp, logs = (state.path(run_dir, p) for p in ("run.log", "tmp", "logs"))
+    root = artifacts_root(store_root, namespace)
+    for folder in (root, tmp, logs):
         folder.mkdir(parents=True, exist_ok=True)
-    log.write_text("")
+    run_id = str(uuid.uuid4())
+    pipeline_name = ir.pipeline_info.name
+    cache = Cache(store_root, namespace, pipeline_name) if spec.get("cache", True) else None
+    parallelism = int(spec.get("parallelism") or default_parallelism())
     status: dict[str, Any] = {
-        "run_id": str(uuid.uuid4()), "display_name": obj["metadata"]["name"],
-        "pipeline_name": pipeline.name, "state": "RUNNING", "created_at": now(),
-        "finished_at": None, "error": None, "pipeline_root": str(root), "log": str(log),
-        "run_details": {"task_details": [
-            {"display_name": t, "state": "PENDING", "outputs": None} for t in tasks]},
+        "run_id": run_id, "display_name": meta["name"], "pipeline_name": pipeline_name,
+        "state": "RUNNING", "created_at": now(), "finished_at": None, "error": None,
+        "pipeline_root": str(root / run_id), "log": str(log),
+        "parallelism": parallelism, "cache": cache is not None,
+        "run_details": {"task_details": []},
     }
     obj["status"] = status
     save(obj)
     if sink:
-        sink({"event": "run-started", "run": obj["metadata"]["name"], "tasks": tasks})
-    watcher = _LogWatcher(log, sink)
-    watcher.start()
-    interrupted = False
-    env = {"TMPDIR": str(tmp), "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-           "PYTHONWARNINGS": "ignore::FutureWarning",
+        sink({"event": "run-started", "run": meta["name"],
+              "tasks": list(ir.root.dag.tasks)})
+    env = {**os.environ, "TMPDIR": str(tmp), "PYTHONWARNINGS": "ignore::FutureWarning",
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    try:
-        with _redirected(log, env), _tasks_owned_by(lease):
-            kfp.local.init(runner=kfp.local.SubprocessRunner(use_venv=False),
-                           pipeline_root=str(root), raise_on_error=True)
-            pipeline(**arguments)
-        status["state"] = "SUCCEEDED"
-    except KeyboardInterrupt as exc:
-        interrupted = True
-        status["state"] = "CANCELED"
-        status["error"] = {"message": f"the run was canceled because "
-                                      f"{signals.reason(exc, lease.stop_request())}"}
-        raise
-    except Exception as exc:  # the pipeline's own failure: record it, never lose it
-        status["state"] = "FAILED"
-        status["error"] = {"message": ANSI.sub("", str(exc)) or type(exc).__name__}
-    finally:
-        watcher.stop_flag.set()
-        watcher.join(timeout=5)
-        status["finished_at"] = now()
-        _fill_tasks(status, root, watcher, _artifact_types(pipeline))
+    interrupted = False
+    with open(log, "w", buffering=1) as run_log:
+        the_run = engine.Run(plan, run_id=run_id, pipeline_root=root, logs=logs,
+                             run_log=run_log, tmp=tmp, parallelism=parallelism,
+                             cache=cache, lease=lease, env=env,
+                             on_change=lambda: _save_progress(obj, the_run, save),
+                             sink=sink)
         try:
-            save(obj)
-        except StateError:
-            if not interrupted:
-                raise  # nothing else is on its way up: report the full or read-only folder
-        if sink:
-            sink({"event": "run-finished", "run": obj["metadata"]["name"],
-                  "state": status["state"]})
+            ok, _ = the_run.execute(arguments)
+            status["state"] = "SUCCEEDED" if ok else "FAILED"
+            if not ok:
+                status["error"] = {"message": _failure(the_run, pipeline_name)}
+        except KeyboardInterrupt as exc:
+            interrupted = True
+            status["state"] = "CANCELED"
+            status["error"] = {"message": f"the run was canceled because "
+                                          f"{signals.reason(exc, lease.stop_request())}"}
+            raise
+        finally:
+            status["finished_at"] = now()
+            status["run_details"]["task_details"] = _details(the_run)
+            try:
+                save(obj)
+            except StateError:
+                if not interrupted:
+                    raise  # nothing else is on its way up: report the full or read-only folder
+            if sink:
+                sink({"event": "run-finished", "run": meta["name"], "state": status["state"]})
     return obj
 
 
-def _fill_tasks(status: dict[str, Any], root: Path, watcher: _LogWatcher,
-                types: dict[str, dict[str, str]]) -> None:
-    run_folders = sorted(p for p in root.iterdir() if p.is_dir())
-    run_folder = run_folders[-1] if run_folders else None
-    details = status["run_details"]["task_details"]
-    known = {d["display_name"] for d in details}
-    if run_folder:
-        for extra in sorted(p.name for p in run_folder.iterdir() if p.is_dir()):
-            if extra not in known:
-                details.append({"display_name": extra, "state": "PENDING", "outputs": None})
-    for task in details:
-        name = task["display_name"]
-        outputs = (_read_task_outputs(run_folder / name, types.get(name, {}))
-                   if run_folder else None)
-        if name in watcher.finished:
-            task["state"], task["end_time"] = watcher.finished[name]
-            if status["state"] == "CANCELED" and task["state"] == "FAILED":
-                task["state"] = "CANCELED"  # killed by the cancellation, not failed itself
-        elif outputs is not None:
-            task["state"] = "SUCCEEDED"
-        elif status["state"] in ("FAILED", "CANCELED"):
-            task["state"] = "SKIPPED" if name not in watcher.started else status["state"]
-        if name in watcher.started:
-            task["start_time"] = watcher.started[name]
-        task["outputs"] = outputs
+def _details(the_run: Any) -> list[dict[str, Any]]:
+    with the_run.lock:
+        return [dict(d) for d in the_run.details]
+
+
+def _save_progress(obj: dict[str, Any], the_run: Any, save: Callable[[dict], None]) -> None:
+    obj["status"]["run_details"]["task_details"] = _details(the_run)
+    save(obj)
+
+
+def _failure(the_run: Any, pipeline_name: str) -> str:
+    """kfp.local's wording for a failed run, naming the failed tasks."""
+    leaves = [d["display_name"] for d in _details(the_run) if d["state"] == "FAILED"]
+    msg = (f"Pipeline '{pipeline_name}' finished with status FAILURE. Inner task failed: "
+           + ", ".join(f"'{n}'" for n in leaves) + ".") if leaves else \
+        f"Pipeline '{pipeline_name}' finished with status FAILURE."
+    if the_run.errors:
+        msg += " " + "; ".join(the_run.errors)
+    return msg

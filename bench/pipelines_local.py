@@ -1,0 +1,111 @@
+"""kflab's local pipeline runs against bare kfp.local, same pipelines, same machine.
+
+Two pipelines: pipeline-classifiers' five-models pipeline (load-data, then five trainers)
+and a fan-out of 16 small independent tasks. Each is run, in fresh processes one after
+another, by bare kfp.local (SubprocessRunner(use_venv=False), as kfp's docs show it) and by
+`kflab pipeline run` (fresh state folder: nothing cached), then by kflab again, unchanged
+(cached re-run). Wall time of the whole command, interpreter start included on both sides.
+Prints the ratios the issue asks for: kflab/kfp.local and cached/first.
+
+    python bench/pipelines_local.py [--out results.txt]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+LAB = REPO / "scenarios" / "pipeline-classifiers"
+
+FANOUT = '''
+from kfp import dsl
+
+@dsl.component(install_kfp_package=False)
+def work(i: int) -> int:
+    total = 0
+    for k in range(300_000):
+        total += (k * i) % 7
+    return total
+
+@dsl.pipeline
+def fanout():
+    for i in range(16):
+        work(i=i)
+'''
+
+BARE = '''
+import importlib.util, sys, warnings
+warnings.simplefilter("ignore")
+import kfp.local
+from kfp.dsl.graph_component import GraphComponent
+path, root = sys.argv[1], sys.argv[2]
+sys.path.insert(0, str(__import__("pathlib").Path(path).parent))
+spec = importlib.util.spec_from_file_location("bench_pipeline", path)
+mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
+pipe = [v for v in vars(mod).values() if isinstance(v, GraphComponent)][0]
+kfp.local.init(runner=kfp.local.SubprocessRunner(use_venv=False), pipeline_root=root,
+               raise_on_error=True)
+pipe()
+'''
+
+
+def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    took = time.perf_counter() - t0
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(argv[:3])} failed:\n{(proc.stdout + proc.stderr)[-2000:]}")
+    return took
+
+
+def case(name: str, folder: Path, file: str, lines: list[str]) -> None:
+    py = sys.executable
+    script = Path(py).parent / "kflab"
+    kflab = [str(script)] if script.exists() else [py, "-m", "lab.cli"]
+    env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+           "TMPDIR": str(folder / "tmp")}
+    (folder / "tmp").mkdir(exist_ok=True)
+    bare = timed([py, "-c", BARE, str(folder / file), str(folder / "kfp-root")], folder, env)
+    state = folder / "state"
+    first = timed([*kflab, "--state", str(state), "pipeline", "run", file, "--name", "bench"],
+                  folder, env)
+    again = timed([*kflab, "--state", str(state), "pipeline", "run", file, "--name", "bench"],
+                  folder, env)
+    lines.append(f"{name}: kfp.local {bare:.1f}s, kflab {first:.1f}s "
+                 f"(ratio {first / bare:.2f}), kflab cached re-run {again:.1f}s "
+                 f"(ratio to first {again / first:.2f})")
+    print(lines[-1], flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", help="also write the results here")
+    args = ap.parse_args()
+    import kfp
+
+    lines = [f"cores: {len(os.sched_getaffinity(0))}, python {sys.version.split()[0]}, "
+             f"kfp {kfp.__version__}"]
+    print(lines[0], flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        five = Path(tmp) / "five"
+        five.mkdir()
+        shutil.copy(LAB / "solutions" / "components.py", five / "components.py")
+        shutil.copy(LAB / "solutions" / "pipeline_five.py", five / "pipeline.py")
+        case("five-models", five, "pipeline.py", lines)
+        fan = Path(tmp) / "fanout"
+        fan.mkdir()
+        (fan / "fanout.py").write_text(FANOUT)
+        case("fan-out-16", fan, "fanout.py", lines)
+    if args.out:
+        Path(args.out).write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

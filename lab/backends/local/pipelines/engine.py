@@ -1,0 +1,599 @@
+"""A KFP pipeline run on this machine, scheduled as Argo schedules it on a cluster.
+
+The input is the compiled pipeline (the PipelineSpec IR: what `kfp.compiler` writes and a
+cluster runs). Every DAG is walked as the KFP driver and Argo walk it: a task starts as soon
+as the tasks it depends on have finished, so independent tasks run side by side, bounded by
+the run's parallelism (slots for task processes) and by each `dsl.ParallelFor`'s own
+`parallelism`; after a failure no new task starts in that DAG (Argo's failFast) except those
+that run when their upstream tasks complete whatever their state (`dsl.ExitHandler`'s exit
+task, `ignore_upstream_failure()`). Control flow comes from the IR as on a cluster:
+`trigger_policy.condition` (dsl.If/Elif/Else, a CEL expression, lab.backends.local.pipelines
+.cel), `parameter_iterator` (dsl.ParallelFor over a list given or computed), nested DAGs,
+`retry_policy` (set_retry), the container's env (set_env_variable), `caching_options`.
+
+What a task's process receives is built by kfp.local's own helpers (kfp pinned at 2.17.3):
+`executor_input_utils.construct_executor_input` / `executor_input_to_dict`,
+`placeholder_utils.replace_placeholders`, `executor_output_utils.get_outputs_for_task`,
+`importer_handler.run_importer`, `io.IOStore` and `OrchestratorUtils` (inputs of a task, a
+DAG's outputs); the process itself runs kfp's executor entry point (taskproc.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from lab.backends.local import procs
+from lab.backends.local.pipelines import cel, taskproc
+from lab.backends.local.pipelines.cache import Cache, fingerprint
+from lab.errors import LabError
+
+SUCCEEDED, FAILED, SKIPPED, CANCELED = "SUCCEEDED", "FAILED", "SKIPPED", "CANCELED"
+
+
+def stamp() -> str:
+    """RFC 3339 UTC with milliseconds: a timeline of tasks a second long needs them."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+class Refused(LabError):
+    """The pipeline uses something the local backend cannot run: said before the run."""
+
+
+@dataclass
+class Plan:
+    """The compiled pipeline, checked: what each executor runs."""
+
+    spec: Any  # pipeline_spec_pb2.PipelineSpec
+    executors: dict[str, Any]
+    programs: dict[str, taskproc.Program] = field(default_factory=dict)
+
+
+def plan(spec: Any, platform_spec: Any = None) -> Plan:
+    """Check everything the run would need, before anything runs (Refused says why)."""
+    from kfp.local import utils
+
+    executors = {name: utils.struct_to_executor_spec(ex)
+                 for name, ex in spec.deployment_spec["executors"].items()}
+    out = Plan(spec, executors)
+    problems: list[str] = []
+    for label, ex in executors.items():
+        kind = ex.WhichOneof("spec")
+        if kind == "importer":
+            continue
+        if kind != "container":
+            problems.append(f"{label}: a {kind} executor has no local equivalent")
+            continue
+        program = taskproc.parse(list(ex.container.command))
+        if program is None or list(ex.container.args[:1]) != ["--executor_input"]:
+            problems.append(
+                f"{label}: a container component (image {ex.container.image}) runs an "
+                "image's command; the local backend runs no images, only lightweight "
+                "@dsl.component functions")
+            continue
+        missing = taskproc.missing_packages(program.requirements)
+        if missing:
+            problems.append(f"{label}: packages_to_install not installed here: "
+                            f"{', '.join(missing)} (the local backend downloads nothing: "
+                            "pip install them into kflab's environment)")
+        out.programs[label] = program
+    for name, comp in [*spec.components.items(), ("root", spec.root)]:
+        if comp.WhichOneof("implementation") != "dag":
+            continue
+        for tname, task in comp.dag.tasks.items():
+            if task.WhichOneof("iterator") == "artifact_iterator":
+                problems.append(f"{name}/{tname}: dsl.ParallelFor over a list of artifacts "
+                                "is not supported locally")
+    k8s = _platform_settings(platform_spec)
+    if k8s:
+        problems.append("kfp-kubernetes settings (" + ", ".join(k8s) + ") need a cluster")
+    if problems:
+        raise Refused("the local backend cannot run this pipeline: " + "; ".join(problems),
+                      hint="run it on the cluster backend, or change what is named")
+    return out
+
+
+def _platform_settings(platform_spec: Any) -> list[str]:
+    if platform_spec is None:
+        return []
+    from google.protobuf import json_format
+
+    data = json_format.MessageToDict(platform_spec)
+    execs = (((data.get("platforms") or {}).get("kubernetes") or {})
+             .get("deploymentSpec") or {}).get("executors") or {}
+    return sorted({f"{label}: {', '.join(cfg)}" for label, cfg in execs.items() if cfg})
+
+
+def _json_numbers(value: Any) -> Any:
+    """Whole numbers written as JSON integers, as the KFP backend's protojson writes a
+    protobuf Value (`1`, not Python's `1.0`): a list of ints collected from a ParallelFor
+    reaches the next component as ints, as on a cluster."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _json_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_numbers(v) for v in value]
+    return value
+
+
+def _with_defaults(comp: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """A DAG's arguments with its inputs' defaults; an optional input without a default (or
+    defaulting to None) stays unset, as the driver leaves it."""
+    from kfp.local.executor_output_utils import pb2_value_to_python
+
+    out = dict(args)
+    for name, spec in comp.input_definitions.parameters.items():
+        if name in out:
+            continue
+        if spec.HasField("default_value") and \
+                spec.default_value.WhichOneof("kind") not in (None, "null_value"):
+            out[name] = pb2_value_to_python(spec.default_value)
+        elif spec.is_optional:
+            out[name] = None  # unset: a task given it gets nothing, its own default applies
+    return out
+
+
+def _dag_outputs(comp: Any, store: Any) -> dict[str, Any]:
+    """A DAG's outputs, each resolved on its own: one whose producer did not run (a branch
+    of a dsl.If not taken) is absent, so a dsl.Collected over a loop holds the values of the
+    iterations that produced one, as on a cluster."""
+    from kfp.local.orchestrator.orchestrator_utils import OrchestratorUtils
+    from kfp.pipeline_spec import pipeline_spec_pb2
+
+    outputs: dict[str, Any] = {}
+    spec = comp.dag.outputs
+    for key, selector in spec.parameters.items():
+        one = pipeline_spec_pb2.DagOutputsSpec()
+        one.parameters[key].CopyFrom(selector)
+        with contextlib.suppress(ValueError, KeyError):
+            outputs.update(OrchestratorUtils.get_dag_outputs(dag_outputs_spec=one,
+                                                             io_store=store))
+    for key, selector in spec.artifacts.items():
+        for each in selector.artifact_selectors:  # several: dsl.OneOf, the branch that ran
+            one = pipeline_spec_pb2.DagOutputsSpec()
+            one.artifacts[key].artifact_selectors.append(each)
+            with contextlib.suppress(ValueError, KeyError):
+                outputs.update(OrchestratorUtils.get_dag_outputs(dag_outputs_spec=one,
+                                                                 io_store=store))
+                break
+    return outputs
+
+
+def _as_declared(comp: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """A STRING input given another value gets its text, as KFP 2.16's driver converts it
+    (backend/src/v2/driver/resolve.go, handleParamTypeValidationAndConversion, with
+    metadata.PbValueToText): 1 -> "1", true -> "true", a list or struct -> its JSON."""
+    from kfp.pipeline_spec import pipeline_spec_pb2
+
+    string = pipeline_spec_pb2.ParameterType.STRING
+    # an optional input the driver resolved to nothing is not passed: the component's own
+    # default applies ("resolved internally within the component", resolve.go)
+    out = {k: v for k, v in args.items() if v is not None}
+    for name, spec in comp.input_definitions.parameters.items():
+        value = out.get(name)
+        if spec.parameter_type != string or value is None or isinstance(value, str):
+            continue
+        if isinstance(value, bool):
+            out[name] = "true" if value else "false"
+        elif isinstance(value, float) and value.is_integer():
+            out[name] = str(int(value))
+        else:
+            out[name] = json.dumps(value, separators=(",", ":")) if isinstance(
+                value, (list, dict)) else str(value)
+    return out
+
+
+def _artifact_types(comp: Any) -> dict[str, str]:
+    return {a: d.artifact_type.schema_title for a, d in comp.output_definitions.artifacts.items()}
+
+
+def read_task_outputs(task_root: Path, types: dict[str, str]) -> dict[str, Any] | None:
+    """Parameters, metrics and artifacts from a task's executor_output.json, in the
+    PipelineRun shape (lab/backends/shapes.py)."""
+    from lab.backends import shapes
+
+    try:
+        data = json.loads((task_root / "executor_output.json").read_text())
+    except (OSError, ValueError):
+        return None
+    metrics: dict[str, Any] = {}
+    artifacts: dict[str, Any] = {}
+    for out_name, group in (data.get("artifacts") or {}).items():
+        for art in group.get("artifacts", []):
+            uri, meta = art.get("uri", ""), art.get("metadata") or {}
+            kind = types.get(out_name, "system.Artifact")
+            artifacts[out_name] = shapes.artifact_entry(kind, uri, Path(uri), meta)
+            if kind == "system.Metrics":  # metric values live in the artifact's metadata
+                metrics.update(meta)
+    return shapes.task_outputs(data.get("parameterValues", {}), metrics, artifacts)
+
+
+class _Tail(threading.Thread):
+    """Copies a task's log file into the run log, each line prefixed `[task] `."""
+
+    def __init__(self, src: Path, prefix: str, out: Any, lock: threading.Lock) -> None:
+        super().__init__(daemon=True)
+        self.src, self.prefix, self.out, self.lock = src, prefix, out, lock
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        pos, partial = 0, ""
+        while True:
+            finished = self.done.is_set()
+            try:
+                with open(self.src, errors="replace") as fh:
+                    fh.seek(pos)
+                    chunk = fh.read()
+                    pos = fh.tell()
+            except OSError:
+                chunk = ""
+            if chunk:
+                lines = (partial + chunk).split("\n")
+                partial = lines.pop()
+                with self.lock:
+                    for line in lines:
+                        self.out.write(f"[{self.prefix}] {line}\n")
+                    self.out.flush()
+            if finished:
+                if partial:
+                    with self.lock:
+                        self.out.write(f"[{self.prefix}] {partial}\n")
+                        self.out.flush()
+                return
+            time.sleep(0.1)
+
+
+class Run:
+    """One run of a Plan; `details` is the run's task_details, kept current."""
+
+    def __init__(self, the_plan: Plan, *, run_id: str, pipeline_root: Path, logs: Path,
+                 run_log: Any, tmp: Path, parallelism: int, cache: Cache | None,
+                 lease: Any, env: dict[str, str], on_change: Callable[[], None],
+                 sink: Callable[[dict[str, Any]], None] | None) -> None:
+        self.plan, self.run_id = the_plan, run_id
+        self.root = pipeline_root / run_id
+        self.logs, self.run_log, self.tmp = logs, run_log, tmp
+        self.slots = threading.BoundedSemaphore(max(1, parallelism))
+        self.cache, self.lease, self.env = cache, lease, env
+        self.on_change, self.sink = on_change, sink
+        self.details: list[dict[str, Any]] = []
+        self.lock = threading.RLock()
+        self.log_lock = threading.Lock()
+        self.cancel = threading.Event()
+        self.running: dict[str, Any] = {}
+        self.errors: list[str] = []
+
+    # --- records --------------------------------------------------------------------------
+
+    def _node(self, display: str, state: str, **extra: Any) -> dict[str, Any]:
+        node = {"display_name": display, "state": state, "outputs": None, **extra}
+        with self.lock:
+            self.details.append(node)
+        self._changed()
+        return node
+
+    def _set(self, node: dict[str, Any], **fields: Any) -> None:
+        with self.lock:
+            node.update(fields)
+        self._changed()
+        if self.sink and "state" in fields:
+            st = fields["state"]
+            ev = {"event": "task-started" if st == "RUNNING" else "task-finished",
+                  "task": node["display_name"]}
+            if st != "RUNNING":
+                ev["state"] = st
+            with contextlib.suppress(Exception):
+                self.sink(ev)
+
+    def _changed(self) -> None:
+        with self.lock, contextlib.suppress(Exception):
+            self.on_change()
+
+    # --- the run ----------------------------------------------------------------------------
+
+    def execute(self, arguments: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+        """Run the root DAG; (succeeded, outputs). KeyboardInterrupt stops every task."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            return self._dag(self.plan.spec.root, arguments, None, "")
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Cancel: no new task starts, every running task's process group is stopped."""
+        self.cancel.set()
+        with self.lock:
+            running = list(self.running.items())
+        records = [procs.ProcRecord.of(label, proc.pid) for label, proc in running]
+        with contextlib.suppress(Exception):
+            procs.stop_all(records, grace=2.0)
+        with self.lock:
+            for node in self.details:
+                if node["state"] in ("RUNNING", "PENDING"):
+                    node["state"] = CANCELED
+                    node.setdefault("end_time", stamp())
+        self._changed()
+
+    def _dag(self, comp: Any, args: dict[str, Any], parent: Any, suffix: str
+             ) -> tuple[bool, dict[str, Any]]:
+        from kfp.local import io
+        from kfp.pipeline_spec import pipeline_spec_pb2
+
+        all_done = pipeline_spec_pb2.PipelineTaskSpec.TriggerPolicy.TriggerStrategy \
+            .ALL_UPSTREAM_TASKS_COMPLETED
+        store = io.IOStore(parent=parent)
+        for k, v in _with_defaults(comp, args).items():
+            store.put_parent_input(k, v)
+        tasks = dict(comp.dag.tasks)
+        states: dict[str, str] = {}
+        bad: set[str] = set()
+        failed = False
+        done: queue.Queue[tuple[str, str, dict[str, Any]]] = queue.Queue()
+        running: set[str] = set()
+        while len(states) < len(tasks):
+            for name, task in tasks.items():
+                if name in states or name in running:
+                    continue
+                deps = list(task.dependent_tasks)
+                if not all(d in states for d in deps):
+                    continue
+                completes = task.trigger_policy.strategy == all_done
+                if (self.cancel.is_set() or failed or any(d in bad for d in deps)) \
+                        and not (completes and not self.cancel.is_set()):
+                    states[name] = SKIPPED
+                    bad.add(name)
+                    self._node(name + suffix, SKIPPED)
+                    continue
+                running.add(name)
+                threading.Thread(target=self._task_thread, daemon=True,
+                                 args=(name, task, store, suffix, states, done)).start()
+            if not running:
+                break
+            while True:
+                try:
+                    name, state, outputs = done.get(timeout=0.2)
+                    break
+                except queue.Empty:
+                    continue
+            running.discard(name)
+            states[name] = state
+            store.put_task_status(name, state)
+            if state == SUCCEEDED:
+                for key, value in outputs.items():
+                    store.put_task_output(name, key, value)
+            elif state in (FAILED, CANCELED):
+                failed = True
+                bad.add(name)
+        if failed or self.cancel.is_set():
+            return False, {}
+        return True, _dag_outputs(comp, store)
+
+    def _task_thread(self, name: str, task: Any, store: Any, suffix: str,
+                     states: dict[str, str], done: queue.Queue) -> None:
+        try:
+            state, outputs = self._task(name, task, store, suffix, states)
+        except Exception as exc:  # never leave the DAG waiting
+            self.errors.append(f"task '{name}{suffix}': {exc}")
+            state, outputs = FAILED, {}
+        done.put((name, state, outputs))
+
+    def _arguments(self, task: Any, store: Any, states: dict[str, str]) -> dict[str, Any]:
+        """The task's inputs, as the driver resolves them (PipelineTaskFinalStatus too)."""
+        from kfp.local.orchestrator.orchestrator_utils import OrchestratorUtils
+        from kfp.pipeline_spec import pipeline_spec_pb2
+
+        final = {k: v for k, v in task.inputs.parameters.items() if v.HasField(
+            "task_final_status")}
+        spec = pipeline_spec_pb2.TaskInputsSpec()
+        spec.CopyFrom(task.inputs)
+        for k in final:
+            del spec.parameters[k]
+        args = OrchestratorUtils.make_task_arguments(task_inputs_spec=spec, io_store=store)
+        for k, v in final.items():
+            producer = v.task_final_status.producer_task
+            state = states.get(producer, SUCCEEDED)
+            args[k] = {"state": state,
+                       "pipelineJobResourceName": f"runs/{self.run_id}",
+                       "pipelineTaskName": producer,
+                       "error": ({"code": 2, "message": f"task {producer} {state.lower()}"}
+                                 if state != SUCCEEDED else {})}
+        return args
+
+    def _task(self, name: str, task: Any, store: Any, suffix: str, states: dict[str, str]
+              ) -> tuple[str, dict[str, Any]]:
+        display = name + suffix
+        comp = self.plan.spec.components[task.component_ref.name]
+        args = self._arguments(task, store, states)
+        if task.trigger_policy.condition and not cel.evaluate(
+                task.trigger_policy.condition, args):
+            self._node(display, SKIPPED, start_time=stamp(), end_time=stamp())
+            return SKIPPED, {}
+        if task.WhichOneof("iterator") == "parameter_iterator":
+            return self._loop(name, task, comp, args, store, suffix)
+        if comp.WhichOneof("implementation") == "dag":
+            node = self._node(display, "RUNNING", start_time=stamp())
+            args = {k: v for k, v in args.items() if v is not None}  # optional, unset
+            ok, outputs = self._dag(comp, args, store, suffix)
+            self._set(node, state=SUCCEEDED if ok else (
+                CANCELED if self.cancel.is_set() else FAILED), end_time=stamp())
+            return node["state"], outputs
+        return self._execute(display, task, comp, args)
+
+    def _loop(self, name: str, task: Any, comp: Any, args: dict[str, Any], store: Any,
+              suffix: str) -> tuple[str, dict[str, Any]]:
+        it = task.parameter_iterator
+        if it.items.HasField("raw"):
+            items = json.loads(it.items.raw)
+        else:
+            items = args.get(it.items.input_parameter)
+            if isinstance(items, str):
+                items = json.loads(items)
+        if not isinstance(items, list):
+            raise LabError(f"ParallelFor '{name}': items are not a list: {items!r}")
+        limit = task.iterator_policy.parallelism_limit if task.HasField("iterator_policy") \
+            else 0
+        gate = threading.BoundedSemaphore(limit) if limit > 0 else contextlib.nullcontext()
+        node = self._node(name + suffix, "RUNNING", start_time=stamp(),
+                          iterations=len(items))
+        results: list[tuple[bool, dict[str, Any]]] = [(False, {})] * len(items)
+
+        def one(i: int, item: Any) -> None:
+            with gate:  # type: ignore[attr-defined]
+                if self.cancel.is_set():
+                    return
+                results[i] = self._dag(comp, {**args, it.item_input: item}, store,
+                                       f"{suffix}.{i}")
+
+        threads = [threading.Thread(target=one, args=(i, item), daemon=True)
+                   for i, item in enumerate(items)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                t.join(0.2)
+        ok = all(r[0] for r in results)
+        collected: dict[str, list[Any]] = {}
+        if ok:
+            for _, outs in results:
+                for key, value in outs.items():
+                    collected.setdefault(key, []).append(value)
+        self._set(node, state=SUCCEEDED if ok else (
+            CANCELED if self.cancel.is_set() else FAILED), end_time=stamp())
+        return node["state"], collected
+
+    def _execute(self, display: str, task: Any, comp: Any, args: dict[str, Any]
+                 ) -> tuple[str, dict[str, Any]]:
+        from google.protobuf import json_format
+        from kfp.local import executor_input_utils, executor_output_utils, placeholder_utils
+        from kfp.pipeline_spec import pipeline_spec_pb2
+
+        ex = self.plan.executors[comp.executor_label]
+        task_root = self.root / display
+        task_root.mkdir(parents=True, exist_ok=True)
+        if ex.WhichOneof("spec") == "importer":
+            from kfp.local import importer_handler, status
+
+            node = self._node(display, "RUNNING", start_time=stamp())
+            outputs, st = importer_handler.run_importer(
+                pipeline_resource_name=self.run_id, component_name=task.component_ref.name,
+                component_spec=comp, executor_spec=ex, arguments=args,
+                pipeline_root=str(self.root), unique_pipeline_id=self.run_id)
+            state = SUCCEEDED if st == status.Status.SUCCESS else FAILED
+            self._set(node, state=state, end_time=stamp())
+            return state, outputs if state == SUCCEEDED else {}
+        args = _as_declared(comp, args)
+        executor_input = executor_input_utils.construct_executor_input(
+            component_spec=comp, arguments=args, task_root=str(task_root),
+            block_input_artifact=False)
+        ex_dict = _json_numbers(executor_input_utils.executor_input_to_dict(
+            executor_input=executor_input, component_spec=comp))
+        (task_root / "executor_input.json").write_text(json.dumps(ex_dict))
+        container = ex.container
+        key = None
+        if self.cache is not None and task.caching_options.enable_cache:
+            types = {n: pipeline_spec_pb2.ParameterType.ParameterTypeEnum.Name(
+                d.parameter_type) for n, d in comp.output_definitions.parameters.items()}
+            key = fingerprint(ex_dict, types, container.image,
+                              [*container.command, *container.args])
+            hit = self.cache.get(key)
+            if hit is not None:
+                cached = pipeline_spec_pb2.ExecutorInput()
+                json_format.ParseDict(json.loads((hit / "executor_input.json").read_text()),
+                                      cached, ignore_unknown_fields=True)
+                outputs = executor_output_utils.get_outputs_for_task(
+                    executor_input=cached, component_spec=comp)
+                # KFP's API reports a task reused from the cache as SKIPPED (v2beta1
+                # RuntimeState: "skipped, for example, due to caching"); MLMD keeps CACHED
+                now = stamp()
+                self._node(display, SKIPPED, cached=True, start_time=now, end_time=now,
+                           outputs=read_task_outputs(hit, _artifact_types(comp)))
+                return SUCCEEDED, outputs  # to its DAG, a cache hit is a success
+        taskproc.warm_up_async()  # a task to run: start the fork server (an all-cached run
+        # never pays for it)
+        args_resolved = placeholder_utils.replace_placeholders(
+            full_command=list(container.args), executor_input_dict=ex_dict,
+            pipeline_resource_name=self.run_id, task_resource_name=display,
+            pipeline_root=str(self.root), unique_pipeline_id=self.run_id)
+        program = self.plan.programs[comp.executor_label]
+        env = {**self.env, **{e.name: e.value for e in container.env}}
+        env[procs.TAG] = self.lease.token
+        policy = task.retry_policy
+        attempts = max(0, policy.max_retry_count) + 1
+        backoff = policy.backoff_duration.seconds if policy.HasField("backoff_duration") \
+            else 0
+        factor = policy.backoff_factor if policy.backoff_factor > 0 else 2.0
+        cap = policy.backoff_max_duration.seconds \
+            if policy.HasField("backoff_max_duration") else 3600
+        node = self._node(display, "PENDING")
+        log = self.logs / f"{display}.log"
+        rc, ended = 1, ""
+        for attempt in range(attempts):
+            with self.slots:
+                if self.cancel.is_set():
+                    self._set(node, state=CANCELED, end_time=stamp())
+                    return CANCELED, {}
+                fields: dict[str, Any] = {"state": "RUNNING"}
+                if attempt == 0:
+                    fields["start_time"] = stamp()
+                self._set(node, **fields)
+                rc = self._process(display, program, args_resolved, env, log)
+                ended = stamp()  # inside the slot: the next task starts after this
+            if rc == 0 or self.cancel.is_set() or attempt + 1 == attempts:
+                break
+            delay = min(backoff * factor ** attempt, cap)
+            with self.log_lock:
+                self.run_log.write(f"[{display}] failed (exit code {rc}); retry "
+                                   f"{attempt + 1} of {attempts - 1} in {delay:g}s\n")
+            self.cancel.wait(delay)
+        if self.cancel.is_set():
+            self._set(node, state=CANCELED, end_time=stamp())
+            return CANCELED, {}
+        if rc != 0:
+            self._set(node, state=FAILED, end_time=ended)
+            return FAILED, {}
+        try:
+            outputs = executor_output_utils.get_outputs_for_task(
+                executor_input=executor_input, component_spec=comp)
+        except Exception as exc:
+            self.errors.append(f"task '{display}': its outputs could not be read: {exc}")
+            self._set(node, state=FAILED, end_time=ended)
+            return FAILED, {}
+        if key is not None:
+            with contextlib.suppress(Exception):
+                self.cache.put(key, task_root, self.run_id)  # type: ignore[union-attr]
+        self._set(node, state=SUCCEEDED, end_time=ended,
+                  outputs=read_task_outputs(task_root, _artifact_types(comp)))
+        return SUCCEEDED, outputs
+
+    def _process(self, display: str, program: taskproc.Program, args: list[str],
+                 env: dict[str, str], log: Path) -> int:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        tail = _Tail(log, display, self.run_log, self.log_lock)
+        tail.start()
+        proc = taskproc.start(program, args, env, str(log), str(self.tmp))
+        label = f"task-{proc.pid}"
+        with self.lock:
+            self.running[label] = proc
+        try:
+            with contextlib.suppress(Exception):
+                self.lease.add(label, proc.pid, [taskproc.EXECUTOR_MODULE, display])
+            while proc.exitcode is None:
+                proc.join(0.2)
+            return int(proc.exitcode)
+        finally:
+            with self.lock:
+                self.running.pop(label, None)
+            with contextlib.suppress(Exception):
+                self.lease.drop(label)
+            tail.done.set()
+            tail.join(timeout=5)

@@ -25,6 +25,7 @@ class Runtime:
     nproc_per_node: str | None  # mlPolicy.torch.numProcPerNode (None: not a torch policy)
     replicated_jobs: tuple[str, ...]  # spec.template.spec.replicatedJobs[].name, in order
     refused: str | None = None  # why the local backend cannot run it
+    image: str | None = None  # the `node` container's image (what the SDK shows)
 
 
 _MPI = ("it is an MPI runtime: its launcher starts the nodes' processes with mpirun over "
@@ -35,7 +36,8 @@ _TUNE = ("it is a torchtune LLM fine-tuning runtime: its dataset and model initi
          "torchtune image's `tune run` recipe on GPUs, none of which the local backend has")
 
 SHIPPED: dict[str, Runtime] = {r.name: r for r in (
-    Runtime("torch-distributed", "torch", 1, "auto", ("node",)),
+    Runtime("torch-distributed", "torch", 1, "auto", ("node",),
+            image="pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"),
     Runtime("deepspeed-distributed", "deepspeed", 1, None, ("launcher", "node"), _MPI),
     Runtime("mlx-distributed", "mlx", 1, None, ("launcher", "node"), _MPI),
     Runtime("torchtune-llama3.2-1b", "torchtune", 1, "auto",

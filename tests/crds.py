@@ -22,6 +22,7 @@ CRD_FILES = {
     "InferenceService": APPS / "kserve/kserve/kserve.yaml",
     "TrainJob": APPS / "trainer/upstream/base/crds/trainer.kubeflow.org_trainjobs.yaml",
 }
+TORCH_RUNTIME = APPS / "trainer/upstream/base/runtimes/torch_distributed.yaml"
 VERSIONS = {"PyTorchJob": "v1", "TFJob": "v1", "Notebook": "v1", "Experiment": "v1beta1",
             "Trial": "v1beta1", "InferenceService": "v1beta1", "TrainJob": "v1alpha1"}
 # Every CRD file the API-server tests load, unchanged: Katib, the Training Operator's

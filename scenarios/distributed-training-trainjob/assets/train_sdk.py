@@ -19,7 +19,15 @@ def train_digits(epochs: int = 15, batch_size: int = 32, lr: float = 0.05) -> No
     """Runs on every node (one process per node here), under torchrun."""
     import json
     import os
+    import subprocess
+    import sys
     import time
+
+    try:
+        import sklearn  # noqa: F401 - the data set ships with scikit-learn
+    except ImportError:  # the runtime's image has torch only: a pod installs it first
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "scikit-learn"],
+                       check=True)
 
     import torch
     import torch.distributed as dist
@@ -95,13 +103,9 @@ def main() -> None:
     ap.add_argument("--out", default="result-sdk.json")
     args = ap.parse_args()
     client = client_for_this_lab()
-    # A pod needs scikit-learn installed (the runtime's image has torch only); locally the
-    # lab's own Python already has it.
-    extra = {"packages_to_install": ["scikit-learn"]} \
-        if os.environ.get("KFLAB_BACKEND") == "cluster" else {}
     name = client.train(trainer=CustomTrainer(func=train_digits,
                                               func_args={"epochs": args.epochs},
-                                              num_nodes=args.nodes, **extra))
+                                              num_nodes=args.nodes))
     print(f"TrainJob {name} created; waiting for it to complete")
     job = client.wait_for_job_status(name, timeout=900, polling_interval=2)
     results = [json.loads(line.split("RESULT ", 1)[1])

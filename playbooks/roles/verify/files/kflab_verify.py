@@ -10,7 +10,8 @@ katib, training-operator, kserve, notebooks, trainer) and gpu when enabled. The 
 start together and are then polled, each against its own timeout. A row is {name, ok,
 seconds, message, hint}; the contract is written down in playbooks/roles/verify/README.md. A
 workload that passed is deleted; one that failed is LEFT IN PLACE so the hint's `kubectl
-describe` finds it (the next run deletes it first). The exit code is 0 whenever the results file was written.
+describe` finds it (the next run deletes it first). The exit code is 0 whenever the results
+file was written.
 """
 
 from __future__ import annotations

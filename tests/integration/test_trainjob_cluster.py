@@ -17,6 +17,13 @@ from tests.conftest import SHARED
 
 pytestmark = [pytest.mark.integration]
 NS = "tj-lab"
+def report() -> None:
+    """A CustomTrainer function: what each node's process sees under torchrun."""
+    import os
+
+    print("SDK RANK", os.environ["RANK"], "OF", os.environ["WORLD_SIZE"])
+
+
 SCRIPT = ("import os; print('NODE', os.environ['PET_NODE_RANK'], 'OF', os.environ['PET_NNODES'],"
           " 'AT', os.environ['PET_MASTER_ADDR'])")
 
@@ -62,3 +69,11 @@ def test_trainjob_on_the_cluster_and_the_sdk_reads_it(world: Any, tmp_path: Path
     assert sorted((s.name, s.status) for s in tj.steps) == [("node-0", "Succeeded"),
                                                             ("node-1", "Succeeded")]
     assert any("NODE 1 OF 2" in line for line in client.get_job_logs("pets", step="node-1"))
+
+    pytest.importorskip("torch")  # the SDK's command runs torchrun on each node
+    from kubeflow.trainer import CustomTrainer
+
+    name = client.train(trainer=CustomTrainer(func=report, num_nodes=2))
+    done = client.wait_for_job_status(name, timeout=300, polling_interval=1)
+    assert (done.status, done.num_nodes) == ("Complete", 2)
+    assert any("SDK RANK 1 OF 2" in line for line in client.get_job_logs(name, step="node-1"))

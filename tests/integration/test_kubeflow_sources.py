@@ -1,13 +1,13 @@
-"""The kubeflow role's source step, for real, on the systemd container, in offline mode.
-STAND-IN archives are made here from ../shared/upstream exactly as GitHub makes its archives
-(`git archive` of a commit: top folders manifests-26.03/, argo-workflows-3.7.3/ and
-jobset-0.10.1/, the commit id in the pax header), with KFP's Argo references back in their
-github.com form. ../shared is a partial copy, so its tree is not the real release's: the test pins the stand-in's commit and
-tree as git itself reports them (the real pins stay in manifests/versions.yaml). The role must
-verify commit and tree id on the node, unpack, make the Argo references local and root our
-overlays at the tree, so that kustomize on the node renders exactly what the tests render from
-../shared (kubectl is copied in to render; k3s cannot run in the container). An archive with
-another tree or commit is refused, removed and never unpacked."""
+"""The kubeflow role's source step, for real, on the systemd container, in offline mode. STAND-IN
+archives are made here from ../shared/upstream exactly as GitHub makes its archives (`git
+archive` of a commit: top folders manifests-26.03/, argo-workflows-3.7.3/ and jobset-0.10.1/,
+the commit id in the pax header), with KFP's Argo references back in their github.com form.
+../shared is a partial copy, so its tree is not the real release's: the test pins the stand-
+in's commit and tree as git itself reports them (the real pins stay in
+manifests/versions.yaml). The role must verify commit and tree id on the node, unpack, make the
+Argo references local and root our overlays at the tree, so that kustomize on the node renders
+exactly what the tests render from ../shared (kubectl is copied in to render; k3s cannot run in
+the container). An archive with another tree or commit is refused, removed and never unpacked."""
 
 from __future__ import annotations
 

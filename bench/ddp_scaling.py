@@ -1,13 +1,16 @@
 """DDP scaling through `kflab apply` on 1, 2 and 4 GPUs, side by side with plain torchrun.
 
 For each GPU count N the same script (bench/ddp_bench_train.py) runs twice in this one
-process: as a PyTorchJob (1 Master + N-1 Workers, nvidia.com/gpu: 1 each) through the
-`kflab apply` CLI, then with `torchrun --standalone --nproc_per_node=N`. Printed: samples/s,
+process: through the `kflab apply` CLI, as a PyTorchJob (1 Master + N-1 Workers,
+nvidia.com/gpu: 1 each) or with `--kind TrainJob` as a TrainJob (the torch-distributed
+runtime, numNodes N, resourcesPerNode nvidia.com/gpu: 1, each node running torchrun with the
+PET_* variables), then with `torchrun --standalone --nproc_per_node=N`. Printed: samples/s,
 scaling efficiency (samples/s at N / (N x samples/s at 1)), and launcher overhead = kflab
 wall time / torchrun wall time for the same job. Targets: efficiency >= 0.90 at 2 GPUs,
 >= 0.85 at 4, overhead <= 1.03.
 
-    python bench/ddp_scaling.py [--gpus 1,2,4] [--steps 300] [--json out.json]
+    python bench/ddp_scaling.py [--kind PyTorchJob|TrainJob] [--gpus 1,2,4] [--steps 300]
+        [--json out.json]
 """
 
 from __future__ import annotations
@@ -42,6 +45,17 @@ def manifest(n: int, train_args: list[str]) -> dict:
             "metadata": {"name": f"ddp-bench-{n}"}, "spec": {"pytorchReplicaSpecs": specs}}
 
 
+def trainjob(n: int, train_args: list[str]) -> dict:
+    """N nodes of one GPU each; numProcPerNode left to the runtime (auto: one per GPU)."""
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": f"ddp-bench-{n}"},
+            "spec": {"runtimeRef": {"name": "torch-distributed"},
+                     "trainer": {"numNodes": n,
+                                 "resourcesPerNode": {"limits": {"nvidia.com/gpu": 1}},
+                                 "command": ["python", "-m", "torch.distributed.run",
+                                             str(SCRIPT), *train_args]}}}
+
+
 def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
     t0 = time.perf_counter()
     proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, check=False)
@@ -51,9 +65,11 @@ def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
     return wall
 
 
-def run_kflab(n: int, work: Path, train_args: list[str]) -> tuple[float, dict]:
+def run_kflab(n: int, work: Path, train_args: list[str],
+              kind: str = "PyTorchJob") -> tuple[float, dict]:
     job = work / f"job-{n}.yaml"
-    job.write_text(yaml.safe_dump(manifest(n, [*train_args, "--out", f"kflab-{n}.json"])))
+    make = trainjob if kind == "TrainJob" else manifest
+    job.write_text(yaml.safe_dump(make(n, [*train_args, "--out", f"kflab-{n}.json"])))
     env = {**os.environ, "KFLAB_STATE": str(work / f"state-{n}"), "PYTHONPATH": str(REPO)}
     wall = timed([sys.executable, "-m", "lab.cli", "apply", "-f", str(job)], work, env)
     return wall, json.loads((work / f"kflab-{n}.json").read_text())
@@ -68,6 +84,8 @@ def run_torchrun(n: int, work: Path, train_args: list[str]) -> tuple[float, dict
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kind", choices=("PyTorchJob", "TrainJob"), default="PyTorchJob",
+                    help="what kflab applies")
     ap.add_argument("--gpus", default="1,2,4")
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--json", help="write the rows here")
@@ -84,7 +102,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="ddp-bench-") as tmp:
         work = Path(tmp)
         for n in counts:
-            k_wall, k = run_kflab(n, work, train_args)
+            k_wall, k = run_kflab(n, work, train_args, args.kind)
             t_wall, t = run_torchrun(n, work, train_args)
             rows.append({"gpus": n, "kflab_samples_per_s": k["samples_per_s"],
                          "torchrun_samples_per_s": t["samples_per_s"],
@@ -94,7 +112,7 @@ def main() -> None:
             print(f"  {n} GPU(s): kflab {k['samples_per_s']:.0f} samples/s in {k_wall:.1f} s, "
                   f"torchrun {t['samples_per_s']:.0f} samples/s in {t_wall:.1f} s", flush=True)
     base = rows[0]["kflab_samples_per_s"] / rows[0]["gpus"]
-    print(f"\nDDP scaling on {have} x {device}, conv net, bf16 autocast, "
+    print(f"\nDDP scaling through a {args.kind} on {have} x {device}, conv net, bf16 autocast, "
           f"{args.steps} steps, batch 256/GPU")
     print(f"{'GPUs':>4} {'kflab samples/s':>16} {'efficiency':>10} {'torchrun samples/s':>19} "
           f"{'kflab wall s':>12} {'torchrun wall s':>15} {'overhead':>8}")
@@ -110,7 +128,8 @@ def main() -> None:
     print("targets: efficiency >= 0.90 at 2, >= 0.85 at 4; overhead <= 1.03 -> "
           + ("MET" if ok else "NOT MET"))
     if args.json:
-        Path(args.json).write_text(json.dumps({"device": device, "rows": rows}, indent=2))
+        Path(args.json).write_text(json.dumps({"device": device, "kind": args.kind,
+                                               "rows": rows}, indent=2))
 
 
 if __name__ == "__main__":

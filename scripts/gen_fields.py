@@ -38,6 +38,9 @@ CRDS = {  # kind key -> (file under ../shared, CRD kind, served version)
         "PyTorchJob", "v1"),
     "serving.kserve.io/v1beta1/InferenceService": (
         APPS / "kserve/kserve/kserve.yaml", "InferenceService", "v1beta1"),
+    "trainer.kubeflow.org/v1alpha1/TrainJob": (
+        APPS / "trainer/upstream/base/crds/trainer.kubeflow.org_trainjobs.yaml",
+        "TrainJob", "v1alpha1"),
 }
 
 # Katib v1beta1 (v0.19.0) field names by Go type. A string names another type here,

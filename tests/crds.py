@@ -20,9 +20,11 @@ CRD_FILES = {
     "Experiment": APPS / "katib/upstream/components/crd/experiment.yaml",
     "Trial": APPS / "katib/upstream/components/crd/trial.yaml",
     "InferenceService": APPS / "kserve/kserve/kserve.yaml",
+    "TrainJob": APPS / "trainer/upstream/base/crds/trainer.kubeflow.org_trainjobs.yaml",
 }
+TORCH_RUNTIME = APPS / "trainer/upstream/base/runtimes/torch_distributed.yaml"
 VERSIONS = {"PyTorchJob": "v1", "TFJob": "v1", "Notebook": "v1", "Experiment": "v1beta1",
-            "Trial": "v1beta1", "InferenceService": "v1beta1"}
+            "Trial": "v1beta1", "InferenceService": "v1beta1", "TrainJob": "v1alpha1"}
 # Every CRD file the API-server tests load, unchanged: Katib, the Training Operator's
 # PyTorchJob and TFJob, the Notebook controller's Notebook, and all the CRDs of KServe's
 # release manifest.
@@ -34,6 +36,9 @@ CRD_SOURCES = (
     APPS / "training-operator/upstream/base/crds/kubeflow.org_tfjobs.yaml",
     APPS / "jupyter/notebook-controller/upstream/crd/bases/kubeflow.org_notebooks.yaml",
     APPS / "kserve/kserve/kserve.yaml",
+    APPS / "trainer/upstream/base/crds/trainer.kubeflow.org_trainjobs.yaml",
+    APPS / "trainer/upstream/base/crds/trainer.kubeflow.org_clustertrainingruntimes.yaml",
+    APPS / "trainer/upstream/base/crds/trainer.kubeflow.org_trainingruntimes.yaml",
 )
 
 

@@ -130,7 +130,7 @@ def explain(backend: Any, obj: dict[str, Any] | None) -> Failure | None:
                            tail, command)
         return Failure(why, None, _log_tail(backend, kind, name, namespace, None),
                        f"kflab logs run {name}{ns_flag}")
-    if kind in ("PyTorchJob", "TFJob", "InferenceService", "Notebook", "Trial"):
+    if kind in ("PyTorchJob", "TFJob", "TrainJob", "InferenceService", "Notebook", "Trial"):
         return Failure(why, None, _log_tail(backend, kind, name, namespace, None),
                        f"kflab logs {alias} {name}{ns_flag}")
     if kind == "Experiment" and (trial := _failed_trial(backend, obj, namespace)) is not None:

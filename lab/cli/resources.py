@@ -306,7 +306,8 @@ def delete(obj: Obj, resources: tuple[str, ...], files: tuple[str, ...], namespa
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines while it runs.")
 @click.option("--tail", type=click.IntRange(min=0),
               help="Only the last N lines (of each replica or trial).")
-@click.option("--replica", help="One PyTorchJob or TFJob replica, e.g. worker-1.")
+@click.option("--replica", help="One PyTorchJob or TFJob replica (e.g. worker-1), or one "
+              "TrainJob node (node-1).")
 @click.option("--task", help="One pipeline task, e.g. train-svm.")
 @backend_options
 @pass_obj
@@ -321,14 +322,14 @@ def logs(obj: Obj, resources: tuple[str, ...], namespace: str, follow: bool,
         raise click.UsageError("name one resource: TYPE NAME or TYPE/NAME")
     kind, name = refs[0]
     assert name is not None
-    if replica is not None and kind.kind not in ("PyTorchJob", "TFJob"):
+    if replica is not None and kind.kind not in ("PyTorchJob", "TFJob", "TrainJob"):
         raise LabError(f"--replica selects a training job's replica; a {kind.kind} has none",
                        hint="a pipeline run's step: --task NAME" if kind.kind == "PipelineRun"
                        else "drop --replica")
     if task is not None and kind.kind != "PipelineRun":
         raise LabError(f"--task selects a pipeline run's task; a {kind.kind} has none",
                        hint=f"a {kind.kind} replica: --replica NAME"
-                       if kind.kind in ("PyTorchJob", "TFJob") else "drop --task")
+                       if kind.kind in ("PyTorchJob", "TFJob", "TrainJob") else "drop --task")
     lines = obj.backend().logs(kind.kind, checked_name(kind.kind, name), namespace,
                                replica or task, follow=follow, tail=tail)
     for line in lines:

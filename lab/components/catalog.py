@@ -36,7 +36,7 @@ DEFAULT_LAB_NAMESPACE = "kflab-lab"
 ROLE_ARTIFACTS: dict[str, tuple[str, ...]] = {
     "k3s": ("k3s",),
     "gpu": ("nvidia-container-toolkit-key",),
-    "kubeflow": ("kubeflow-manifests", "argo-workflows"),
+    "kubeflow": ("kubeflow-manifests", "argo-workflows", "jobset"),
 }
 
 

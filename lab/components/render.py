@@ -2,7 +2,10 @@
 
 Overlays refer to upstream as `../upstream/...`. We render from a scratch folder holding a copy
 of manifests/overlays plus an `upstream` symlink to the chosen root, so the same overlays work
-against the extracted release tarball (installer) and the test copy in ../shared/upstream."""
+against the extracted release tarball (installer) and the test copy in ../shared/upstream.
+JobSet (the trainer overlay) comes from its own pinned source tree, `jobset-<version>` beside
+the release tree (where the kubeflow role unpacks it, and where ../shared keeps its copy),
+linked as `upstream-jobset`."""
 
 from __future__ import annotations
 
@@ -27,6 +30,13 @@ def kubectl() -> str:
     return path
 
 
+def jobset_tree(upstream: Path) -> Path:
+    """Where JobSet's pinned source tree sits: beside the kubeflow/manifests tree."""
+    from lab.components.catalog import load
+
+    return upstream.resolve().parent / f"jobset-{load().artifacts['jobset'].version}"
+
+
 def render(overlay: str, upstream: Path, overlays_dir: Path = OVERLAYS_DIR) -> list[dict[str, Any]]:
     """The objects of one overlay, as kustomize builds them."""
     if not (upstream / "applications").is_dir():
@@ -36,6 +46,8 @@ def render(overlay: str, upstream: Path, overlays_dir: Path = OVERLAYS_DIR) -> l
         root = Path(tmp) / "overlays"
         shutil.copytree(overlays_dir, root, symlinks=True)
         (root / "upstream").symlink_to(upstream.resolve(), target_is_directory=True)
+        if (jobset := jobset_tree(upstream)).is_dir():
+            (root / "upstream-jobset").symlink_to(jobset.resolve(), target_is_directory=True)
         proc = subprocess.run([kubectl(), "kustomize", str(root / overlay)],
                               capture_output=True, text=True, timeout=300, check=False)
     if proc.returncode != 0:

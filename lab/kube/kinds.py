@@ -54,6 +54,11 @@ KINDS: tuple[Kind, ...] = (
          (("STATE", "status.conditions[-1].type"),)),
     Kind("TFJob", "kubeflow.org", "v1", "tfjobs", ("tfjob", "tfj"),
          (("STATE", "status.conditions[-1].type"),)),
+    # Kubeflow Trainer v2: no Running condition; the last condition is Complete or Failed
+    Kind("TrainJob", "trainer.kubeflow.org", "v1alpha1", "trainjobs", ("trainjob", "tj"),
+         (("STATE", "status.conditions[-1].type"),
+          ("NODES", "spec.trainer.numNodes"),
+          ("RUNTIME", "spec.runtimeRef.name"))),
     Kind("Notebook", "kubeflow.org", "v1", "notebooks", ("notebook", "nb"),
          (("READY", "status.readyReplicas"),
           ("STATE", "keys(status.containerState || `{}`) | [0]"))),

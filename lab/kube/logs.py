@@ -22,6 +22,7 @@ POD_LABELS: dict[str, str] = {
     "Trial": "katib.kubeflow.org/trial",
     "PyTorchJob": "training.kubeflow.org/job-name",  # Training Operator v1 replicas
     "TFJob": "training.kubeflow.org/job-name",
+    "TrainJob": "jobset.sigs.k8s.io/jobset-name",  # JobSet labels the nodes' pods
     "InferenceService": "serving.kserve.io/inferenceservice",  # KServe predictor pods
     "Notebook": "notebook-name",  # the Notebook controller's StatefulSet pod
 }

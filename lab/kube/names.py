@@ -74,6 +74,7 @@ RULES: dict[str, Rule] = {
     "Trial": GENERIC,
     "PyTorchJob": Rule("dns1035-label", 63, "the Training Operator's limit"),
     "TFJob": Rule("dns1035-label", 63, "the Training Operator's limit"),
+    "TrainJob": Rule("dns1035-label", 63, "the TrainJob CRD's validation rules"),
     "Notebook": Rule("dns1035-label", 52,
                      "the controller names a StatefulSet and a Service after it; a "
                      "StatefulSet's pods carry its name plus an 11-character hash in a "

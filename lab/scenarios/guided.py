@@ -262,7 +262,7 @@ def active_id(state_root: Path) -> str | None:
 
 
 # kinds whose resources keep running (or keep a process or pods) after a step passed
-_LONG_LIVED = ("InferenceService", "Notebook", "Experiment", "PyTorchJob", "TFJob",
+_LONG_LIVED = ("InferenceService", "Notebook", "Experiment", "PyTorchJob", "TFJob", "TrainJob",
                "PipelineRun")
 # kinds that serve until deleted: named as still running whatever their status
 _SERVERS = {"InferenceService": "model server", "Notebook": "notebook server"}

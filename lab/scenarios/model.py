@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 LEVELS = ("beginner", "intermediate", "advanced")
-COMPONENTS = ("pipelines", "katib", "training", "kserve", "notebooks", "gpu")
+COMPONENTS = ("pipelines", "katib", "training", "trainer", "kserve", "notebooks", "gpu")
 BACKENDS = ("local", "cluster")
 
 

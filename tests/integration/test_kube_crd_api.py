@@ -71,8 +71,10 @@ def test_upstream_crds_are_served(crd_apiserver):
     names = crd_apiserver.extra["crds"]
     assert {"experiments.kubeflow.org", "trials.kubeflow.org", "suggestions.kubeflow.org",
             "pytorchjobs.kubeflow.org", "tfjobs.kubeflow.org",
-            "inferenceservices.serving.kserve.io"} <= set(names)
-    assert len(names) == 19  # Katib 3, Training Operator 2, Notebook controller 1, KServe 13
+            "inferenceservices.serving.kserve.io", "trainjobs.trainer.kubeflow.org",
+            "clustertrainingruntimes.trainer.kubeflow.org"} <= set(names)
+    # Katib 3, Training Operator 2, Notebook controller 1, KServe 13, Trainer 3
+    assert len(names) == 22
     crds = objects.list_objects(kube, "apiextensions.k8s.io/v1", "CustomResourceDefinition")
     assert {c["metadata"]["name"] for c in crds} == set(names)
 

@@ -1,13 +1,13 @@
-"""The kubeflow role's source step, for real, on the systemd container, in offline mode.
-STAND-IN archives are made here from ../shared/upstream exactly as GitHub makes its archives
-(`git archive` of a commit: top folders manifests-26.03/ and argo-workflows-3.7.3/, the commit
-id in the pax header), with KFP's Argo references back in their github.com form. ../shared is a
-partial copy, so its tree is not the real release's: the test pins the stand-in's commit and
-tree as git itself reports them (the real pins stay in manifests/versions.yaml). The role must
-verify commit and tree id on the node, unpack, make the Argo references local and root our
-overlays at the tree, so that kustomize on the node renders exactly what the tests render from
-../shared (kubectl is copied in to render; k3s cannot run in the container). An archive with
-another tree or commit is refused, removed and never unpacked."""
+"""The kubeflow role's source step, for real, on the systemd container, in offline mode. STAND-IN
+archives are made here from ../shared/upstream exactly as GitHub makes its archives (`git
+archive` of a commit: top folders manifests-26.03/, argo-workflows-3.7.3/ and jobset-0.10.1/,
+the commit id in the pax header), with KFP's Argo references back in their github.com form.
+../shared is a partial copy, so its tree is not the real release's: the test pins the stand-
+in's commit and tree as git itself reports them (the real pins stay in
+manifests/versions.yaml). The role must verify commit and tree id on the node, unpack, make the
+Argo references local and root our overlays at the tree, so that kustomize on the node renders
+exactly what the tests render from ../shared (kubectl is copied in to render; k3s cannot run in
+the container). An archive with another tree or commit is refused, removed and never unpacked."""
 
 from __future__ import annotations
 
@@ -83,13 +83,16 @@ def sources(target):
                                              tmp / "argo-repo")
     archive(tmp / "argo-repo", "argo-workflows-3.7.3", offline / arts["argo-workflows"]["file"])
     pin_standin(arts, "argo-workflows", argo_commit, argo_tree)
+    jobset_commit, jobset_tree, _ = standin_repo(upstream / "jobset-v0.10.1", tmp / "jobset-repo")
+    archive(tmp / "jobset-repo", "jobset-0.10.1", offline / arts["jobset"]["file"])
+    pin_standin(arts, "jobset", jobset_commit, jobset_tree)
     (tmp / "versions.yaml").write_text(yaml.safe_dump(versions))
     (tmp / "sources.yml").write_text(PLAY)
     extra = {"kflab_offline_dir": str(offline), "kflab_versions_file": str(tmp / "versions.yaml"),
              "kflab_state_dir": "/var/lib/kflab",
              "kflab_overlays_dir": str(REPO / "manifests" / "overlays"),
              "kflab_components": ["cert-manager", "pipelines", "katib", "training-operator",
-                                  "kserve"]}
+                                  "kserve", "trainer"]}
     first = run_playbook(tmp / "sources.yml", target["inventory"], extra, tmp)
     assert first.rc == 0, first.output[-4000:]
     podman("cp", shutil.which("kubectl"), f"{target['name']}:/usr/local/bin/kubectl")
@@ -100,12 +103,12 @@ def sources(target):
 def test_commit_and_tree_verified_on_the_node(sources):
     """The verification ran on the node, with the node's python3, on the pinned values."""
     out = " ".join(sources["first"].output.split())
-    for name in ("kubeflow-manifests", "argo-workflows"):
+    for name in ("kubeflow-manifests", "argo-workflows", "jobset"):
         assert f"Refuse a source that is not the pinned commit and tree: {name}" in out
     arts = sources["versions"]["artifacts"]
     listing = podman("exec", sources["name"], "ls", "/var/lib/kflab/downloads").stdout.split()
     assert sorted(listing) == sorted([arts["kubeflow-manifests"]["file"],
-                                      arts["argo-workflows"]["file"]])
+                                      arts["argo-workflows"]["file"], arts["jobset"]["file"]])
 
 
 def test_sources_step_is_idempotent(sources):
@@ -123,7 +126,8 @@ def test_argo_references_are_local_on_the_node(sources):
     assert "github.com" not in out
 
 
-@pytest.mark.parametrize("component", ["pipelines"])  # the one with the Argo references
+# pipelines: the Argo references; trainer: JobSet's tree linked beside the release
+@pytest.mark.parametrize("component", ["pipelines", "trainer"])
 def test_node_renders_what_the_tests_render(sources, component):
     on_node = podman("exec", sources["name"], "kubectl", "kustomize",
                      f"/var/lib/kflab/overlays/{component}", timeout=300).stdout
@@ -156,6 +160,7 @@ def tampered_run(sources, tmp_name: str, change) -> tuple[object, str]:
     offline = tmp / f"{tmp_name}-offline"
     offline.mkdir()
     shutil.copy(sources["offline"] / arts["kubeflow-manifests"]["file"], offline)
+    shutil.copy(sources["offline"] / arts["jobset"]["file"], offline)
     archive(repo, "argo-workflows-3.7.3", offline / arts["argo-workflows"]["file"])
     extra = {**sources["extra"], "kflab_offline_dir": str(offline),
              "kflab_state_dir": f"/var/lib/{tmp_name}"}

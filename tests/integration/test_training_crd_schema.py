@@ -72,3 +72,19 @@ def test_the_checker_catches_a_bad_status(schema: dict) -> None:
            "status": {"replicaStatuses": {"Master": {"active": "one"}}, "phase": "Done"}}
     assert schema_errors(schema, bad)
     assert pruned(bad, schema) == [".status.phase"]
+
+
+def test_trainjob_statuses_validate_against_the_crd(shared: Path, state: Path,
+                                                    tmp_path: Path) -> None:
+    """A local TrainJob, as stored (defaults and status), against Trainer v2.1's CRD."""
+    schema = crd_schema(shared, "TrainJob")
+    backend = LocalBackend(str(state))
+    obj = backend.apply({
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+        "metadata": {"name": "tj"},
+        "spec": {"runtimeRef": {"name": "torch-distributed"},
+                 "trainer": {"numNodes": 2, "command": [sys.executable, "-c", "pass"]}}},
+        base_dir=tmp_path)
+    assert obj["status"]["conditions"][-1]["type"] == "Complete"
+    assert schema_errors(schema, obj) == []
+    assert pruned(obj, schema) == []

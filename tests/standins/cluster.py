@@ -243,6 +243,12 @@ class StandinCluster:
                      condition_is("Established"), timeout=60, describe="be Established")
         assert self.aggregator is not None
         self.aggregator.refresh_groups()
+        # What the lab profile installs with the Trainer (manifests/overlays/trainer): the
+        # torch-distributed runtime, unchanged from the manifests.
+        from tests.crds import TORCH_RUNTIME
+
+        runtime = yaml.safe_load((shared / TORCH_RUNTIME).read_text())
+        apply(kube, runtime, manager="standin-crds")
 
     def _register_node(self) -> None:
         """A Node whose kubelet is the stand-in (its InternalIP and port), marked Ready."""

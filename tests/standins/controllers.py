@@ -2,8 +2,8 @@
 cluster: Katib's experiment/trial controllers, the Training Operator, KServe's controller.
 
 It watches the API server (a 0.5 s poll of each kind; the backend under test uses real
-watches) and, for each new generation of an Experiment, PyTorchJob, TFJob, InferenceService or
-Notebook:
+watches) and, for each new generation of an Experiment, PyTorchJob, TFJob, TrainJob,
+InferenceService or Notebook:
 1. reads the pod templates as the controller would, and prepares their volumes the way the
    kubelet would: ConfigMaps fetched from the API server and written out (items at their
    paths), emptyDirs as fresh folders; paths under each mountPath are mapped to those folders
@@ -52,7 +52,7 @@ MANAGER = "kubeflow-controller-standin"
 MANUAL = "manual-"  # namespaces where a test plays the controller itself
 KINDS = {"Experiment": "kubeflow.org/v1beta1", "PyTorchJob": "kubeflow.org/v1",
          "TFJob": "kubeflow.org/v1", "InferenceService": "serving.kserve.io/v1beta1",
-         "Notebook": "kubeflow.org/v1"}
+         "Notebook": "kubeflow.org/v1", "TrainJob": "trainer.kubeflow.org/v1alpha1"}
 # training job kind -> (its replica specs' key, the operator-name label of its pods)
 TRAINING = {"PyTorchJob": ("pytorchReplicaSpecs", "pytorchjob-controller"),
             "TFJob": ("tfReplicaSpecs", "tfjob-controller")}
@@ -331,6 +331,62 @@ class Controllers:
             time.sleep(0.5)
         final = self._mirror(api, kind, ns, name)
         done = "Succeeded" if any(c.get("type") == "Succeeded" and c.get("status") == "True"
+                                  for c in (final or {}).get("conditions") or []) else "Failed"
+        for pod in pods:
+            self._pod_phase(ns, pod, done)
+
+    # --- Kubeflow Trainer (TrainJob -> JobSet -> Job -> pods) -------------------------------
+
+    def _run_trainjob(self, job: dict[str, Any]) -> None:
+        """What Trainer v2.1 and JobSet v0.10.1 make of a torch-distributed TrainJob: one pod
+        per node (`<job>-node-0-<i>`, labelled as JobSet and the Indexed Job label them), the
+        node container from spec.trainer with the podTemplateOverrides merged in (trainer
+        pkg/runtime/framework/plugins/jobset/builder.go Trainer, PodTemplateOverrides), and
+        the TrainJob status the controller copies from the JobSet (jobset.go Status):
+        written by the local engine, whose rules follow that code (lab/backends/local/
+        training/trainjob.py), mirrored here through the status subresource."""
+        meta = job["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        folder = self._folder(job)
+        trainer = job["spec"].get("trainer") or {}
+        pod_spec: dict[str, Any] = {"containers": [{
+            "name": "node", "image": trainer.get("image", "pytorch/pytorch"),
+            "command": list(trainer.get("command") or []),
+            "env": list(trainer.get("env") or [])}], "volumes": []}
+        for override in job["spec"].get("podTemplateOverrides") or []:
+            if "node" not in [t.get("name") for t in override.get("targetJobs") or []]:
+                continue
+            ospec = override.get("spec") or {}
+            pod_spec["volumes"] += ospec.get("volumes") or []
+            for c in ospec.get("containers") or []:
+                if c.get("name") == "node":
+                    pod_spec["containers"][0].setdefault("volumeMounts", []).extend(
+                        c.get("volumeMounts") or [])
+        pod_template = copy.deepcopy(pod_spec)
+        base = self._prepare(ns, pod_spec, folder)
+        local_obj = _strip(job)
+        local_obj["spec"].pop("podTemplateOverrides", None)
+        local_obj["spec"]["trainer"]["command"] = pod_spec["containers"][0]["command"]
+        api = KINDS["TrainJob"]
+        nodes = int(trainer.get("numNodes") or 1)
+        pods = []
+        for i in range(nodes):
+            pod = f"{name}-node-0-{i}"
+            labels = {"jobset.sigs.k8s.io/jobset-name": name,
+                      "jobset.sigs.k8s.io/replicatedjob-name": "node",
+                      "batch.kubernetes.io/job-completion-index": str(i)}
+            self._pod(ns, pod, labels, pod_template, job)
+            self._pod_phase(ns, pod, "Running")
+            self._register_logs(ns, pod, pod_template,
+                                lambda r=f"node-{i}": list(self.local().logs(
+                                    "TrainJob", name, ns, r)))
+            pods.append(pod)
+        proc = self._run_local(local_obj, base, folder)
+        while proc.poll() is None:
+            self._mirror(api, "TrainJob", ns, name)
+            time.sleep(0.5)
+        final = self._mirror(api, "TrainJob", ns, name)
+        done = "Succeeded" if any(c.get("type") == "Complete" and c.get("status") == "True"
                                   for c in (final or {}).get("conditions") or []) else "Failed"
         for pod in pods:
             self._pod_phase(ns, pod, done)

@@ -123,10 +123,10 @@ def test_up_refuses_unpinned_downloads_before_creating_anything(
     res = CliRunner().invoke(cli, ["--state", str(tmp_path / "s"), "up", "-p", str(prof)])
     assert res.exit_code != 0
     msg = str(res.exception)
-    assert "has no pin for kubeflow-manifests, argo-workflows (kubeflow-manifests: commit, " \
-        "tree; argo-workflows: commit, tree)" in msg
+    assert "has no pin for kubeflow-manifests, argo-workflows, jobset (kubeflow-manifests: " \
+        "commit, tree; argo-workflows: commit, tree; jobset: commit, tree)" in msg
     assert "never installs an unverified file" in msg and "--only node" in msg
-    assert "kflab components pin kubeflow-manifests argo-workflows" in msg
+    assert "kflab components pin kubeflow-manifests argo-workflows jobset" in msg
     # nothing created or recorded: no lab.json, no kubeconfig copy (only an empty folder)
     assert not [p for p in (tmp_path / "s").rglob("*") if p.is_file()]
 

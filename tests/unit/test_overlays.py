@@ -169,9 +169,25 @@ def test_images_list_for_an_offline_bundle(upstream: Path) -> None:
                   "ghcr.io/kubeflow/kfp-api-server:2.16.0",
                   "quay.io/argoproj/workflow-controller:v3.7.3",
                   "ghcr.io/kubeflow/katib/katib-controller:v0.19.0",
-                  "kserve/kserve-controller:v0.16.0"):
+                  "kserve/kserve-controller:v0.16.0",
+                  "ghcr.io/kubeflow/trainer/trainer-controller-manager:v2.1.0",
+                  "registry.k8s.io/jobset/jobset:v0.10.1"):
         assert image in found, image
-    assert not any("visualization" in i for i in found)
+    assert not any("visualization" in i or "staging" in i for i in found)
+
+
+def test_trainer_installs_only_the_torch_runtime_cluster_scoped(upstream: Path) -> None:
+    """The trainer overlay: Trainer and JobSet controllers in `kubeflow`, the
+    torch-distributed ClusterTrainingRuntime only (no namespace: it is cluster-scoped)."""
+    objects = rendered("trainer", upstream)
+    runtimes = [o for o in objects if o["kind"] == "ClusterTrainingRuntime"]
+    assert [r["metadata"]["name"] for r in runtimes] == ["torch-distributed"]
+    assert "namespace" not in runtimes[0]["metadata"]
+    deployments = {o["metadata"]["name"]: o["metadata"]["namespace"] for o in objects
+                   if o["kind"] == "Deployment"}
+    assert deployments == {"jobset-controller-manager": "kubeflow",
+                           "kubeflow-trainer-controller-manager": "kubeflow"}
+    assert not [o for o in objects if o["kind"] == "Namespace"]
 
 
 def upstream_isvc_config(upstream: Path) -> dict[str, str]:

@@ -101,10 +101,11 @@ def test_moves_every_value_keeps_the_layout_and_round_trips(srv, vfile, tmp_path
     kf = publish_git(srv, tmp_path / "kf", "kubeflow/manifests", "99.01")
     argo = publish_git(srv, tmp_path / "argo", "argoproj/argo-workflows", "v9.9.9",
                        annotated=True)
+    jobset = publish_git(srv, tmp_path / "jobset", "kubernetes-sigs/jobset", "v0.99.0")
     before = vfile.read_text()
     lines: list[str] = []
-    plan = pin(vfile, ["k3s=" + K3S_NEW, "kubeflow-manifests=99.01", "argo-workflows=v9.9.9"],
-               sources(srv), lines.append)
+    plan = pin(vfile, ["k3s=" + K3S_NEW, "kubeflow-manifests=99.01", "argo-workflows=v9.9.9",
+                       "jobset=v0.99.0"], sources(srv), lines.append)
     after = vfile.read_text()
     cat = catalog.load(vfile)
     rel = f"https://github.com/k3s-io/k3s/releases/download/{K3S_NEW.replace('+', '%2B')}"
@@ -122,6 +123,8 @@ def test_moves_every_value_keeps_the_layout_and_round_trips(srv, vfile, tmp_path
     assert m.file == "kubeflow-manifests-99.01.tar.gz"
     a = cat.artifacts["argo-workflows"]
     assert (a.version, a.commit, a.tree) == ("v9.9.9", *argo)
+    j = cat.artifacts["jobset"]
+    assert (j.version, j.commit, j.tree) == ("v0.99.0", *jobset)
     # Layout: every comment line kept, everything outside `artifacts:` byte-identical, and
     # the version that looks like a number stays a string.
     assert comments(after) == comments(before)
@@ -131,7 +134,8 @@ def test_moves_every_value_keeps_the_layout_and_round_trips(srv, vfile, tmp_path
     assert len(after.splitlines()) == len(before.splitlines())
     assert any("lists" in line or "listed" in line for line in lines)
     assert {c.artifact for c in plan.changed} == {"k3s", "k3s-airgap-images",
-                                                  "kubeflow-manifests", "argo-workflows"}
+                                                  "kubeflow-manifests", "argo-workflows",
+                                                  "jobset"}
     # Round trip: pinning again at the pinned versions computes the same values and leaves
     # the file byte for byte as it is.
     again = pin(vfile, [], sources(srv), lambda _: None)

@@ -70,7 +70,8 @@ def all_objects() -> list[dict[str, Any]]:
 
 def test_checks_follow_the_components_and_the_gpu() -> None:
     assert [c.name for c in kv.selected(config())] == [
-        "cert-manager", "pipelines", "katib", "training-operator", "kserve", "notebooks", "gpu"]
+        "cert-manager", "pipelines", "katib", "training-operator", "kserve", "notebooks",
+        "trainer", "gpu"]
     assert [c.name for c in kv.selected(config(components=["katib"], gpu=False))] == ["katib"]
 
 
@@ -89,7 +90,7 @@ def test_every_workload_object_validates(shared: Path) -> None:
         assert obj["metadata"]["namespace"] == CATALOG.lab_namespace
         assert obj["metadata"]["labels"]["app.kubernetes.io/part-of"] == "kflab-verify"
     assert kinds == {"Issuer", "Certificate", "Experiment", "PyTorchJob", "PersistentVolumeClaim",
-                     "Job", "InferenceService", "Notebook", "Pod"}
+                     "Job", "InferenceService", "Notebook", "Pod", "TrainJob"}
 
 
 def test_a_workload_with_a_wrong_field_is_refused(shared: Path) -> None:
@@ -161,6 +162,23 @@ def test_katib_trial_prints_a_metric_through_katibs_stdout_wrapping(tmp_path: Pa
     found = {m.group(1): float(m.group(2)) for m in re.finditer(default_filter,
                                                                 metrics.read_text())}
     assert found == {"score": pytest.approx(0.96)}
+
+
+def test_trainjob_nodes_meet_with_the_trainers_variables() -> None:
+    """The nodes' program with the env Trainer's torch plugin sets (PET_*), as two real
+    processes on loopback."""
+    port = free_port()
+    base = {**os.environ, "PET_NNODES": "2", "PET_MASTER_ADDR": "127.0.0.1",
+            "PET_MASTER_PORT": str(port)}
+    command = kv.Trainer(config()).objects()[0]["spec"]["trainer"]["command"]
+    node1 = subprocess.Popen(command, env={**base, "PET_NODE_RANK": "1"},
+                             stdout=subprocess.PIPE, text=True)
+    node0 = subprocess.run(command, env={**base, "PET_NODE_RANK": "0"}, capture_output=True,
+                           text=True, timeout=60, check=False)
+    out, _ = node1.communicate(timeout=60)
+    assert node0.returncode == 0 and node1.returncode == 0, node0.stderr
+    assert "master: all 2 ranks met: [0, 1]" in node0.stdout
+    assert f"worker 1: met the master at 127.0.0.1:{port}" in out
 
 
 def test_pytorchjob_master_and_worker_meet() -> None:
@@ -279,14 +297,18 @@ def test_rows_pass_and_clean_up_or_fail_and_keep(monkeypatch: pytest.MonkeyPatch
         "job": true("Complete"),
         "inferenceservice": true("Ready"),
         "notebook": lambda obj: {"readyReplicas": 1},
+        "trainjob": lambda obj: {**true("Complete")(obj), "jobsStatus": [
+            {"name": "node", "ready": 0, "succeeded": 1, "failed": 0, "active": 0,
+             "suspended": 0}]},
     })
     cfg = config(gpu=False)
     rows = kv.run_workloads(cluster, kv.selected(cfg), skip=set())
     by = {r["name"]: r for r in rows}
     assert [r["name"] for r in rows] == ["cert-manager", "pipelines", "katib",
-                                         "training-operator", "kserve", "notebooks"]
+                                         "training-operator", "kserve", "notebooks", "trainer"]
     assert all(by[n]["ok"] for n in ("cert-manager", "pipelines", "katib", "kserve",
-                                     "notebooks")), rows
+                                     "notebooks", "trainer")), rows
+    assert by["trainer"]["message"].startswith("TrainJob Complete (node: 1 succeeded)")
     assert by["notebooks"]["message"] == ("ready (1 replica); Jupyter Server 2.17.0 answered "
                                           "/notebook/kflab-lab/kflab-verify-nb/api")
     assert by["katib"]["message"] == "2 trials Succeeded; best score 0.99"

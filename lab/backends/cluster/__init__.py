@@ -29,6 +29,7 @@ HANDLERS: dict[str, str] = {
     "Trial": "lab.backends.cluster.tuning.handler",
     "PyTorchJob": "lab.backends.cluster.training.handler",
     "TFJob": "lab.backends.cluster.training.handler",
+    "TrainJob": "lab.backends.cluster.training.trainjob",
     "InferenceService": "lab.backends.cluster.serving.handler",
     "Notebook": "lab.backends.cluster.notebooks.handler",
 }
@@ -200,7 +201,8 @@ class ClusterBackend:
         """Delete every workload kflab's kinds have in this backend's namespace (for
         unattended scenario runs, which start from an empty namespace)."""
         gone = []
-        for kind in ("Experiment", "PyTorchJob", "TFJob", "InferenceService", "Notebook",
+        for kind in ("Experiment", "PyTorchJob", "TFJob", "TrainJob", "InferenceService",
+                     "Notebook",
                      "PipelineRun"):
             try:
                 items = self.list(kind, self.namespace)

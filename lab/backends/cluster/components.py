@@ -10,6 +10,7 @@ from lab.errors import LabError
 SERVED: dict[str, tuple[str, str]] = {
     "katib": ("kubeflow.org/v1beta1", "Experiment"),
     "training": ("kubeflow.org/v1", "PyTorchJob"),
+    "trainer": ("trainer.kubeflow.org/v1alpha1", "TrainJob"),  # Kubeflow Trainer v2
     "kserve": ("serving.kserve.io/v1beta1", "InferenceService"),
     "notebooks": ("kubeflow.org/v1", "Notebook"),
 }

@@ -38,6 +38,7 @@ HANDLERS: dict[str, str] = {
     "Trial": "lab.backends.local.tuning.handler",
     "PyTorchJob": "lab.backends.local.training.handler",
     "TFJob": "lab.backends.local.training.handler",
+    "TrainJob": "lab.backends.local.training.handler",
     "InferenceService": "lab.backends.local.serving.handler",
     "Notebook": "lab.backends.local.notebooks.handler",
 }
@@ -307,7 +308,8 @@ def _source(line: str) -> str:
 
 def _multi(kind: str, replica: str | None) -> bool:
     """Whether the log interleaves several sources, each line prefixed `[source] `."""
-    return replica is None and kind in ("PyTorchJob", "TFJob", "Experiment", "PipelineRun")
+    return replica is None and kind in ("PyTorchJob", "TFJob", "TrainJob", "Experiment",
+                                        "PipelineRun")
 
 
 def _tails(lines: Iterator[str], n: int, multi: bool) -> Iterator[str]:

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from lab import limits
+from lab.backends.local.training import status as st
 from lab.backends.local.training.spec import JobSpec, Replica, _err
 
 
@@ -53,8 +54,23 @@ class Flavor:
     operator_name: str  # the training.kubeflow.org/operator-name label value
     fidelity_prefix: str  # the kind's rule ids in lab/fidelity.py (pytorch.*, tfjob.*)
     missing_hint: str = "add replica specs"
+    running_condition = True  # the controller keeps a Running condition
+    own_parser = False  # True: the kind reads its manifest itself (parse_object)
 
     # --- the manifest ----------------------------------------------------------------------
+    def parse_object(self, obj: dict[str, Any]) -> JobSpec:
+        """The whole manifest, for a kind without replica specs (own_parser)."""
+        raise NotImplementedError
+
+    def replica_names(self, obj: dict[str, Any]) -> list[str] | None:
+        """The stored object's replica names when the kind has no replica specs."""
+        return None
+
+    def pod_templates(self, obj: dict[str, Any]) -> list[dict[str, Any]]:
+        """The pod specs in the manifest (for the fields only a cluster acts on)."""
+        specs = (obj.get("spec") or {}).get(self.specs_key) or {}
+        return [((rs or {}).get("template") or {}).get("spec") or {} for rs in specs.values()]
+
     def parse_spec(self, job: JobSpec, spec: dict[str, Any]) -> JobSpec:
         """Validate the kind's own fields and return the job with them set."""
         return job
@@ -84,7 +100,34 @@ class Flavor:
         """The variables the operator appends to the container's env, in its order."""
         raise NotImplementedError
 
-    # --- status ----------------------------------------------------------------------------
+    # --- status (how the kind's controller writes it; shared rules in status.py) ----------
+    def mark(self, job: JobSpec, status: dict[str, Any], ctype: str, message: str) -> None:
+        """The job entered `ctype` (Created, Running, Restarting)."""
+        st.update(status, ctype, message, self.kind)
+
+    def finish(self, status: dict[str, Any], ctype: str, message: str) -> None:
+        """The job ended: ctype is Succeeded or Failed."""
+        st.finish(status, ctype, message, kind=self.kind)
+
+    def start_status(self, status: dict[str, Any]) -> None:
+        status["startTime"] = st.now()
+
+    def record(self, job: JobSpec, status: dict[str, Any],
+               instances: Sequence[ReplicaState]) -> None:
+        """The replica counts, after every change."""
+        status["replicaStatuses"] = st.replica_statuses(job.name, counts(job, instances),
+                                                        self.operator_name)
+        status["lastReconcileTime"] = st.now()
+
+    def abandon_counts(self, status: dict[str, Any]) -> None:
+        """The supervisor died: what was active counts as failed."""
+        for entry in (status.get("replicaStatuses") or {}).values():
+            if entry.pop("active", 0):
+                entry["failed"] = entry.get("failed", 0) + 1
+
+    def backoff_message(self, job: JobSpec) -> str:
+        return f"Job {job.name} has failed because it has reached the specified backoff limit"
+
     def leaders(self, job: JobSpec) -> tuple[str, ...]:
         """Replica types whose running keeps the job's Running condition True."""
         raise NotImplementedError

@@ -48,6 +48,7 @@ HOST_NETWORK_WARNING = (
 LISTENERS = {
     "PyTorchJob": ("torch's rendezvous store (rank 0's TCPStore)", "MASTER_PORT"),
     "TFJob": ("each replica's TensorFlow gRPC server", "the ports in TF_CONFIG"),
+    "TrainJob": ("torchrun's rendezvous store on node 0", "PET_MASTER_PORT"),
 }
 
 
@@ -194,9 +195,7 @@ class Supervisor:
         return counts(self.job, self.instances)
 
     def save(self) -> None:
-        self.status["replicaStatuses"] = st.replica_statuses(
-            self.job.name, self.counts(), self.job.flavor.operator_name)
-        self.status["lastReconcileTime"] = st.now()
+        self.job.flavor.record(self.job, self.status, self.instances)
         self.backend.store.put(self.obj)
 
     # --- logs ----------------------------------------------------------------------------
@@ -235,8 +234,7 @@ class Supervisor:
         # reaches backoffLimit (any restart at all when it is 0).
         if limit is not None and self.total_restarts + 1 >= max(limit, 1):
             inst.state = "failed"
-            return (f"Job {self.job.name} has failed because it has reached the specified "
-                    f"backoff limit")
+            return self.job.flavor.backoff_message(self.job)
         self.total_restarts += 1
         inst.restarts += 1
         inst.restart_at = time.monotonic() + self.restart_delay(inst)
@@ -244,9 +242,8 @@ class Supervisor:
             # The operator deletes the failed pod and creates a new one: the job shows
             # Restarting until the replacement runs.
             inst.state = "pending"
-            st.update(self.status, "Restarting",
-                      self.job.flavor.restarting_message(self.job, inst.rep.type),
-                      self.job.kind)
+            self.job.flavor.mark(self.job, self.status, "Restarting",
+                                 self.job.flavor.restarting_message(self.job, inst.rep.type))
         else:
             # OnFailure/Always: the kubelet restarts the container in place; the pod stays
             # Running (active), only its restart count grows.
@@ -271,11 +268,11 @@ class Supervisor:
     def run(self) -> None:
         self.isolate()
         self.started = time.monotonic()
-        self.status["startTime"] = st.now()
+        self.job.flavor.start_status(self.status)
         for inst in self.instances:
             self.start(inst)
         # Every replica process now exists: the pods are Running (before a fast one exits).
-        st.update(self.status, "Running", self.running_message(), self.job.kind)
+        self.job.flavor.mark(self.job, self.status, "Running", self.running_message())
         self.save()
         deadline = self.job.active_deadline
         while True:
@@ -293,10 +290,12 @@ class Supervisor:
                     self.start(inst)
                     changed = True
             recreating = any(i.state == "pending" for i in self.instances)
-            if self.leader_running() and not recreating and not st.finished(self.status):
+            if self.job.flavor.running_condition and self.leader_running() \
+                    and not recreating and not st.finished(self.status):
                 cond = st.get_condition(self.status, "Running")
                 if cond is None or cond.get("status") != "True":
-                    st.update(self.status, "Running", self.running_message(), self.job.kind)
+                    self.job.flavor.mark(self.job, self.status, "Running",
+                                         self.running_message())
                     changed = True
             done = None
             if failure:
@@ -307,7 +306,7 @@ class Supervisor:
                 done = ("Failed", f"Job {self.job.name} has failed because it was active "
                                   f"longer than specified deadline")
             if done:
-                st.finish(self.status, *done, kind=self.job.kind)
+                self.job.flavor.finish(self.status, *done)
                 self.save()
                 self.clean_up(deadline_hit=done[1].endswith("deadline"))
                 return

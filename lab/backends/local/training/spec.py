@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 RESTART_POLICIES = ("Never", "OnFailure", "ExitCode", "Always")
 CLEAN_POD_POLICIES = ("None", "Running", "All")
 GPU_RESOURCE = "nvidia.com/gpu"
-KINDS = ("PyTorchJob", "TFJob")
+KINDS = ("PyTorchJob", "TFJob", "TrainJob")
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 _DIGITS = re.compile(r"^[0-9]{1,18}$")
 
@@ -35,6 +35,10 @@ def flavor_for(kind: str) -> Flavor:
         from lab.backends.local.training.tensorflow import FLAVOR as TF
 
         return TF
+    if kind == "TrainJob":
+        from lab.backends.local.training.trainjob import FLAVOR as TJ
+
+        return TJ
     from lab.backends.local.training.pytorch import FLAVOR as PT
 
     return PT
@@ -87,6 +91,7 @@ class JobSpec:
     elastic: Elastic | None = None  # PyTorchJob
     success_policy: str = ""  # TFJob: "" (chief, else worker 0) or AllWorkers
     dynamic_worker: bool = False  # TFJob: enableDynamicWorker
+    runtime: Any = None  # TrainJob: its runtime (runtimes.Runtime)
     ignored: tuple[str, ...] = field(default=())  # fields accepted but without local effect
 
     @property
@@ -264,6 +269,8 @@ def replica_type(flavor: Flavor, key: Any) -> str | None:
 def parse(obj: dict[str, Any]) -> JobSpec:
     """Validate and default a PyTorchJob or TFJob; raises InputError naming the field."""
     flavor = flavor_for(str(obj.get("kind")))
+    if flavor.own_parser:
+        return flavor.parse_object(obj)
     meta = obj["metadata"]
     spec = _mapping(obj.get("spec"), "spec")
     key = flavor.specs_key
@@ -304,6 +311,9 @@ def with_fields(job: JobSpec, **changes: Any) -> JobSpec:
 def apply_defaults(obj: dict[str, Any], job: JobSpec) -> None:
     """Write the webhook's defaults into the stored object, as `kubectl get -o yaml` shows."""
     flavor = job.flavor
+    if flavor.own_parser:
+        flavor.apply_defaults(obj, job)
+        return
     spec = obj.setdefault("spec", {})
     spec.setdefault("runPolicy", {}).setdefault("cleanPodPolicy", job.clean_pod_policy)
     specs = spec[flavor.specs_key]

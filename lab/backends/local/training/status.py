@@ -42,10 +42,13 @@ def update(status: dict[str, Any], ctype: str, message: str, kind: str = KIND) -
 
 
 def finished(status: dict[str, Any]) -> str | None:
-    for ctype in TERMINAL:
+    """Succeeded or Failed once the job has ended (a TrainJob's Complete reads as
+    Succeeded), else None."""
+    for ctype, same in (("Succeeded", "Succeeded"), ("Complete", "Succeeded"),
+                        ("Failed", "Failed")):
         cond = get_condition(status, ctype)
         if cond and cond.get("status") == "True":
-            return ctype
+            return same
     return None
 
 

@@ -6,11 +6,12 @@ controller) and runs it with the node's python3 and kubectl: standard library on
 kubectl call an argv list (no shell). Usage: kflab_verify.py CONFIG.json
 
 Rows, in order: node, controllers, then one per selected component (cert-manager, pipelines,
-katib, training-operator, kserve, notebooks) and gpu when enabled. The workloads start together
-and are then polled, each against its own timeout. A row is {name, ok, seconds, message, hint};
-the contract is written down in playbooks/roles/verify/README.md. A workload that passed is
-deleted; one that failed is LEFT IN PLACE so the hint's `kubectl describe` finds it (the next
-run deletes it first). The exit code is 0 whenever the results file was written.
+katib, training-operator, kserve, notebooks, trainer) and gpu when enabled. The workloads
+start together and are then polled, each against its own timeout. A row is {name, ok,
+seconds, message, hint}; the contract is written down in playbooks/roles/verify/README.md. A
+workload that passed is deleted; one that failed is LEFT IN PLACE so the hint's `kubectl
+describe` finds it (the next run deletes it first). The exit code is 0 whenever the results
+file was written.
 """
 
 from __future__ import annotations
@@ -61,6 +62,12 @@ else:
             time.sleep(2)
     print("worker %d: met the master at %s:%d" % (rank, addr, port))
 """
+
+# A TrainJob node has the variables torchrun reads (PET_*), not RANK and friends: the same
+# meeting, with the Trainer's names mapped onto the ones above.
+PET_RENDEZVOUS = ("import os; e = os.environ; e.update(RANK=e['PET_NODE_RANK'], "
+                  "WORLD_SIZE=e['PET_NNODES'], MASTER_ADDR=e['PET_MASTER_ADDR'], "
+                  "MASTER_PORT=e['PET_MASTER_PORT'])\n" + RENDEZVOUS)
 
 TRAIN_MODEL = (
     "import os, joblib; from sklearn.datasets import load_iris; "
@@ -439,6 +446,43 @@ class TrainingOperator(Check):
                 f"kubectl -n {self.ns} describe pytorchjob {self.resource}")
 
 
+class Trainer(Check):
+    """Kubeflow Trainer v2: a TrainJob of two nodes on the torch-distributed runtime."""
+
+    name = "trainer"
+    kind = "TrainJob"
+    resource = "kflab-verify-trainjob"
+
+    def objects(self) -> list[dict[str, Any]]:
+        return [{"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                 "metadata": meta(self.resource, self.ns),
+                 "spec": {"runtimeRef": {"name": "torch-distributed"},
+                          "labels": dict(LABELS),
+                          "trainer": {"numNodes": 2, "image": self.cfg["images"]["python"],
+                                      "command": ["python3", "-c", PET_RENDEZVOUS],
+                                      "resourcesPerNode": small()}}}]
+
+    def poll(self, k: Kubectl) -> tuple[bool, str] | None:
+        job = k.get("trainjob", self.resource, self.ns)
+        if is_true(job, "Failed"):
+            return False, f"TrainJob Failed: {condition(job, 'Failed').get('message')}"
+        if is_true(job, "Complete"):
+            jobs = ((job or {}).get("status") or {}).get("jobsStatus") or []
+            pods = k.items("pods", self.ns, f"jobset.sigs.k8s.io/jobset-name={self.resource},"
+                                            "batch.kubernetes.io/job-completion-index=0")
+            line = k.logs(pods[0]["metadata"]["name"], self.ns).strip().splitlines() \
+                if pods else []
+            return True, ("TrainJob Complete (" + ", ".join(
+                f"{j.get('name')}: {j.get('succeeded', 0)} succeeded" for j in jobs) + ")"
+                + (f"; {line[-1]}" if line else ""))
+        return None
+
+    def hint(self) -> str:
+        return (f"kflab logs trainjob {self.resource} -n {self.ns} --replica node-1; "
+                f"kubectl -n {self.ns} describe trainjob {self.resource}; kubectl -n kubeflow "
+                "logs deploy/kubeflow-trainer-controller-manager")
+
+
 class KServe(Check):
     """A model file made in the cluster (Job, sklearn image) on a PVC, then an
     InferenceService in Standard mode answering a V1 prediction."""
@@ -613,7 +657,7 @@ class Gpu(Check):
 CHECKS: dict[str, type[Check]] = {
     "cert-manager": CertManager, "pipelines": Pipelines, "katib": Katib,
     "training-operator": TrainingOperator, "kserve": KServe, "notebooks": Notebook,
-    "gpu": Gpu}
+    "trainer": Trainer, "gpu": Gpu}
 
 
 def selected(cfg: dict[str, Any]) -> list[Check]:

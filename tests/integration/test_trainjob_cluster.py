@@ -1,0 +1,79 @@
+"""A TrainJob on the cluster backend against the real API servers (the upstream Trainer CRDs
+unchanged, the torch-distributed runtime from the manifests) with the controller stand-in
+playing Kubeflow Trainer and JobSet (tests/standins/controllers.py `_run_trainjob`); then the
+real Kubeflow SDK's TrainerClient, unchanged, reads the same job through the lab's
+kubeconfig. Skips when the stand-ins are not built or the SDK is not installed."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lab.backends.cluster import ClusterBackend
+from tests.conftest import SHARED
+
+pytestmark = [pytest.mark.integration]
+NS = "tj-lab"
+def report() -> None:
+    """A CustomTrainer function: what each node's process sees under torchrun."""
+    import os
+
+    print("SDK RANK", os.environ["RANK"], "OF", os.environ["WORLD_SIZE"])
+
+
+SCRIPT = ("import os; print('NODE', os.environ['PET_NODE_RANK'], 'OF', os.environ['PET_NNODES'],"
+          " 'AT', os.environ['PET_MASTER_ADDR'])")
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from tests.standins.cluster import missing_binaries, start_world
+
+    if missing_binaries():
+        pytest.skip(f"API-server stand-ins not built ({', '.join(missing_binaries())})")
+    if not (SHARED / "upstream").is_dir():
+        pytest.skip(f"../shared not found at {SHARED} (set KFLAB_SHARED)")
+    w = start_world(tmp_path_factory.mktemp("world"), SHARED)
+    yield w
+    w.stop()
+    assert not w.controllers.errors, w.controllers.errors
+
+
+def test_trainjob_on_the_cluster_and_the_sdk_reads_it(world: Any, tmp_path: Path) -> None:
+    backend = ClusterBackend(str(tmp_path / "state"), kubeconfig=str(world.kubeconfig),
+                             namespace=NS)
+    job = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+           "metadata": {"name": "pets"},
+           "spec": {"runtimeRef": {"name": "torch-distributed"},
+                    "trainer": {"numNodes": 2, "command": [sys.executable, "-c", SCRIPT]}}}
+    out = backend.apply(job, base_dir=tmp_path)
+    status = out["status"]
+    assert [(c["type"], c["reason"]) for c in status["conditions"]] == [
+        ("Complete", "AllJobsCompleted")]
+    assert status["jobsStatus"] == [{"name": "node", "ready": 0, "succeeded": 1, "failed": 0,
+                                     "active": 0, "suspended": 0}]
+    assert any("NODE 1 OF 2" in line for line in backend.logs("TrainJob", "pets", NS, "node-1"))
+
+    pytest.importorskip("kubeflow.trainer")
+    from kubeflow.common.types import KubernetesBackendConfig
+    from kubeflow.trainer import TrainerClient
+
+    client = TrainerClient(KubernetesBackendConfig(namespace=NS,
+                                                   config_file=str(world.kubeconfig)))
+    assert "torch-distributed" in [r.name for r in client.list_runtimes()]
+    tj = client.get_job("pets")
+    assert (tj.status, tj.num_nodes) == ("Complete", 2)
+    assert sorted((s.name, s.status) for s in tj.steps) == [("node-0", "Succeeded"),
+                                                            ("node-1", "Succeeded")]
+    assert any("NODE 1 OF 2" in line for line in client.get_job_logs("pets", step="node-1"))
+
+    pytest.importorskip("torch")  # the SDK's command runs torchrun on each node
+    from kubeflow.trainer import CustomTrainer
+
+    name = client.train(trainer=CustomTrainer(func=report, num_nodes=2))
+    done = client.wait_for_job_status(name, timeout=300, polling_interval=1)
+    assert (done.status, done.num_nodes) == ("Complete", 2)
+    assert any("SDK RANK 1 OF 2" in line for line in client.get_job_logs(name, step="node-1"))

@@ -123,6 +123,26 @@ def pip(*args: str) -> None:
         fail(f"`pip {' '.join(args[:4])} ...` failed (its output is above)")
 
 
+def unmet(extras: list[str]) -> list[str]:
+    """kflab's own requirements (core + the extras asked for) that the venv does not satisfy:
+    `pip check` looks at core requirements only, never at extras."""
+    from packaging.requirements import Requirement  # installed from the lock by now
+
+    out = []
+    for raw in md.requires("kflab") or []:
+        req = Requirement(raw)
+        if req.marker and not any(req.marker.evaluate({"extra": e}) for e in ["", *extras]):
+            continue
+        try:
+            have = md.version(req.name)
+        except md.PackageNotFoundError:
+            out.append(f"{req.name} is not installed")
+            continue
+        if not req.specifier.contains(have, prereleases=True):
+            out.append(f"{req.name} {have} is not {req.specifier}")
+    return out
+
+
 def main() -> int:
     extras = [e for e in (sys.argv[1] if len(sys.argv) > 1 else "local").split(",") if e]
     problems = stale_lock()
@@ -157,6 +177,10 @@ def main() -> int:
         sys.stderr.write(res.stdout)
         fail("`pip check` found the packages above inconsistent: run "
              "python3 scripts/lock.py, or remove .venv and run setup.sh again")
+    missing = unmet(extras)
+    if missing:
+        fail(f"the lock lacks what pyproject.toml asks for ({'; '.join(missing)}): "
+             "run python3 scripts/lock.py")
     stamp.write_text(key)
     return 0
 

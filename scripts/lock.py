@@ -49,7 +49,8 @@ PLATFORMS = {
     "linux-aarch64": "sys_platform == 'linux' and platform_machine == 'aarch64'",
     "macos-arm64": "sys_platform == 'darwin' and platform_machine == 'arm64'",
 }
-# Never locked: torch and the CUDA runtime that only torch pulls in (the GPU user's own build).
+# Never locked: torch and the CUDA runtime that only torch pulls in (the GPU user's own build);
+# a name matching here stays locked when anything but torch needs it (strip_unlocked).
 UNLOCKED = re.compile(r"^(torch|triton|nvidia-[a-z0-9-]+|cuda-[a-z0-9-]+)$")
 NAME = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)")
 
@@ -58,8 +59,8 @@ def norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def project() -> dict:
-    return tomllib.loads((REPO / "pyproject.toml").read_text())
+def project(root: Path = REPO) -> dict:
+    return tomllib.loads((root / "pyproject.toml").read_text())
 
 
 def inputs_digest(py: dict) -> str:
@@ -128,20 +129,18 @@ def via(lines: list[str]) -> set[str]:
 
 
 def strip_unlocked(text: str) -> str:
-    """Drop torch and its CUDA runtime; refuse if anything else needs one of them."""
-    kept: list[tuple[str, list[str]]] = []
-    dropped: dict[str, list[str]] = {}
-    for name, lines in blocks(text):
-        if UNLOCKED.match(name):
-            dropped[name] = lines
-        else:
-            kept.append((name, lines))
-    for name, lines in dropped.items():
-        others = {v for v in via(lines) if not UNLOCKED.match(v) and v != "kflab"}
-        if others:
-            raise SystemExit(f"lock.py: {name} is needed by {sorted(others)}, not only by torch: "
-                             "it would be missing from the lock; widen UNLOCKED or rethink")
-    return "".join("\n".join(lines) + "\n" for _, lines in kept)
+    """Drop torch, and each CUDA-runtime package (UNLOCKED's names) that only torch or other
+    dropped ones need (uv's `# via`), to a fixed point; nvidia-ml-py, which kflab needs, stays."""
+    parsed = blocks(text)
+    dropped = {"torch"}
+    changed = True
+    while changed:
+        changed = False
+        for name, lines in parsed:
+            if name not in dropped and UNLOCKED.match(name) and via(lines) <= dropped:
+                dropped.add(name)
+                changed = True
+    return "".join("\n".join(lines) + "\n" for name, lines in parsed if name not in dropped)
 
 
 def temp_project(py: dict, marker: str) -> str:
@@ -193,20 +192,21 @@ def generate() -> None:
             shutil.rmtree(new)
 
 
-def check() -> list[str]:
-    """Why the lock is stale (empty when current)."""
-    py = project()
+def check(root: Path = REPO) -> list[str]:
+    """Why the lock in root/locks is stale for root/pyproject.toml (empty when current)."""
+    py, locks = project(root), root / "locks"
     digest, problems = inputs_digest(py), []
     for plat in PLATFORMS:
         for group in groups(py):
-            path = LOCKS / plat / f"{group}.txt"
+            path = locks / plat / f"{group}.txt"
             if not path.is_file():
-                problems.append(f"{path.relative_to(REPO)} is missing")
+                problems.append(f"{path.relative_to(root)} is missing")
                 continue
-            first = path.read_text().split("\n", 1)[0]
+            with path.open() as fh:
+                first = fh.readline().rstrip("\n")
             if first != f"# inputs: {digest}":
-                problems.append(f"{path.relative_to(REPO)} was built from other inputs")
-    extra = {p.name for p in LOCKS.iterdir()} - set(PLATFORMS) if LOCKS.is_dir() else set()
+                problems.append(f"{path.relative_to(root)} was built from other inputs")
+    extra = {p.name for p in locks.iterdir()} - set(PLATFORMS) if locks.is_dir() else set()
     problems += [f"locks/{e} is not a platform set of scripts/lock.py" for e in sorted(extra)]
     return problems
 

@@ -3,8 +3,8 @@
 HOME, so nothing can come from the clone or the current directory.
 
 The source tree is copied first (git's tracked and not-ignored files), so a stale build/ in
-the clone cannot leak into the wheels. The install uses pip's local cache and the lock (locks/, as setup.sh does);
---no-compile saves a minute of byte-compiling torch.
+the clone cannot leak into the wheels. The install uses pip's local cache and the lock (locks/,
+with --no-deps as setup.sh does); --no-compile saves a minute of byte-compiling torch.
 """
 
 from __future__ import annotations

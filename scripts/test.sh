@@ -12,5 +12,5 @@ for standin in scripts/standins/*.sh; do
   bash "$standin"
 done
 export PATH="$PWD/.venv/bin:$PATH"
-.venv/bin/ruff check lab tests bench scenarios
+.venv/bin/ruff check lab tests bench scenarios scripts
 exec .venv/bin/python -m pytest "$@"

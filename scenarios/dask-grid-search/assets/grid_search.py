@@ -7,7 +7,10 @@ Usage: python grid_search.py --backend sequential|dask [--workers 2] [--repeat 3
 The search is timed --repeat times and the fastest is kept (the first run of a fresh
 process or cluster also pays for imports). With --backend dask, the sequential search is
 timed again between the Dask runs, so that both are timed on the machine as it is at that
-moment (other programs come and go); starting the Dask cluster is timed apart.
+moment (other programs come and go); starting the Dask cluster is timed apart. Dask's task
+stream records when each task (a batch of fits) ran on which worker: the report says how
+many workers ran fits and how many fits ran at the same time -- what parallelism is, whatever
+else the machine is doing -- and the load average beside the speed-up.
 """
 
 import argparse
@@ -21,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import joblib
-from dask.distributed import Client, LocalCluster  # noqa: F401 -- LocalCluster: step 2
+from dask.distributed import Client, LocalCluster, get_task_stream  # noqa: F401 -- LocalCluster: step 2
 from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
 from sklearn.naive_bayes import MultinomialNB
@@ -82,6 +85,23 @@ def timed_search(texts: list[str], labels: list[int], dask: bool) -> tuple[GridS
     return search, round(time.perf_counter() - t0, 3)
 
 
+def concurrency(tasks: list[dict]) -> dict:
+    """From Dask's task stream: the workers that computed tasks, and the most tasks computing
+    at one moment (intervals that overlap in time, on the same clock: one machine)."""
+    spans, workers = [], set()
+    for task in tasks:
+        for ss in task.get("startstops", ()):
+            if ss.get("action") == "compute":
+                spans.append((ss["start"], ss["stop"]))
+                workers.add(task.get("worker"))
+    events = sorted([(start, 1) for start, _ in spans] + [(stop, -1) for _, stop in spans])
+    running = peak = 0
+    for _, step in events:  # at equal times the stop (-1) sorts first: touching is not overlap
+        running += step
+        peak = max(peak, running)
+    return {"tasks": len(spans), "workers_used": len(workers), "max_concurrent": peak}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--backend", choices=["sequential", "dask"], required=True)
@@ -94,7 +114,7 @@ def main() -> None:
         rows = list(csv.DictReader(fh))
     texts, labels = [r["text"] for r in rows], [int(r["label"]) for r in rows]
 
-    startup, address, times, sequential = None, None, [], []
+    startup, address, times, sequential, runs = None, None, [], [], []
     if args.backend == "sequential":
         for _ in range(args.repeat):
             search, seconds = timed_search(texts, labels, dask=False)
@@ -109,8 +129,10 @@ def main() -> None:
                 client.run(importlib.import_module, module)
             for _ in range(args.repeat):  # sequential, Dask, sequential, Dask, ...
                 sequential.append(timed_search(texts, labels, dask=False)[1])
-                search, seconds = timed_search(texts, labels, dask=True)
+                with get_task_stream(client) as stream:
+                    search, seconds = timed_search(texts, labels, dask=True)
                 times.append(seconds)
+                runs.append(concurrency(stream.data))
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     result = {
@@ -129,6 +151,10 @@ def main() -> None:
         "sequential_seconds": min(sequential),
         "sequential_seconds_all": sequential,
         "startup_seconds": startup,
+        # per Dask run: tasks, workers that computed them, most tasks computing at once
+        "concurrency": runs,
+        "load_average": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg")
+        else None,
     }
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     print(f"{args.backend}: {result['candidates']} candidates x {result['splits']} folds, "

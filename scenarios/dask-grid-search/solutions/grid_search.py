@@ -8,9 +8,9 @@ The search is timed --repeat times and the fastest is kept (the first run of a f
 process or cluster also pays for imports). With --backend dask, the sequential search is
 timed again between the Dask runs, so that both are timed on the machine as it is at that
 moment (other programs come and go); starting the Dask cluster is timed apart. Dask's task
-stream records when each task (a batch of fits) ran on which worker: the report says how
-many workers ran fits and how many fits ran at the same time -- what parallelism is, whatever
-else the machine is doing -- and the load average beside the speed-up.
+stream records when each task (a batch of fits) ran on which worker; compare.py finds how
+many workers ran fits and how many ran at the same time -- what parallelism is, whatever
+else the machine is doing -- and prints the load average beside the speed-up.
 """
 
 import argparse
@@ -85,21 +85,11 @@ def timed_search(texts: list[str], labels: list[int], dask: bool) -> tuple[GridS
     return search, round(time.perf_counter() - t0, 3)
 
 
-def concurrency(tasks: list[dict]) -> dict:
-    """From Dask's task stream: the workers that computed tasks, and the most tasks computing
-    at one moment (intervals that overlap in time, on the same clock: one machine)."""
-    spans, workers = [], set()
-    for task in tasks:
-        for ss in task.get("startstops", ()):
-            if ss.get("action") == "compute":
-                spans.append((ss["start"], ss["stop"]))
-                workers.add(task.get("worker"))
-    events = sorted([(start, 1) for start, _ in spans] + [(stop, -1) for _, stop in spans])
-    running = peak = 0
-    for _, step in events:  # at equal times the stop (-1) sorts first: touching is not overlap
-        running += step
-        peak = max(peak, running)
-    return {"tasks": len(spans), "workers_used": len(workers), "max_concurrent": peak}
+def fit_intervals(tasks: list[dict]) -> list[list]:
+    """From Dask's task stream: [worker, start, stop] of each task's computation (a batch of
+    fits), on the clock of this machine; compare.py finds how many overlapped."""
+    return [[task.get("worker"), ss["start"], ss["stop"]] for task in tasks
+            for ss in task.get("startstops", ()) if ss.get("action") == "compute"]
 
 
 def main() -> None:
@@ -132,7 +122,7 @@ def main() -> None:
                 with get_task_stream(client) as stream:
                     search, seconds = timed_search(texts, labels, dask=True)
                 times.append(seconds)
-                runs.append(concurrency(stream.data))
+                runs.append(fit_intervals(stream.data))
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     result = {
@@ -151,8 +141,8 @@ def main() -> None:
         "sequential_seconds": min(sequential),
         "sequential_seconds_all": sequential,
         "startup_seconds": startup,
-        # per Dask run: tasks, workers that computed them, most tasks computing at once
-        "concurrency": runs,
+        # per Dask run: when each batch of fits computed, on which worker
+        "fit_intervals": runs,
         "load_average": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg")
         else None,
     }

@@ -26,7 +26,12 @@ def test_overlapping_fits_on_two_workers_count_as_concurrent() -> None:
     got = _compare().concurrency([["tcp://127.0.0.1:1", 0.0, 2.0],
                                   ["tcp://127.0.0.1:2", 1.0, 3.0],
                                   ["tcp://127.0.0.1:1", 2.0, 4.0]])
-    assert got == {"tasks": 3, "workers_used": 2, "max_concurrent": 2}
+    assert got == {"tasks": 3, "workers_used": 2, "max_concurrent_workers": 2}
+
+
+def test_two_fits_at_once_on_one_worker_are_not_two_workers_at_once() -> None:
+    got = _compare().concurrency([["w1", 0.0, 2.0], ["w1", 1.0, 3.0], ["w2", 3.0, 4.0]])
+    assert got == {"tasks": 3, "workers_used": 2, "max_concurrent_workers": 1}
 
 
 def test_fits_one_after_another_are_not_concurrent() -> None:
@@ -34,7 +39,7 @@ def test_fits_one_after_another_are_not_concurrent() -> None:
     got = _compare().concurrency([["tcp://127.0.0.1:1", 0.0, 1.0],
                                   ["tcp://127.0.0.1:2", 1.0, 2.0],
                                   ["tcp://127.0.0.1:1", 2.0, 3.0]])
-    assert got == {"tasks": 3, "workers_used": 2, "max_concurrent": 1}
+    assert got == {"tasks": 3, "workers_used": 2, "max_concurrent_workers": 1}
 
 
 def test_the_lab_records_dasks_compute_intervals() -> None:
@@ -62,7 +67,7 @@ def _result(backend: str, **extra) -> dict:
 def test_compare_reports_concurrency_and_load_not_a_speed_verdict(
         tmp_path: Path, runs: list[list], expected: tuple[int, int]) -> None:
     """Slower than sequential (a busy machine: speed-up 0.8) yet concurrent: comparison.json
-    carries what the check reads (workers_used, max_concurrent_fits) and the load average."""
+    carries what the check reads (workers_used, max_workers_at_once) and the load average."""
     (tmp_path / "seq.json").write_text(json.dumps(_result("sequential")))
     (tmp_path / "dask.json").write_text(json.dumps(_result(
         "dask", fit_seconds=5.0, fit_intervals=runs, load_average=[3.9, 3.5, 2.0])))
@@ -70,6 +75,6 @@ def test_compare_reports_concurrency_and_load_not_a_speed_verdict(
                           "seq.json", "--dask", "dask.json"], cwd=tmp_path, capture_output=True,
                          text=True, check=True).stdout
     report = json.loads((tmp_path / "comparison.json").read_text())
-    assert (report["workers_used"], report["max_concurrent_fits"]) == expected
+    assert (report["workers_used"], report["max_workers_at_once"]) == expected
     assert report["speedup"] == 0.8 and report["load_average"] == [3.9, 3.5, 2.0]
     assert "load average 3.90" in out

@@ -11,15 +11,16 @@ from pathlib import Path
 
 def concurrency(intervals: list[list]) -> dict:
     """[worker, start, stop] per computed task -> the workers that computed, and the most
-    tasks computing at one moment (intervals overlapping in time, one machine's clock)."""
-    events = sorted([(start, 1) for _, start, _ in intervals] +
-                    [(stop, -1) for _, _, stop in intervals])
-    running = peak = 0
-    for _, step in events:  # at equal times the stop (-1) sorts first: touching is not overlap
-        running += step
-        peak = max(peak, running)
+    workers computing at one moment (their intervals overlap in time; one machine's clock)."""
+    events = sorted([(start, 1, w) for w, start, _ in intervals] +
+                    [(stop, -1, w) for w, _, stop in intervals])
+    running: dict[str, int] = {}
+    peak = 0
+    for _, step, worker in events:  # at equal times a stop (-1) sorts first: touching is not
+        running[worker] = running.get(worker, 0) + step  # overlap
+        peak = max(peak, sum(1 for n in running.values() if n > 0))
     return {"tasks": len(intervals), "workers_used": len({w for w, _, _ in intervals}),
-            "max_concurrent": peak}
+            "max_concurrent_workers": peak}
 
 
 def main() -> None:
@@ -44,7 +45,7 @@ def main() -> None:
         # Parallelism, whatever else the machine does: in some Dask run, fits computed on 2+
         # workers at the same moment (Dask's task stream).
         "workers_used": max((r["workers_used"] for r in runs), default=0),
-        "max_concurrent_fits": max((r["max_concurrent"] for r in runs), default=0),
+        "max_workers_at_once": max((r["max_concurrent_workers"] for r in runs), default=0),
         # both timed in the Dask run, taking turns: the same machine at the same moment; a
         # report, not a check: it depends on what else runs (the load average says how much)
         "speedup": round(dsk["sequential_seconds"] / dsk["fit_seconds"], 3),
@@ -61,8 +62,8 @@ def main() -> None:
     print(f"same best parameters: {report['same_best_params']}, same best score: "
           f"{report['same_best_score']}, same score for every candidate: "
           f"{report['same_scores_everywhere']}")
-    print(f"fits ran on {report['workers_used']} workers, up to "
-          f"{report['max_concurrent_fits']} at the same moment")
+    print(f"fits ran on {report['workers_used']} workers, {report['max_workers_at_once']} of "
+          "them computing at the same moment")
     load = report["load_average"]
     print(f"speed-up with {report['workers']} Dask workers on {report['cores']} cores: "
           f"{report['speedup']:.2f}x (cluster start-up, {dsk['startup_seconds']} s, not counted)"

@@ -18,6 +18,8 @@ if [ ! -x "$venv/bin/python" ]; then
     || die "$py has no venv/ensurepip module: install it (Debian/Ubuntu: sudo apt install python3-venv), then run this again"
   "$py" -m venv "$venv" || die "$py -m venv $venv failed (above); remove $venv and run this again"
 fi
+"$venv/bin/python" -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 13))' \
+  || die "$venv was made by an unsupported Python: remove it (rm -rf $venv) and run this again"
 "$venv/bin/python" scripts/install_locked.py "$extras"
 echo "installed: $("$venv/bin/kflab" version | head -n 1)"
 echo "activate with: source $venv/bin/activate   (kflab version lists the engines and pins)"

@@ -247,6 +247,8 @@ class Progress:
         self.t0 = time.monotonic()
         self.task_t0: dict[str, float] = {}
         self.trials: TrialTable | None = None
+        # Skip reasons already printed: a lab whose steps all need a GPU says why once.
+        self.said_skips: set[str] = set()
 
     def _elapsed(self) -> str:
         return f"[dim]{time.monotonic() - self.t0:6.1f}s[/]"
@@ -294,8 +296,12 @@ class Progress:
             res = ev["result"]
             if res.error:
                 hanging("           ", f"[red]{esc(res.error)}[/]")
-            if getattr(res, "skip_reason", None):
-                out.print(f"{self._elapsed()}   [yellow]- skipped: {esc(res.skip_reason)}[/]")
+            why = getattr(res, "skip_reason", None)
+            if why and why in self.said_skips:
+                out.print(f"{self._elapsed()}   [yellow]- skipped (as above)[/]")
+            elif why:
+                self.said_skips.add(why)
+                out.print(f"{self._elapsed()}   [yellow]- skipped: {esc(why)}[/]")
         elif kind == "log":  # a line of a training replica's output, streamed live
             out.print(f"[dim]{esc(ev['replica'])} |[/] {esc(ev['line'])}", soft_wrap=True)
         elif kind == "message":

@@ -7,7 +7,7 @@ knowledge of the real fields, derived here from:
 - the upstream CRDs' openAPIV3Schema in ../shared/upstream (PyTorchJob, InferenceService);
 - Katib's v1beta1 API types (v0.19.0, the release in kubeflow/manifests 26.03): the field
   names are listed below, as facts, because the CRD schema carries none;
-- the kubernetes Python client's models (pinned in constraints.txt) for core types:
+- the kubernetes Python client's models (pinned in locks/) for core types:
   ObjectMeta, Container, HTTPGetAction and batch/v1 Job (a Katib trial template's kind).
 
 Output: {"kinds": {"group/version/Kind": type id}, "types": {id: {field: child}}} where a

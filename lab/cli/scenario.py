@@ -141,8 +141,10 @@ def _run_many(obj: Obj, names: tuple[str, ...], all_: bool, mode: str, json_out:
     results = []
     for s in scenarios:
         console().rule(f"[bold]{esc(s.id)}[/] ({mode}, {choice.name} backend)")
-        res = run_scenario(s, obj.state, mode=mode, sink=Progress(), backend=choice)
-        if res.status == "skipped" and res.steps and res.steps[0].skip_reason:
+        sink = Progress()
+        res = run_scenario(s, obj.state, mode=mode, sink=sink, backend=choice)
+        if res.status == "skipped" and res.steps and res.steps[0].skip_reason and \
+                res.steps[0].skip_reason not in sink.said_skips:
             console().print(f"[yellow]skipped: {esc(res.steps[0].skip_reason)}[/]")
         results.append(res)
     summary(results)

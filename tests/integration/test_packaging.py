@@ -3,24 +3,49 @@
 HOME, so nothing can come from the clone or the current directory.
 
 The source tree is copied first (git's tracked and not-ignored files), so a stale build/ in
-the clone cannot leak into the wheels. The install uses pip's local cache and constraints.txt;
---no-compile saves a minute of byte-compiling torch.
+the clone cannot leak into the wheels. The install uses pip's local cache and the lock (locks/,
+with --no-deps as setup.sh does); --no-compile saves a minute of byte-compiling torch.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 from tests.conftest import REPO, SHARED
+
+
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+install_locked = _script("install_locked")
+lock = _script("lock")
+
+
+def locked_pins(group: str) -> dict[str, str]:
+    """name -> version of the lock's entries for this platform and Python."""
+    path = REPO / "locks" / install_locked.platform_set() / f"{group}.txt"
+    pins = {}
+    for _, lines in lock.blocks(path.read_text()):
+        req = Requirement(lines[0].rstrip(" \\"))
+        if req.marker is None or req.marker.evaluate():
+            pins[req.name] = next(iter(req.specifier)).version
+    return pins
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 CONTENT = ("manifests", "playbooks", "scenarios", "vagrant")
@@ -96,9 +121,15 @@ def installed(built: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) 
     tmp = tmp_path_factory.mktemp("inst")
     venv = tmp / "venv"
     run([sys.executable, "-m", "venv", str(venv)], cwd=tmp)
-    run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-compile",
-         "--disable-pip-version-check", "-c", str(REPO / "constraints.txt"),
-         f"{built['wheel']}[local]"], cwd=tmp, timeout=1200)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-compile",
+           "--disable-pip-version-check"]
+    locked = REPO / "locks" / install_locked.platform_set()
+    run([*pip, "--no-deps", "--require-hashes", "-r", str(locked / "base.txt"),
+         "-r", str(locked / "local.txt")], cwd=tmp, timeout=1200)
+    run([*pip, "--no-deps", str(built["wheel"])], cwd=tmp)
+    torch = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["kflab"]["torch"]
+    run([*pip, f"torch=={torch}"], cwd=tmp, timeout=1200)
+    run([str(venv / "bin" / "python"), "-m", "pip", "check"], cwd=tmp)
     home, elsewhere = tmp / "home", tmp / "elsewhere"
     home.mkdir()
     elsewhere.mkdir()
@@ -133,8 +164,7 @@ def test_installed_version_names_kflab_engines_and_pins(installed: dict) -> None
     from lab import __version__
 
     assert info["kflab"] == __version__
-    pins = dict(line.split("==", 1) for line in (REPO / "constraints.txt").read_text()
-                .splitlines() if "==" in line and not line.startswith("#"))
+    pins = locked_pins("local")
     for engine in ("kfp", "optuna", "kserve"):
         assert info["engines"][engine] == pins[engine]
     assert info["engines"]["torch"].startswith("2.13.0")

@@ -46,8 +46,9 @@ def job(annotations: dict[str, str] | None = None) -> dict:
             "spec": {"pytorchReplicaSpecs": {"Master": spec, "Worker": spec}}}
 
 
-def run_and_audit(tmp_path: Path, obj: dict) -> tuple[list[Listener], int, str]:
-    """Start the job, read every listener of the process tree once all ranks are up."""
+def run_and_audit(tmp_path: Path, obj: dict) -> tuple[list[Listener], int, str, bytes | None]:
+    """Start the job, read every listener of the process tree once all ranks are up; return
+    them, MASTER_PORT, the CLI's output and the replicas' logs, rank 0's TORCH_CPP_LOG_LEVEL."""
     (tmp_path / "replica.py").write_text(REPLICA)
     (tmp_path / "job.yaml").write_text(yaml.safe_dump(obj))
     env = {**os.environ, "KFLAB_STATE": str(tmp_path / "state"), "PYTHONPATH": str(REPO)}
@@ -70,7 +71,8 @@ def run_and_audit(tmp_path: Path, obj: dict) -> tuple[list[Listener], int, str]:
         (tmp_path / "go").touch()
     out, _ = cli.communicate(timeout=60)
     assert cli.returncode == 0, out
-    return found, port, out
+    logs = "".join(p.read_text(errors="replace") for p in (tmp_path / "state").rglob("*.log"))
+    return found, port, out + logs, environ.get(b"TORCH_CPP_LOG_LEVEL")
 
 
 def host_listening_ports() -> set[int]:
@@ -85,19 +87,23 @@ def host_listening_ports() -> set[int]:
 
 
 def test_rendezvous_and_every_listener_is_loopback_only(tmp_path: Path) -> None:
-    found, port, out = run_and_audit(tmp_path, job())
+    found, port, out, cpp_log = run_and_audit(tmp_path, job())
     store = [f for f in found if f.port == port]
     assert store, f"rank 0's TCPStore on MASTER_PORT {port} was not seen: {found}"
     exposed = [f for f in found if reachable_beyond_loopback(f)]
     assert exposed == [], f"listening beyond loopback: {exposed}"
     assert port not in host_listening_ports()
     assert "ALL interfaces" not in out
+    # No resolver in the namespace: torch's peer-name lookup warned per connection (issue 20)
+    assert cpp_log == b"ERROR"
+    assert "hostname of the client socket cannot be retrieved" not in out
 
 
 def test_host_network_on_request_says_what_it_exposes(tmp_path: Path) -> None:
     """The annotation asks for the host's network: the job's output says plainly that the
     store listens on all interfaces -- and the audit above would catch it."""
-    found, port, out = run_and_audit(tmp_path, job({"kflab.dev/network": "host"}))
+    found, port, out, cpp_log = run_and_audit(tmp_path, job({"kflab.dev/network": "host"}))
+    assert cpp_log is None  # on the host's network torch's C++ warnings stay as they are
     assert "listens on ALL interfaces" in out
     store = [f for f in found if f.port == port]
     assert store and all(reachable_beyond_loopback(f) for f in store)

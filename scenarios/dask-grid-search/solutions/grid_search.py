@@ -7,7 +7,10 @@ Usage: python grid_search.py --backend sequential|dask [--workers 2] [--repeat 3
 The search is timed --repeat times and the fastest is kept (the first run of a fresh
 process or cluster also pays for imports). With --backend dask, the sequential search is
 timed again between the Dask runs, so that both are timed on the machine as it is at that
-moment (other programs come and go); starting the Dask cluster is timed apart.
+moment (other programs come and go); starting the Dask cluster is timed apart. Dask's task
+stream records when each task (a batch of fits) ran on which worker; compare.py finds how
+many workers ran fits and how many ran at the same time -- what parallelism is, whatever
+else the machine is doing -- and prints the load average beside the speed-up.
 """
 
 import argparse
@@ -21,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import joblib
-from dask.distributed import Client, LocalCluster
+from dask.distributed import Client, LocalCluster, get_task_stream
 from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
 from sklearn.naive_bayes import MultinomialNB
@@ -82,6 +85,13 @@ def timed_search(texts: list[str], labels: list[int], dask: bool) -> tuple[GridS
     return search, round(time.perf_counter() - t0, 3)
 
 
+def fit_intervals(tasks: list[dict]) -> list[list]:
+    """From Dask's task stream: [worker, start, stop] of each task's computation (a batch of
+    fits), on the clock of this machine; compare.py finds how many overlapped."""
+    return [[task.get("worker"), ss["start"], ss["stop"]] for task in tasks
+            for ss in task.get("startstops", ()) if ss.get("action") == "compute"]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--backend", choices=["sequential", "dask"], required=True)
@@ -94,7 +104,7 @@ def main() -> None:
         rows = list(csv.DictReader(fh))
     texts, labels = [r["text"] for r in rows], [int(r["label"]) for r in rows]
 
-    startup, address, times, sequential = None, None, [], []
+    startup, address, times, sequential, runs = None, None, [], [], []
     if args.backend == "sequential":
         for _ in range(args.repeat):
             search, seconds = timed_search(texts, labels, dask=False)
@@ -109,8 +119,10 @@ def main() -> None:
                 client.run(importlib.import_module, module)
             for _ in range(args.repeat):  # sequential, Dask, sequential, Dask, ...
                 sequential.append(timed_search(texts, labels, dask=False)[1])
-                search, seconds = timed_search(texts, labels, dask=True)
+                with get_task_stream(client) as stream:
+                    search, seconds = timed_search(texts, labels, dask=True)
                 times.append(seconds)
+                runs.append(fit_intervals(stream.data))
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     result = {
@@ -129,6 +141,10 @@ def main() -> None:
         "sequential_seconds": min(sequential),
         "sequential_seconds_all": sequential,
         "startup_seconds": startup,
+        # per Dask run: when each batch of fits computed, on which worker
+        "fit_intervals": runs,
+        "load_average": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg")
+        else None,
     }
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     print(f"{args.backend}: {result['candidates']} candidates x {result['splits']} folds, "

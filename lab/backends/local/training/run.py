@@ -123,6 +123,12 @@ class Supervisor:
             line = _first_line(holder, timeout=10.0)
             if line == "ready":
                 self.holder = holder
+                # No resolver is reachable in the namespace, so torch's reverse lookup of each
+                # peer (c10d socket.cpp, only to name it in a log line) fails and warns "The
+                # hostname of the client socket cannot be retrieved" per connection. Its C++
+                # warnings are off there unless the job or the user's environment sets the level.
+                for inst in self.instances:
+                    inst.env.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
                 self.obj["metadata"].setdefault("annotations", {})[NETWORK_ANNOTATION] = \
                     "private (replicas see only loopback)"
                 return

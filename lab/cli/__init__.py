@@ -22,6 +22,7 @@ from lab.cli import (  # noqa: F401
     pipeline,
     resources,
     scenario,
+    webui,
 )
 from lab.cli.root import cli
 from lab.errors import LabError

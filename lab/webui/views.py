@@ -1,0 +1,145 @@
+"""The JSON the UI's pages draw, read from the backend API the CLI uses (`lab/backends/base.py`:
+`list`, `get`), so the UI shows what `kflab get` shows, on either backend."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from lab.kube.katib import objective_column
+
+LISTED = {"jobs": ("PyTorchJob", "TFJob"), "inferenceservices": ("InferenceService",),
+          "notebooks": ("Notebook",), "experiments": ("Experiment",)}
+
+
+class NotFound(Exception):
+    pass
+
+
+def answer(backend: Any, api: Any, path: str) -> Any:
+    """`runs`, `runs/NAME`, `experiments`, `experiments/NAME`, `jobs`, `inferenceservices`,
+    `notebooks`."""
+    parts = [p for p in path.split("/") if p]
+    if parts == ["runs"]:
+        return [_run_row(o) for o in _newest(backend.list("PipelineRun"))]
+    if len(parts) == 2 and parts[0] == "runs":
+        obj = backend.get("PipelineRun", parts[1])
+        if obj is None:
+            raise NotFound(f"no pipeline run '{parts[1]}'")
+        return _run_page(obj, api)
+    if len(parts) == 2 and parts[0] == "experiments":
+        return _experiment_page(backend, parts[1])
+    if len(parts) == 1 and parts[0] in LISTED:
+        rows = []
+        for kind in LISTED[parts[0]]:
+            rows += [_row(kind, o) for o in _newest(_listed(backend, kind))]
+        return rows
+    raise NotFound(f"no view '{path}'")
+
+
+def _listed(backend: Any, kind: str) -> list[dict[str, Any]]:
+    try:
+        return backend.list(kind)
+    except Exception:  # a kind this backend cannot list (no CRD on the cluster): no rows
+        return []
+
+
+def _newest(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(objs, key=lambda o: o["metadata"].get("creationTimestamp") or "",
+                  reverse=True)
+
+
+def _seconds(start: str | None, end: str | None) -> float | None:
+    if not start or not end:
+        return None
+    try:
+        a, b = (datetime.fromisoformat(t.replace("Z", "+00:00")) for t in (start, end))
+    except ValueError:
+        return None
+    return round((b - a).total_seconds(), 2)
+
+
+def _run_row(obj: dict[str, Any]) -> dict[str, Any]:
+    status = obj.get("status") or {}
+    tasks = (status.get("run_details") or {}).get("task_details") or []
+    return {"name": obj["metadata"]["name"], "state": status.get("state", "PENDING"),
+            "pipeline": status.get("pipeline_name", ""), "tasks": len(tasks),
+            "created_at": status.get("created_at") or obj["metadata"].get("creationTimestamp"),
+            "duration_s": _seconds(status.get("created_at"), status.get("finished_at"))}
+
+
+def _run_page(obj: dict[str, Any], api: Any) -> dict[str, Any]:
+    status = obj.get("status") or {}
+    tasks = []
+    for t in (status.get("run_details") or {}).get("task_details") or []:
+        outputs = t.get("outputs") or {}
+        tasks.append({"name": t.get("display_name"), "state": t.get("state"),
+                      "cached": bool(t.get("cached")),
+                      "duration_s": _seconds(t.get("start_time"), t.get("end_time")),
+                      "parameters": outputs.get("parameters") or {},
+                      "metrics": outputs.get("metrics") or {},
+                      "artifacts": sorted(outputs.get("artifacts") or {})})
+    return {**_run_row(obj), "error": (status.get("error") or {}).get("message"),
+            "arguments": (obj.get("spec") or {}).get("arguments") or {},
+            "tasks": tasks, "edges": _edges(obj, api, [t["name"] for t in tasks])}
+
+
+def _edges(obj: dict[str, Any], api: Any, names: list[str]) -> list[list[str]]:
+    """The DAG's edges [upstream, task]: recorded by the run (`status.dag`), else read from
+    the pipeline spec a KFP API run was created with."""
+    dag = (obj.get("status") or {}).get("dag")
+    if not isinstance(dag, dict):
+        dag = api.dag_of(obj["metadata"]["name"]) if api is not None else None
+    out = []
+    for task, deps in (dag or {}).items():
+        out += [[str(d), str(task)] for d in deps or [] if isinstance(deps, list)]
+    return out
+
+
+def _row(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+    status = obj.get("status") or {}
+    conditions = status.get("conditions") or []
+    last = next((c for c in reversed(conditions) if c.get("status") == "True"), None)
+    row = {"kind": kind, "name": obj["metadata"]["name"],
+           "namespace": obj["metadata"].get("namespace", "default"),
+           "state": (last or {}).get("type") or status.get("state") or "",
+           "created_at": obj["metadata"].get("creationTimestamp")}
+    if kind == "Experiment":
+        row["trials"] = status.get("trials", 0)
+        row["best"] = ((status.get("currentOptimalTrial") or {}).get("bestTrialName")) or ""
+    if kind == "InferenceService":
+        row["url"] = status.get("url") or ""
+    if kind == "Notebook":
+        row["url"] = status.get("url") or (obj.get("metadata", {}).get("annotations") or {}
+                                           ).get("kflab.dev/url", "")
+    if kind in ("PyTorchJob", "TFJob"):
+        row["replicas"] = {k: v for k, v in (status.get("replicaStatuses") or {}).items()}
+    return row
+
+
+def _experiment_page(backend: Any, name: str) -> dict[str, Any]:
+    exp = backend.get("Experiment", name)
+    if exp is None:
+        raise NotFound(f"no experiment '{name}'")
+    trials = [t for t in _listed(backend, "Trial")
+              if (t["metadata"].get("labels") or {}).get("katib.kubeflow.org/experiment")
+              == name or t["metadata"]["name"].startswith(f"{name}-")]
+    trials.sort(key=lambda t: t["metadata"].get("creationTimestamp") or "")
+    objective = ((exp.get("spec") or {}).get("objective") or {})
+    rows = []
+    for t in trials:
+        assignments = {a.get("name"): a.get("value") for a in
+                       (t.get("spec") or {}).get("parameterAssignments") or []}
+        value = objective_column(t)
+        rows.append({**_row("Trial", t), "parameters": assignments,
+                     "objective": float(value) if _number(value) else None})
+    return {**_row("Experiment", exp), "metric": objective.get("objectiveMetricName", ""),
+            "goal": objective.get("type", ""), "trials": rows}
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,172 @@
+// kflab ui: read-only views over /ui-api/ (the backend API the CLI uses), polled every 2 s.
+// Every value from the backend goes in through textContent or an attribute, never as HTML.
+"use strict";
+
+const SVG = "http://www.w3.org/2000/svg";
+const main = document.getElementById("main");
+let timer = null;
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+  for (const c of children) node.append(c instanceof Node ? c : String(c ?? ""));
+  return node;
+}
+
+function svg(tag, attrs) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+  return node;
+}
+
+function table(caption, columns, rows) {
+  const head = el("tr", {}, ...columns.map(c => el("th", { scope: "col" }, c[0])));
+  const body = rows.map(r => el("tr", {}, ...columns.map(c => {
+    const v = c[1](r);
+    return el("td", {}, v instanceof Node ? v : (v ?? ""));
+  })));
+  if (!rows.length) body.push(el("tr", {}, el("td", { colspan: columns.length }, "none yet")));
+  return el("table", {}, el("caption", {}, caption), el("thead", {}, head),
+            el("tbody", {}, ...body));
+}
+
+function stateCell(s) { return el("span", { class: "state " + (s || "") }, s || ""); }
+function secs(v) { return v == null ? "" : v.toFixed(1) + " s"; }
+function link(href, text) { return el("a", { href }, text); }
+function json(v) { return Object.keys(v || {}).length ? JSON.stringify(v) : ""; }
+
+async function get(path) {
+  const res = await fetch("/ui-api/" + path, { credentials: "same-origin" });
+  if (!res.ok) throw new Error((await res.json()).message || res.statusText);
+  return res.json();
+}
+
+function dag(tasks, edges) {
+  const g = new dagre.graphlib.Graph();
+  g.setGraph({ rankdir: "TB", nodesep: 30, ranksep: 40, marginx: 10, marginy: 10 });
+  g.setDefaultEdgeLabel(() => ({}));
+  for (const t of tasks) g.setNode(t.name, { width: Math.max(120, 9 * t.name.length), height: 40, task: t });
+  for (const [a, b] of edges) if (g.hasNode(a) && g.hasNode(b)) g.setEdge(a, b);
+  dagre.layout(g);
+  const { width, height } = g.graph();
+  const root = svg("svg", { class: "dag", width, height, role: "img",
+                            "aria-label": "Pipeline graph: " + tasks.map(t => `${t.name} ${t.state}`).join(", ") });
+  for (const e of g.edges()) {
+    const pts = g.edge(e).points;
+    root.append(svg("path", { d: "M" + pts.map(p => `${p.x},${p.y}`).join(" L") }));
+  }
+  for (const id of g.nodes()) {
+    const n = g.node(id);
+    const group = svg("g", { transform: `translate(${n.x - n.width / 2},${n.y - n.height / 2})` });
+    group.append(svg("rect", { width: n.width, height: n.height, rx: 6, class: n.task.state || "" }));
+    const label = svg("text", { x: 8, y: 24 });
+    label.textContent = `${id} · ${n.task.cached ? "cached" : (n.task.state || "").toLowerCase()}`;
+    group.append(label);
+    root.append(group);
+  }
+  return root;
+}
+
+function chart(points, label) {
+  // objective over trials: a line through the values, in trial order
+  const w = 480, h = 220, pad = 40;
+  const vals = points.map(p => p.y);
+  const lo = Math.min(...vals), hi = Math.max(...vals), span = hi - lo || 1;
+  const x = i => pad + (points.length < 2 ? 0 : i * (w - 2 * pad) / (points.length - 1));
+  const y = v => h - pad - (v - lo) * (h - 2 * pad) / span;
+  const root = svg("svg", { class: "chart", width: w, height: h, role: "img",
+                            "aria-label": `${label} over trials: ` + vals.join(", ") });
+  root.append(svg("line", { x1: pad, y1: h - pad, x2: w - pad, y2: h - pad }));
+  root.append(svg("line", { x1: pad, y1: pad, x2: pad, y2: h - pad }));
+  root.append(svg("path", { d: "M" + points.map((p, i) => `${x(i)},${y(p.y)}`).join(" L") }));
+  points.forEach((p, i) => root.append(svg("circle", { cx: x(i), cy: y(p.y), r: 4 })));
+  for (const [v, yy] of [[hi, pad], [lo, h - pad]]) {
+    const t = svg("text", { x: 2, y: yy + 4 }); t.textContent = String(+v.toPrecision(4)); root.append(t);
+  }
+  return root;
+}
+
+const views = {
+  async runs() {
+    const rows = await get("runs");
+    return [el("h1", {}, "Pipeline runs"), table("Runs, newest first", [
+      ["Run", r => link("#/runs/" + encodeURIComponent(r.name), r.name)],
+      ["State", r => stateCell(r.state)], ["Pipeline", r => r.pipeline],
+      ["Tasks", r => r.tasks], ["Created", r => r.created_at], ["Duration", r => secs(r.duration_s)],
+    ], rows)];
+  },
+  async run(name) {
+    const r = await get("runs/" + encodeURIComponent(name));
+    const out = [el("h1", {}, `Run ${r.name} `, stateCell(r.state)),
+                 el("p", {}, `Pipeline ${r.pipeline} · created ${r.created_at} · ${secs(r.duration_s)}`)];
+    if (r.error) out.push(el("p", { class: "error" }, r.error));
+    out.push(el("h2", {}, "Graph"), r.tasks.length ? dag(r.tasks, r.edges) : el("p", {}, "no task has started yet"));
+    out.push(el("h2", {}, "Tasks"), table("Tasks of the run", [
+      ["Task", t => t.name], ["State", t => stateCell(t.state)], ["Duration", t => secs(t.duration_s)],
+      ["Cache", t => t.cached ? "reused from cache" : ""], ["Output parameters", t => json(t.parameters)],
+      ["Metrics", t => json(t.metrics)], ["Artifacts", t => t.artifacts.join(", ")],
+    ], r.tasks));
+    return out;
+  },
+  async experiments() {
+    const rows = await get("experiments");
+    return [el("h1", {}, "Experiments"), table("Katib experiments", [
+      ["Experiment", r => link("#/experiments/" + encodeURIComponent(r.name), r.name)],
+      ["State", r => stateCell(r.state)], ["Trials", r => r.trials], ["Best trial", r => r.best],
+      ["Created", r => r.created_at],
+    ], rows)];
+  },
+  async experiment(name) {
+    const e = await get("experiments/" + encodeURIComponent(name));
+    const pts = e.trials.filter(t => t.objective != null).map((t, i) => ({ x: i, y: t.objective }));
+    return [el("h1", {}, `Experiment ${e.name} `, stateCell(e.state)),
+            el("p", {}, `Objective: ${e.goal} ${e.metric} · best trial ${e.best || "none yet"}`),
+            el("h2", {}, "Objective over trials"), pts.length ? chart(pts, e.metric) : el("p", {}, "no objective value yet"),
+            el("h2", {}, "Trials"), table("Trials in creation order", [
+              ["Trial", t => t.name], ["State", t => stateCell(t.state)],
+              ["Parameters", t => json(t.parameters)], [e.metric || "Objective", t => t.objective],
+            ], e.trials)];
+  },
+  async jobs() {
+    const rows = await get("jobs");
+    return [el("h1", {}, "Training jobs"), table("PyTorchJobs and TFJobs", [
+      ["Kind", r => r.kind], ["Job", r => r.name], ["State", r => stateCell(r.state)],
+      ["Replicas", r => json(r.replicas)], ["Created", r => r.created_at],
+    ], rows)];
+  },
+  async inferenceservices() {
+    const rows = await get("inferenceservices");
+    return [el("h1", {}, "InferenceServices"), table("Model servers", [
+      ["Name", r => r.name], ["State", r => stateCell(r.state)], ["URL", r => r.url], ["Created", r => r.created_at],
+    ], rows)];
+  },
+  async notebooks() {
+    const rows = await get("notebooks");
+    return [el("h1", {}, "Notebooks"), table("Notebook servers", [
+      ["Name", r => r.name], ["State", r => stateCell(r.state)],
+      ["Link", r => r.url ? link(r.url, r.url) : ""], ["Created", r => r.created_at],
+    ], rows)];
+  },
+};
+
+async function render() {
+  const [, view, name] = (location.hash || "#/runs").split("/").map(decodeURIComponent);
+  const fn = name ? { runs: views.run, experiments: views.experiment }[view] : views[view];
+  try {
+    const nodes = fn ? await fn(name) : [el("p", {}, "No such view.")];
+    main.replaceChildren(...nodes);
+    main.setAttribute("data-view", view + (name ? "/" + name : ""));
+    document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
+  } catch (err) {
+    main.replaceChildren(el("p", { class: "error" }, String(err.message || err)));
+  }
+}
+
+function start() {
+  clearInterval(timer);
+  render();
+  timer = setInterval(render, 2000);
+}
+
+window.addEventListener("hashchange", start);
+start();

@@ -1,0 +1,91 @@
+"""`kflab ui` in a real browser: headless Chromium (scripts/standins/50-chromium.sh; skipped
+without it) opens the run page with the token and must show a finished run's tasks and its
+graph; the server refuses the page without the token. One screenshot lands in the test's
+tmp dir. Nothing is mocked: a two-task pipeline runs on the local engine."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lab.backends.local import LocalBackend
+from lab.scenarios.actions import pipeline_run_manifest
+from lab.webui.server import UiServer
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(CHROMIUM is None,
+                                reason="chromium not installed (scripts/standins/50-chromium.sh)")
+
+PIPELINE = """\
+from kfp import dsl
+
+
+@dsl.component
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+@dsl.pipeline(name="two-adds")
+def two(a: int = 1) -> int:
+    first = add(a=a, b=2)
+    return add(a=first.output, b=3).output
+"""
+
+
+@pytest.fixture(scope="module")
+def ui(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    root = tmp_path_factory.mktemp("state")
+    work = tmp_path_factory.mktemp("work")
+    (work / "two.py").write_text(PIPELINE)
+    backend = LocalBackend(str(root))
+    done = backend.apply(pipeline_run_manifest("two.py", "two-adds", {"a": 4}), base_dir=work)
+    assert done["status"]["state"] == "SUCCEEDED"
+    server = UiServer(backend, root).start()
+    yield server
+    server.stop()
+
+
+def chromium(tmp_path: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    profile = tmp_path / f"profile-{len(list(tmp_path.glob('profile-*')))}"
+    profile.mkdir()
+    return subprocess.run(
+        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--no-first-run", f"--user-data-dir={profile}", "--virtual-time-budget=8000",
+         *args, url],
+        capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_run_page_shows_the_finished_tasks_and_graph(ui: Any, tmp_path: Path) -> None:
+    url = f"{ui.url}#/runs/two-adds"
+    dom = chromium(tmp_path, url, "--dump-dom").stdout
+    assert 'data-view="runs/two-adds"' in dom, dom[-2000:]
+    assert "<td>add</td>" in dom and "<td>add-2</td>" in dom, dom[dom.find("<main"):]
+    assert dom.count('class="state SUCCEEDED"') >= 3  # the run and both tasks
+    assert '{"Output":9}' in dom  # add-2's output parameter: (4 + 2) + 3
+    # the graph: two task boxes and the edge add -> add-2, laid out by dagre
+    assert dom.count("<rect") == 2 and dom.count("<path") == 1
+    shot = tmp_path / "run-page.png"
+    out = chromium(tmp_path, url, f"--screenshot={shot}", "--window-size=1280,900")
+    assert shot.exists() and shot.stat().st_size > 5000, out.stderr[-2000:]
+
+
+def test_without_the_token_the_page_is_refused(ui: Any, tmp_path: Path) -> None:
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(f"{ui.host}/")
+    assert err.value.code == 403
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(f"{ui.host}/ui-api/runs")
+    assert err.value.code == 403
+    dom = chromium(tmp_path, f"{ui.host}/#/runs/two-adds", "--dump-dom").stdout
+    assert "two-adds" not in dom and "token" in dom
+    other = urllib.request.Request(f"{ui.url}", headers={"Origin": "http://127.0.0.1:1"})
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(other)
+    assert err.value.code == 403

@@ -38,8 +38,9 @@ class UiServer:
     """The server and what it serves; `start()` runs it in a thread, `url` has the token."""
 
     def __init__(self, backend: Any, root: Path, port: int = 0,
-                 token: str | None = None) -> None:
+                 token: str | None = None, static: Path = STATIC) -> None:
         self.backend = backend
+        self.static = Path(static)  # the page's files (tests serve a copy with axe-core)
         self.token = token or secrets.token_urlsafe(24)
         self.api = KfpApi(root, backend)
         self.httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
@@ -122,11 +123,11 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
             if method != "GET":
                 return self._json(405, {"message": "the UI is read-only"})
             if parts.path == "/":
-                return self._file(STATIC / "index.html", set_cookie="token" in query)
+                return self._file(ui.static / "index.html", set_cookie="token" in query)
             if parts.path.startswith("/static/"):
                 name = parts.path[len("/static/"):]
-                target = (STATIC / name).resolve()
-                if STATIC.resolve() in target.parents and target.is_file():
+                target = (ui.static / name).resolve()
+                if ui.static.resolve() in target.parents and target.is_file():
                     return self._file(target)
                 return self._send(404, b"not found\n", "text/plain")
             if parts.path.startswith("/ui-api/"):

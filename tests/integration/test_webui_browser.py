@@ -89,3 +89,39 @@ def test_without_the_token_the_page_is_refused(ui: Any, tmp_path: Path) -> None:
     with pytest.raises(urllib.error.HTTPError) as err:
         urllib.request.urlopen(other)
     assert err.value.code == 403
+
+
+AXE = Path(__file__).parents[1] / "data" / "vendor" / "axe-core" / "axe.min.js"
+RUNNER = Path(__file__).parents[1] / "data" / "webui" / "axe-run.js"
+
+
+@pytest.fixture(scope="module")
+def axe_ui(ui: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The same backend served from a copy of the page's files with axe-core (vendored from
+    npm, MPL-2.0) added: the shipped page never loads it."""
+    from lab.webui.server import STATIC
+
+    static = tmp_path_factory.mktemp("static") / "static"
+    shutil.copytree(STATIC, static)
+    shutil.copy(AXE, static / "vendor" / "axe.min.js")
+    shutil.copy(RUNNER, static / "axe-run.js")
+    index = static / "index.html"
+    index.write_text(index.read_text().replace(
+        "</head>", '<script src="/static/vendor/axe.min.js" defer></script>\n'
+                   '<script src="/static/axe-run.js" defer></script>\n</head>'))
+    server = UiServer(ui.backend, ui.api.root, static=static).start()
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("view", ["runs", "runs/two-adds", "experiments"])
+def test_views_pass_axe(axe_ui: Any, tmp_path: Path, view: str) -> None:
+    import json
+    import re
+
+    dom = chromium(tmp_path, f"{axe_ui.url}#/{view}", "--dump-dom").stdout
+    found = re.search(r'<pre id="axe-result">(.*?)</pre>', dom, re.S)
+    assert found, f"axe did not run on #/{view}: {dom[-1500:]}"
+    violations = json.loads(found.group(1).replace("&quot;", '"').replace("&gt;", ">")
+                            .replace("&lt;", "<").replace("&amp;", "&"))
+    assert violations == [], violations

@@ -27,6 +27,8 @@ def answer(backend: Any, api: Any, path: str) -> Any:
         if obj is None:
             raise NotFound(f"no pipeline run '{parts[1]}'")
         return _run_page(obj, api)
+    if len(parts) == 4 and parts[0] == "runs" and parts[2] == "logs":
+        return {"lines": _log_lines(backend, parts[1], parts[3])}
     if len(parts) == 2 and parts[0] == "experiments":
         return _experiment_page(backend, parts[1])
     if len(parts) == 1 and parts[0] in LISTED:
@@ -35,6 +37,24 @@ def answer(backend: Any, api: Any, path: str) -> Any:
             rows += [_row(kind, o) for o in _newest(_listed(backend, kind))]
         return rows
     raise NotFound(f"no view '{path}'")
+
+
+MAX_LOG_LINES = 2000
+
+
+def _log_lines(backend: Any, run: str, task: str) -> list[str]:
+    """The last lines of one task's log (`kflab logs run/NAME --replica TASK`)."""
+    from collections import deque
+
+    from lab.errors import LabError
+
+    if backend.get("PipelineRun", run) is None:
+        raise NotFound(f"no pipeline run '{run}'")
+    try:
+        return [line.rstrip("\n") for line in
+                deque(backend.logs("PipelineRun", run, replica=task), maxlen=MAX_LOG_LINES)]
+    except LabError as exc:
+        raise NotFound(str(exc)) from None
 
 
 def _listed(backend: Any, kind: str) -> list[dict[str, Any]]:

@@ -66,11 +66,14 @@ def test_run_page_shows_the_finished_tasks_and_graph(ui: Any, tmp_path: Path) ->
     url = f"{ui.url}#/runs/two-adds"
     dom = chromium(tmp_path, url, "--dump-dom").stdout
     assert 'data-view="runs/two-adds"' in dom, dom[-2000:]
-    assert "<td>add</td>" in dom and "<td>add-2</td>" in dom, dom[dom.find("<main"):]
+    assert ">add</a></td>" in dom and ">add-2</a></td>" in dom, dom[dom.find("<main"):]
     assert dom.count('class="state SUCCEEDED"') >= 3  # the run and both tasks
     assert '{"Output":9}' in dom  # add-2's output parameter: (4 + 2) + 3
     # the graph: two task boxes and the edge add -> add-2, laid out by dagre
     assert dom.count("<rect") == 2 and dom.count("<path") == 1
+    log = chromium(tmp_path, f"{ui.url}#/runs/two-adds/add-2", "--dump-dom").stdout
+    assert 'data-view="runs/two-adds/add-2"' in log and '<pre class="log"' in log
+    assert "Log of add-2" in log
     shot = tmp_path / "run-page.png"
     out = chromium(tmp_path, url, f"--screenshot={shot}", "--window-size=1280,900")
     assert shot.exists() and shot.stat().st_size > 5000, out.stderr[-2000:]

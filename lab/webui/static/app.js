@@ -35,17 +35,21 @@ function secs(v) { return v == null ? "" : v.toFixed(1) + " s"; }
 function link(href, text) { return el("a", { href }, text); }
 function json(v) { return Object.keys(v || {}).length ? JSON.stringify(v) : ""; }
 
+let fetched = [];
+
 async function get(path) {
   const res = await fetch("/ui-api/" + path, { credentials: "same-origin" });
   if (!res.ok) throw new Error((await res.json()).message || res.statusText);
-  return res.json();
+  const data = await res.json();
+  fetched.push(data);
+  return data;
 }
 
 function dag(tasks, edges) {
   const g = new dagre.graphlib.Graph();
   g.setGraph({ rankdir: "TB", nodesep: 30, ranksep: 40, marginx: 10, marginy: 10 });
   g.setDefaultEdgeLabel(() => ({}));
-  for (const t of tasks) g.setNode(t.name, { width: Math.max(120, 9 * t.name.length), height: 40, task: t });
+  for (const t of tasks) g.setNode(t.name, { width: 16 + 8 * (t.name.length + 12), height: 40, task: t });
   for (const [a, b] of edges) if (g.hasNode(a) && g.hasNode(b)) g.setEdge(a, b);
   dagre.layout(g);
   const { width, height } = g.graph();
@@ -95,17 +99,24 @@ const views = {
       ["Tasks", r => r.tasks], ["Created", r => r.created_at], ["Duration", r => secs(r.duration_s)],
     ], rows)];
   },
-  async run(name) {
+  async run(name, task) {
     const r = await get("runs/" + encodeURIComponent(name));
     const out = [el("h1", {}, `Run ${r.name} `, stateCell(r.state)),
                  el("p", {}, `Pipeline ${r.pipeline} · created ${r.created_at} · ${secs(r.duration_s)}`)];
     if (r.error) out.push(el("p", { class: "error" }, r.error));
     out.push(el("h2", {}, "Graph"), r.tasks.length ? dag(r.tasks, r.edges) : el("p", {}, "no task has started yet"));
     out.push(el("h2", {}, "Tasks"), table("Tasks of the run", [
-      ["Task", t => t.name], ["State", t => stateCell(t.state)], ["Duration", t => secs(t.duration_s)],
+      ["Task", t => link(`#/runs/${encodeURIComponent(r.name)}/${encodeURIComponent(t.name)}`, t.name)],
+      ["State", t => stateCell(t.state)], ["Duration", t => secs(t.duration_s)],
       ["Cache", t => t.cached ? "reused from cache" : ""], ["Output parameters", t => json(t.parameters)],
       ["Metrics", t => json(t.metrics)], ["Artifacts", t => t.artifacts.join(", ")],
     ], r.tasks));
+    if (task) {
+      const log = await get(`runs/${encodeURIComponent(name)}/logs/${encodeURIComponent(task)}`);
+      out.push(el("h2", { id: "log" }, `Log of ${task}`),
+               el("pre", { class: "log", tabindex: "0", "aria-label": `log of ${task}` },
+                  log.lines.join("\n") || "(no output)"));
+    }
     return out;
   },
   async experiments() {
@@ -149,21 +160,30 @@ const views = {
   },
 };
 
+let shown = null;  // the data last drawn: a poll that brings nothing new leaves the page
+                  // (and the keyboard focus) alone
+
 async function render() {
-  const [, view, name] = (location.hash || "#/runs").split("/").map(decodeURIComponent);
+  const [, view, name, sub] = (location.hash || "#/runs").split("/").map(decodeURIComponent);
   const fn = name ? { runs: views.run, experiments: views.experiment }[view] : views[view];
   try {
-    const nodes = fn ? await fn(name) : [el("p", {}, "No such view.")];
-    main.replaceChildren(...nodes);
-    main.setAttribute("data-view", view + (name ? "/" + name : ""));
+    fetched = [];
+    const nodes = fn ? await fn(name, sub) : [el("p", {}, "No such view.")];
+    const key = location.hash + JSON.stringify(fetched);
     document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
+    if (key === shown) return;
+    shown = key;
+    main.replaceChildren(...nodes);
+    main.setAttribute("data-view", [view, name, sub].filter(Boolean).join("/"));
   } catch (err) {
+    shown = null;
     main.replaceChildren(el("p", { class: "error" }, String(err.message || err)));
   }
 }
 
 function start() {
   clearInterval(timer);
+  shown = null;
   render();
   timer = setInterval(render, 2000);
 }

@@ -390,8 +390,10 @@ def _documents(spec: Any) -> list[dict[str, Any]]:
     """The YAML documents of a run's pipeline: the PipelineSpec, then the PlatformSpec when
     the SDK sent both ({pipeline_spec, platform_spec}, as kfp.Client's _PipelineDoc does)."""
     if isinstance(spec, dict) and isinstance(spec.get("pipeline_spec"), dict):
-        docs = [spec["pipeline_spec"]] + ([spec["platform_spec"]]
-                                          if spec.get("platform_spec") else [])
+        platform = spec.get("platform_spec")
+        if platform is not None and not isinstance(platform, dict):
+            raise ApiError(400, "platform_spec (the YAML's second document) must be a mapping")
+        docs = [spec["pipeline_spec"]] + ([platform] if platform else [])
     else:
         docs = [spec]
     if not isinstance(docs[0], dict) or "root" not in docs[0]:

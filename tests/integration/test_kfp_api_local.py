@@ -21,6 +21,7 @@ from kfp import compiler, dsl  # noqa: E402
 
 from lab.backends.local import LocalBackend  # noqa: E402
 from lab.webui.server import UiServer  # noqa: E402
+from tests.conftest import run_kflab  # noqa: E402
 
 SWAGGER = Path(os.environ.get("KFLAB_SHARED", "/work/shared")) / \
     "upstream/kfp-api-2.16.0/v2beta1/swagger/kfp_api_single_file.swagger.json"
@@ -55,8 +56,13 @@ def schema() -> Any:
     doc = json.loads(SWAGGER.read_text())
     defs = _strict(doc["definitions"])
 
+    validators: dict[str, Any] = {}
+
     def check(ref: str, data: Any) -> None:
-        jsonschema.validate(data, {"$ref": f"#/definitions/{ref}", "definitions": defs})
+        if ref not in validators:
+            validators[ref] = jsonschema.Draft4Validator(
+                {"$ref": f"#/definitions/{ref}", "definitions": defs})
+        validators[ref].validate(data)
     check.paths = doc["paths"]  # type: ignore[attr-defined]
     return check
 
@@ -130,6 +136,9 @@ def test_run_from_uploaded_version(client: Any, finished: Any, server: Any) -> N
         r["name"] for r in server.api._all("runs") if r["run_id"] == done.run_id))
     assert rec["status"]["run_details"]["task_details"][0]["outputs"]["parameters"] == \
         {"Output": 12}
+    table = run_kflab("--state", str(server.api.root), "get", "runs")
+    assert table.returncode == 0, table.stderr
+    assert rec["metadata"]["name"] in table.stdout and "SUCCEEDED" in table.stdout
 
 
 def test_run_from_pipeline_func_is_cached(client: Any, finished: Any) -> None:
@@ -137,7 +146,7 @@ def test_run_from_pipeline_func_is_cached(client: Any, finished: Any) -> None:
     come from KFP's cache (SKIPPED, as the API reports a cached task)."""
     result = client.create_run_from_pipeline_func(tiny, arguments={"a": 5, "b": 7},
                                                   experiment_name="lab-exp")
-    done = result.wait_for_run_completion(timeout=120)
+    done = client.wait_for_run_completion(result.run_id, timeout=120, sleep_duration=1)
     assert done.state == "SUCCEEDED", done.error
     assert done.pipeline_spec["pipelineInfo"]["name"] == "tiny-add"
     assert [t.state for t in done.run_details.task_details] == ["SKIPPED"]

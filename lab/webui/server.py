@@ -42,7 +42,8 @@ class UiServer:
         self.backend = backend
         self.static = Path(static)  # the page's files (tests serve a copy with axe-core)
         self.token = token or secrets.token_urlsafe(24)
-        self.api = KfpApi(root, backend)
+        # the KFP API is the local backend's: a cluster has KFP's own (`kflab open pipelines`)
+        self.api = KfpApi(root, backend) if getattr(backend, "name", "") == "local" else None
         self.httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
@@ -106,6 +107,10 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
                                         "details": []})
             token_ok = ui.has_token(query, self.headers)
             if parts.path.startswith(PREFIX + "/"):
+                if ui.api is None:
+                    return self._json(404, {"code": 5, "details": [], "message":
+                                            "the KFP API here is the local backend's; on a "
+                                            "cluster use KFP's own (kflab open pipelines)"})
                 if origin is not None and not token_ok:
                     return self._json(403, {"code": 7, "message": "token required",
                                             "details": []})

@@ -1,6 +1,7 @@
 """`kflab ui` in a real browser: headless Chromium (scripts/standins/50-chromium.sh; skipped
 without it) opens the run page with the token and must show a finished run's tasks and its
-graph; the server refuses the page without the token. One screenshot lands in the test's
+graph, and a finished Katib experiment's trials and objective chart; the server refuses
+the page without the token. One screenshot lands in the test's
 tmp dir. Nothing is mocked: a two-task pipeline runs on the local engine."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 from lab.backends.local import LocalBackend
 from lab.scenarios.actions import pipeline_run_manifest
 from lab.webui.server import UiServer
+from tests.unit.tuning_helpers import TRIAL, experiment
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None,
@@ -46,6 +48,10 @@ def ui(tmp_path_factory: pytest.TempPathFactory) -> Any:
     backend = LocalBackend(str(root))
     done = backend.apply(pipeline_run_manifest("two.py", "two-adds", {"a": 4}), base_dir=work)
     assert done["status"]["state"] == "SUCCEEDED"
+    (work / "trial.py").write_text(TRIAL)
+    exp = experiment(maxTrialCount=3, parallelTrialCount=3)
+    exp["metadata"]["name"] = "tiny-random"
+    backend.apply(exp, base_dir=work)
     server = UiServer(backend, root).start()
     yield server
     server.stop()
@@ -77,6 +83,22 @@ def test_run_page_shows_the_finished_tasks_and_graph(ui: Any, tmp_path: Path) ->
     shot = tmp_path / "run-page.png"
     out = chromium(tmp_path, url, f"--screenshot={shot}", "--window-size=1280,900")
     assert shot.exists() and shot.stat().st_size > 5000, out.stderr[-2000:]
+
+
+def test_experiment_page_shows_trials_and_objective(ui: Any, tmp_path: Path) -> None:
+    exp = ui.backend.get("Experiment", "tiny-random")
+    trials = [t for t in ui.backend.list("Trial")
+              if t["metadata"]["name"].startswith("tiny-random")]
+    assert len(trials) == 3
+    dom = chromium(tmp_path, f"{ui.url}#/experiments/tiny-random", "--dump-dom").stdout
+    assert 'data-view="experiments/tiny-random"' in dom, dom[-2000:]
+    for t in trials:
+        assert f"<td>{t['metadata']['name']}</td>" in dom
+    assert dom.count("<circle") == 3  # one point per trial on the objective chart
+    best = exp["status"]["currentOptimalTrial"]["bestTrialName"]
+    assert f"best trial {best}" in dom
+    listing = chromium(tmp_path, f"{ui.url}#/experiments", "--dump-dom").stdout
+    assert ">tiny-random</a>" in listing
 
 
 def test_without_the_token_the_page_is_refused(ui: Any, tmp_path: Path) -> None:
@@ -117,7 +139,7 @@ def axe_ui(ui: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     server.stop()
 
 
-@pytest.mark.parametrize("view", ["runs", "runs/two-adds", "experiments"])
+@pytest.mark.parametrize("view", ["runs", "runs/two-adds", "experiments/tiny-random"])
 def test_views_pass_axe(axe_ui: Any, tmp_path: Path, view: str) -> None:
     import json
     import re

@@ -37,6 +37,16 @@ def tiny(a: int = 1, b: int = 2) -> int:
     return add(a=a, b=b).output
 
 
+@dsl.component
+def fail(why: str) -> None:
+    raise RuntimeError(why)
+
+
+@dsl.pipeline(name="tiny-fail")
+def failing(why: str = "diverged") -> None:
+    fail(why=why)
+
+
 def _strict(defs: dict[str, Any]) -> dict[str, Any]:
     """The swagger's definitions with unknown fields refused: a response carrying a field
     KFP's API does not define fails, as the generated client would silently drop it."""
@@ -150,6 +160,19 @@ def test_run_from_pipeline_func_is_cached(client: Any, finished: Any) -> None:
     assert done.state == "SUCCEEDED", done.error
     assert done.pipeline_spec["pipelineInfo"]["name"] == "tiny-add"
     assert [t.state for t in done.run_details.task_details] == ["SKIPPED"]
+
+
+def test_a_failed_run_says_why(client: Any) -> None:
+    """A task that raises: the run is FAILED with the engine's message naming the task, and
+    the task is FAILED."""
+    result = client.create_run_from_pipeline_func(failing, arguments={"why": "loss is nan"})
+    done = client.wait_for_run_completion(result.run_id, timeout=120, sleep_duration=1)
+    assert done.state == "FAILED"
+    assert "'fail'" in done.error.message
+    assert [(t.display_name, t.state) for t in done.run_details.task_details] == \
+        [("fail", "FAILED")]
+    assert client.get_experiment(experiment_name="Default").experiment_id == \
+        done.experiment_id  # no experiment named: KFP's "Default"
 
 
 def test_bad_requests_are_refused(client: Any, server: Any) -> None:

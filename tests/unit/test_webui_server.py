@@ -89,3 +89,33 @@ def test_no_kfp_api_on_a_cluster_backend(tmp_path: Path) -> None:
                     )[1] == b"[]"
     finally:
         server.stop()
+
+
+def test_kflab_ui_prints_its_url_and_serves(tmp_path: Path) -> None:
+    """The command itself: starts, prints the UI URL and the kfp.Client host, serves both,
+    and stops on SIGINT (Ctrl-C)."""
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    from tests.conftest import REPO
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lab.cli", "--state", str(tmp_path), "ui", "--no-browser"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert proc.stdout is not None
+        first, second = proc.stdout.readline(), proc.stdout.readline()
+        url = re.search(r"http://127\.0\.0\.1:\d+/\?token=\S+", first)
+        host = re.search(r'host="(http://127\.0\.0\.1:\d+)"', second)
+        assert url and host, first + second
+        assert b'id="main"' in urllib.request.urlopen(url.group(0), timeout=10).read()
+        health = urllib.request.urlopen(f"{host.group(1)}/apis/v2beta1/healthz", timeout=10)
+        assert json.loads(health.read())["multi_user"] is False
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 0

@@ -6,6 +6,7 @@ tmp dir. Nothing is mocked: a two-task pipeline runs on the local engine."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import urllib.error
@@ -37,6 +38,28 @@ def add(a: int, b: int) -> int:
 def two(a: int = 1) -> int:
     first = add(a=a, b=2)
     return add(a=first.output, b=3).output
+"""
+
+
+GATED = """\
+from kfp import dsl
+
+
+@dsl.component
+def gate(flag: str) -> str:
+    import os
+    import time
+
+    for _ in range(600):  # until the test opens the gate (at most 60 s)
+        if os.path.exists(flag):
+            break
+        time.sleep(0.1)
+    return "open"
+
+
+@dsl.pipeline(name="gated")
+def gated(flag: str) -> str:
+    return gate(flag=flag).output
 """
 
 
@@ -83,6 +106,43 @@ def test_run_page_shows_the_finished_tasks_and_graph(ui: Any, tmp_path: Path) ->
     shot = tmp_path / "run-page.png"
     out = chromium(tmp_path, url, f"--screenshot={shot}", "--window-size=1280,900")
     assert shot.exists() and shot.stat().st_size > 5000, out.stderr[-2000:]
+
+
+def test_a_run_in_progress_then_finished(ui: Any, tmp_path: Path) -> None:
+    """The run page while a task runs (RUNNING in the table and the graph), then, after the
+    task is let go, the same page finished: states come from the run's record as it goes."""
+    import sys
+    import time
+
+    from tests.conftest import REPO
+
+    (tmp_path / "gated.py").write_text(GATED)
+    flag = tmp_path / "go"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lab.cli", "--state", str(ui.api.root), "pipeline", "run",
+         "gated.py", "-p", f"flag={flag}", "--no-cache"], cwd=tmp_path,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            run = ui.backend.get("PipelineRun", "gated")
+            if run and any(t.get("state") == "RUNNING" for t in
+                           run["status"]["run_details"]["task_details"]):
+                break
+            time.sleep(0.2)
+        dom = chromium(tmp_path, f"{ui.url}#/runs/gated", "--dump-dom").stdout
+        assert 'class="state RUNNING"' in dom and 'rect width' in dom, dom[-1500:]
+        assert 'class="RUNNING"' in dom  # the graph's box
+        shot = tmp_path / "run-in-progress.png"
+        chromium(tmp_path, f"{ui.url}#/runs/gated", f"--screenshot={shot}",
+                 "--window-size=1280,700")
+        assert shot.exists()
+    finally:
+        flag.touch()
+        assert proc.wait(timeout=60) == 0
+    dom = chromium(tmp_path, f"{ui.url}#/runs/gated", "--dump-dom").stdout
+    assert 'class="state RUNNING"' not in dom and '{"Output":"open"}' in dom
 
 
 def test_experiment_page_shows_trials_and_objective(ui: Any, tmp_path: Path) -> None:

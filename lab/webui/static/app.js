@@ -102,7 +102,9 @@ const views = {
   async run(name, task) {
     const r = await get("runs/" + encodeURIComponent(name));
     const out = [el("h1", {}, `Run ${r.name} `, stateCell(r.state)),
-                 el("p", {}, `Pipeline ${r.pipeline} · created ${r.created_at} · ${secs(r.duration_s)}`)];
+                 el("p", {}, [`Pipeline ${r.pipeline}`, `created ${r.created_at}`,
+                               r.duration_s == null ? "" : `took ${secs(r.duration_s)}`]
+                              .filter(Boolean).join(" · "))];
     if (r.error) out.push(el("p", { class: "error" }, r.error));
     out.push(el("h2", {}, "Graph"), r.tasks.length ? dag(r.tasks, r.edges) : el("p", {}, "no task has started yet"));
     out.push(el("h2", {}, "Tasks"), table("Tasks of the run", [

@@ -14,6 +14,7 @@ import json
 import re
 import subprocess
 import sys
+import threading
 import uuid
 from email.parser import BytesParser
 from email.policy import HTTP
@@ -55,6 +56,7 @@ class KfpApi:
         self.namespace = namespace
         self.dir = state.path(self.root, "kfp-api")
         self.procs: dict[str, subprocess.Popen[bytes]] = {}  # run id -> its kflab process
+        self.lock = threading.Lock()  # one write at a time: names stay unique
         self.routes: list[tuple[str, re.Pattern[str], Any]] = [
             ("GET", re.compile(r"/healthz"), self.healthz),
             ("POST", re.compile(r"/pipelines/upload"), self.upload_pipeline),
@@ -86,8 +88,12 @@ class KfpApi:
             if verb != method:
                 continue
             try:
-                return 200, fn(query=query, content_type=content_type, body=body,
-                               **m.groupdict())
+                if method == "GET":
+                    return 200, fn(query=query, content_type=content_type, body=body,
+                                   **m.groupdict())
+                with self.lock:
+                    return 200, fn(query=query, content_type=content_type, body=body,
+                                   **m.groupdict())
             except ApiError as exc:
                 return exc.http, exc.body()
         err = ApiError(405 if known else 404,

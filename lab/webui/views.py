@@ -21,7 +21,7 @@ def answer(backend: Any, api: Any, path: str) -> Any:
     `notebooks`."""
     parts = [p for p in path.split("/") if p]
     if parts == ["runs"]:
-        return [_run_row(o) for o in _newest(backend.list("PipelineRun"))]
+        return [_run_row(o) for o in _newest(_listed(backend, "PipelineRun"))]
     if len(parts) == 2 and parts[0] == "runs":
         obj = backend.get("PipelineRun", parts[1])
         if obj is None:
@@ -129,9 +129,9 @@ def _row(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
         row["best"] = ((status.get("currentOptimalTrial") or {}).get("bestTrialName")) or ""
     if kind == "InferenceService":
         row["url"] = status.get("url") or ""
-    if kind == "Notebook":
-        row["url"] = status.get("url") or (obj.get("metadata", {}).get("annotations") or {}
-                                           ).get("kflab.dev/url", "")
+    if kind == "Notebook":  # its URL carries the server's token: `kflab open` prints it
+        row["ready"] = status.get("readyReplicas") == 1
+        row["open"] = f"kflab open notebook {obj['metadata']['name']}"
     if kind in ("PyTorchJob", "TFJob"):
         row["replicas"] = {k: v for k, v in (status.get("replicaStatuses") or {}).items()}
     return row

@@ -199,7 +199,8 @@ def axe_ui(ui: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     server.stop()
 
 
-@pytest.mark.parametrize("view", ["runs", "runs/two-adds", "experiments/tiny-random"])
+@pytest.mark.parametrize("view", ["runs", "runs/two-adds", "experiments/tiny-random", "jobs",
+                                  "notebooks"])
 def test_views_pass_axe(axe_ui: Any, tmp_path: Path, view: str) -> None:
     import json
     import re

@@ -157,7 +157,8 @@ const views = {
     const rows = await get("notebooks");
     return [el("h1", {}, "Notebooks"), table("Notebook servers", [
       ["Name", r => r.name], ["State", r => stateCell(r.state)],
-      ["Link", r => r.url ? link(r.url, r.url) : ""], ["Created", r => r.created_at],
+      ["Ready", r => r.ready ? "yes" : "no"], ["Open it with", r => el("code", {}, r.open)],
+      ["Created", r => r.created_at],
     ], rows)];
   },
 };

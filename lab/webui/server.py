@@ -30,7 +30,12 @@ STATIC = Path(__file__).parent / "static"
 TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
          ".css": "text/css; charset=utf-8", ".txt": "text/plain; charset=utf-8"}
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-       "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+       "connect-src 'self'; frame-src 'self'; base-uri 'none'; form-action 'none'; "
+       "frame-ancestors 'none'")
+# A component's HTML artifact (KFP renders it in a sandboxed frame): its own inline styles and
+# data: images, no script, no network, a unique origin; only the UI may frame it.
+ARTIFACT_CSP = ("sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+                "frame-ancestors 'self'")
 MAX_BODY = 32 * 1024 * 1024  # KFP's upload limit
 
 
@@ -140,6 +145,9 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
                     found = views.answer(ui.backend, ui.api, parts.path[len("/ui-api/"):])
                 except views.NotFound as exc:
                     return self._json(404, {"message": str(exc)})
+                if isinstance(found, views.Page):  # a component's HTML: sandboxed, no script
+                    return self._send(200, found.body, found.ctype,
+                                      {"Content-Security-Policy": ARTIFACT_CSP})
                 return self._json(200, found)
             return self._send(404, b"not found\n", "text/plain")
 
@@ -160,9 +168,11 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-store")
             self.send_header("X-Content-Type-Options", "nosniff")
-            self.send_header("Content-Security-Policy", CSP)
             self.send_header("Referrer-Policy", "no-referrer")
-            for key, value in (extra or {}).items():
+            extra = dict(extra or {})
+            self.send_header("Content-Security-Policy", extra.pop("Content-Security-Policy",
+                                                                  CSP))
+            for key, value in extra.items():
                 self.send_header(key, value)
             self.end_headers()
             self.wfile.write(body)

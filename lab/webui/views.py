@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from lab.kube.katib import objective_column
@@ -27,6 +28,8 @@ def answer(backend: Any, api: Any, path: str) -> Any:
         if obj is None:
             raise NotFound(f"no pipeline run '{parts[1]}'")
         return _run_page(obj, api)
+    if len(parts) == 5 and parts[0] == "runs" and parts[2] == "artifacts":
+        return artifact_page(backend, parts[1], parts[3], parts[4])
     if len(parts) == 4 and parts[0] == "runs" and parts[2] == "logs":
         return {"lines": _log_lines(backend, parts[1], parts[3])}
     if len(parts) == 2 and parts[0] == "experiments":
@@ -40,6 +43,55 @@ def answer(backend: Any, api: Any, path: str) -> Any:
 
 
 MAX_LOG_LINES = 2000
+MAX_ARTIFACT = 1024 * 1024
+SHOWN = ("system.HTML", "system.Markdown")  # the artifact types whose file the page shows
+
+
+def _artifact(name: str, art: Any) -> dict[str, Any]:
+    """What the run page draws of an output artifact: its type, and for
+    ClassificationMetrics the confusion matrix as the KFP UI draws it (a table)."""
+    art = art if isinstance(art, dict) else {}
+    meta = art.get("metadata") or {}
+    out: dict[str, Any] = {"name": name, "type": art.get("type", ""),
+                           "shown": art.get("type") in SHOWN and bool(art.get("exists"))}
+    cm = meta.get("confusionMatrix") if isinstance(meta, dict) else None
+    if isinstance(cm, dict):
+        labels = [str(a.get("displayName", "")) for a in cm.get("annotationSpecs") or []]
+        rows = [list(r.get("row") or []) for r in cm.get("rows") or []]
+        out["confusion"] = {"labels": labels, "rows": rows}
+    return out
+
+
+class Page:
+    """An artifact's file, served to a sandboxed frame (never run as the UI's own page)."""
+
+    def __init__(self, body: bytes, ctype: str) -> None:
+        self.body, self.ctype = body, ctype
+
+
+def artifact_page(backend: Any, run: str, task: str, output: str) -> Page:
+    """An HTML or Markdown artifact's file (at most 1 MiB), read only from inside the
+    state folder's pipeline root: a record edited to point elsewhere is refused."""
+    from lab import state
+
+    obj = backend.get("PipelineRun", run)
+    found = next((t for t in ((obj or {}).get("status") or {}).get("run_details", {})
+                  .get("task_details", []) if t.get("display_name") == task), None)
+    art = ((found or {}).get("outputs") or {}).get("artifacts", {}).get(output)
+    if not isinstance(art, dict) or art.get("type") not in SHOWN or not art.get("path"):
+        raise NotFound(f"no HTML or Markdown artifact '{output}' of task '{task}'")
+    root = Path(getattr(backend, "root", "")) / "pipeline-root"
+    try:
+        path = state.confine(root, Path(art["path"]))
+        with open(path, "rb") as fh:
+            body = fh.read(MAX_ARTIFACT + 1)
+    except (state.StateError, OSError):
+        raise NotFound(f"artifact '{output}' of task '{task}' is not readable here") from None
+    if len(body) > MAX_ARTIFACT:
+        body = body[:MAX_ARTIFACT] + b"\n[cut at 1 MiB]"
+    ctype = "text/html; charset=utf-8" if art["type"] == "system.HTML" \
+        else "text/plain; charset=utf-8"
+    return Page(body, ctype)
 
 
 def _log_lines(backend: Any, run: str, task: str) -> list[str]:
@@ -98,7 +150,8 @@ def _run_page(obj: dict[str, Any], api: Any) -> dict[str, Any]:
                       "duration_s": _seconds(t.get("start_time"), t.get("end_time")),
                       "parameters": outputs.get("parameters") or {},
                       "metrics": outputs.get("metrics") or {},
-                      "artifacts": sorted(outputs.get("artifacts") or {})})
+                      "artifacts": [_artifact(n, a) for n, a in
+                                    sorted((outputs.get("artifacts") or {}).items())]})
     return {**_run_row(obj), "error": (status.get("error") or {}).get("message"),
             "arguments": (obj.get("spec") or {}).get("arguments") or {},
             "tasks": tasks, "edges": _edges(obj, api, [t["name"] for t in tasks])}

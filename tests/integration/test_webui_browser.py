@@ -7,6 +7,7 @@ tmp dir. Nothing is mocked: a two-task pipeline runs on the local engine."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import urllib.error
@@ -34,10 +35,19 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
+@dsl.component
+def report(n: int, page: dsl.Output[dsl.HTML], cm: dsl.Output[dsl.ClassificationMetrics]):
+    with open(page.path, "w") as fh:
+        fh.write(f"<h1>Report</h1><p>n is {n}</p><script>document.title='ran'</script>")
+    cm.log_confusion_matrix(["cat", "dog"], [[n, 1], [2, 7]])
+
+
 @dsl.pipeline(name="two-adds")
 def two(a: int = 1) -> int:
     first = add(a=a, b=2)
-    return add(a=first.output, b=3).output
+    second = add(a=first.output, b=3)
+    report(n=second.output)
+    return second.output
 """
 
 
@@ -96,10 +106,19 @@ def test_run_page_shows_the_finished_tasks_and_graph(ui: Any, tmp_path: Path) ->
     dom = chromium(tmp_path, url, "--dump-dom").stdout
     assert 'data-view="runs/two-adds"' in dom, dom[-2000:]
     assert ">add</a></td>" in dom and ">add-2</a></td>" in dom, dom[dom.find("<main"):]
-    assert dom.count('class="state SUCCEEDED"') >= 3  # the run and both tasks
+    assert dom.count('class="state SUCCEEDED"') >= 4  # the run and its three tasks
     assert '{"Output":9}' in dom  # add-2's output parameter: (4 + 2) + 3
-    # the graph: two task boxes and the edge add -> add-2, laid out by dagre
-    assert dom.count("<rect") == 2 and dom.count("<path") == 1
+    # the graph: three task boxes and the edges add -> add-2 -> report, laid out by dagre
+    assert dom.count("<rect") == 3 and dom.count("<path") == 2
+    # report's artifacts: the confusion matrix as a table, the HTML in a sandboxed frame
+    assert "Confusion matrix: report / cm" in dom and "<td>9</td><td>1</td>" in dom
+    frame = re.search(r'<iframe src="([^"]+)" sandbox=""', dom)
+    assert frame, dom[dom.find("<main"):]
+    page = urllib.request.urlopen(urllib.request.Request(
+        ui.host + frame.group(1), headers={"Cookie": f"kflab_token={ui.token}"}))
+    assert b"<p>n is 9</p>" in page.read()
+    assert page.headers["Content-Security-Policy"].startswith("sandbox;")
+    assert "script-src" not in page.headers["Content-Security-Policy"]
     log = chromium(tmp_path, f"{ui.url}#/runs/two-adds/add-2", "--dump-dom").stdout
     assert 'data-view="runs/two-adds/add-2"' in log and '<pre class="log"' in log
     assert "Log of add-2" in log

@@ -119,3 +119,26 @@ def test_kflab_ui_prints_its_url_and_serves(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=20) == 0
+
+
+def test_an_artifact_outside_the_pipeline_root_is_refused(ui: UiServer, tmp_path: Path) -> None:
+    """A run record edited to point an HTML artifact at another file: never served."""
+    outside = tmp_path.parent / f"{tmp_path.name}-secret.html"
+    outside.write_text("<p>secret</p>")
+    inside = tmp_path / "pipeline-root" / "default" / "r" / "t" / "page"
+    inside.parent.mkdir(parents=True)
+    inside.write_text("<p>fine</p>")
+    arts = {name: {"type": "system.HTML", "uri": "", "path": str(path), "exists": True,
+                   "metadata": {}}
+            for name, path in (("bad", outside), ("good", inside))}
+    ui.backend.store.put({"apiVersion": "kflab.dev/v1", "kind": "PipelineRun",
+                          "metadata": {"name": "r", "namespace": "default"}, "spec": {},
+                          "status": {"state": "SUCCEEDED", "run_details": {"task_details": [
+                              {"display_name": "t", "state": "SUCCEEDED",
+                               "outputs": {"artifacts": arts}}]}}})
+    cookie = {"Cookie": f"kflab_token={ui.token}"}
+    status, body, headers = call(ui, "/ui-api/runs/r/artifacts/t/good", cookie)
+    assert status == 200 and body == b"<p>fine</p>"
+    assert headers["Content-Security-Policy"].startswith("sandbox;")
+    status, body, _ = call(ui, "/ui-api/runs/r/artifacts/t/bad", cookie)
+    assert status == 404 and b"secret" not in body

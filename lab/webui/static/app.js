@@ -90,6 +90,30 @@ function chart(points, label) {
   return root;
 }
 
+function artifactUrl(run, task, output) {
+  return "/ui-api/runs/" + [run, "artifacts", task, output].map(encodeURIComponent).join("/");
+}
+
+function artifactList(run, t) {
+  const span = el("span");
+  t.artifacts.forEach((a, i) => {
+    if (i) span.append(", ");
+    span.append(a.shown && a.type === "system.Markdown"
+      ? link(artifactUrl(run, t.name, a.name), a.name) : `${a.name} (${a.type})`);
+  });
+  return span;
+}
+
+function confusion(cm) {
+  // rows are the true class, columns the predicted one (KFP's ConfusionMatrix viewer)
+  const head = el("tr", {}, el("th", { scope: "col" }, "true \\ predicted"),
+                  ...cm.labels.map(l => el("th", { scope: "col" }, l)));
+  const rows = cm.rows.map((r, i) => el("tr", {}, el("th", { scope: "row" }, cm.labels[i] ?? ""),
+                                         ...r.map(v => el("td", {}, v))));
+  return el("table", { class: "confusion" }, el("caption", {}, "Confusion matrix"),
+            el("thead", {}, head), el("tbody", {}, ...rows));
+}
+
 const views = {
   async runs() {
     const rows = await get("runs");
@@ -111,8 +135,20 @@ const views = {
       ["Task", t => link(`#/runs/${encodeURIComponent(r.name)}/${encodeURIComponent(t.name)}`, t.name)],
       ["State", t => stateCell(t.state)], ["Duration", t => secs(t.duration_s)],
       ["Cache", t => t.cached ? "reused from cache" : ""], ["Output parameters", t => json(t.parameters)],
-      ["Metrics", t => json(t.metrics)], ["Artifacts", t => t.artifacts.join(", ")],
+      ["Metrics", t => json(t.metrics)], ["Artifacts", t => artifactList(r.name, t)],
     ], r.tasks));
+    for (const t of r.tasks) {
+      for (const a of t.artifacts) {
+        if (a.confusion) out.push(el("h2", {}, `Confusion matrix: ${t.name} / ${a.name}`),
+                                  confusion(a.confusion));
+        if (a.shown && a.type === "system.HTML") {
+          out.push(el("h2", {}, `${t.name} / ${a.name}`),
+                   el("iframe", { src: artifactUrl(r.name, t.name, a.name), sandbox: "",
+                                  title: `HTML written by ${t.name} (${a.name})`,
+                                  class: "artifact", loading: "lazy" }));
+        }
+      }
+    }
     if (task) {
       const log = await get(`runs/${encodeURIComponent(name)}/logs/${encodeURIComponent(task)}`);
       out.push(el("h2", { id: "log" }, `Log of ${task}`),

@@ -173,9 +173,16 @@ def test_experiment_page_shows_trials_and_objective(ui: Any, tmp_path: Path) -> 
     assert 'data-view="experiments/tiny-random"' in dom, dom[-2000:]
     for t in trials:
         assert f"<td>{t['metadata']['name']}</td>" in dom
-    assert dom.count("<circle") == 3  # one point per trial on the objective chart
+    # the objective chart: uPlot drew its canvas, one value per trial
+    assert 'class="uplot' in dom and "<canvas" in dom
+    chart = re.search(r'aria-label="loss over trials: ([^;"]+);', dom)
+    assert chart and len(chart.group(1).split(", ")) == 3
     best = exp["status"]["currentOptimalTrial"]["bestTrialName"]
     assert f"best trial {best}" in dom
+    shot = tmp_path / "experiment-page.png"
+    chromium(tmp_path, f"{ui.url}#/experiments/tiny-random", f"--screenshot={shot}",
+             "--window-size=1280,800")
+    assert shot.exists()
     listing = chromium(tmp_path, f"{ui.url}#/experiments", "--dump-dom").stdout
     assert ">tiny-random</a>" in listing
 

@@ -71,23 +71,23 @@ function dag(tasks, edges) {
   return root;
 }
 
-function chart(points, label) {
-  // objective over trials: a line through the values, in trial order
-  const w = 480, h = 220, pad = 40;
-  const vals = points.map(p => p.y);
-  const lo = Math.min(...vals), hi = Math.max(...vals), span = hi - lo || 1;
-  const x = i => pad + (points.length < 2 ? 0 : i * (w - 2 * pad) / (points.length - 1));
-  const y = v => h - pad - (v - lo) * (h - 2 * pad) / span;
-  const root = svg("svg", { class: "chart", width: w, height: h, role: "img",
-                            "aria-label": `${label} over trials: ` + vals.join(", ") });
-  root.append(svg("line", { x1: pad, y1: h - pad, x2: w - pad, y2: h - pad }));
-  root.append(svg("line", { x1: pad, y1: pad, x2: pad, y2: h - pad }));
-  root.append(svg("path", { d: "M" + points.map((p, i) => `${x(i)},${y(p.y)}`).join(" L") }));
-  points.forEach((p, i) => root.append(svg("circle", { cx: x(i), cy: y(p.y), r: 4 })));
-  for (const [v, yy] of [[hi, pad], [lo, h - pad]]) {
-    const t = svg("text", { x: 2, y: yy + 4 }); t.textContent = String(+v.toPrecision(4)); root.append(t);
-  }
-  return root;
+function chart(points, label, goal) {
+  // objective over trials, and the best so far, drawn by uPlot (vendored, MIT)
+  const xs = points.map((_, i) => i + 1), ys = points.map(p => p.y);
+  const better = goal === "maximize" ? Math.max : Math.min;
+  const best = ys.map((_, i) => better(...ys.slice(0, i + 1)));
+  const box = el("div", { class: "chart", role: "img",
+                          "aria-label": `${label} over trials: ${ys.join(", ")}; best ${best.at(-1)}` });
+  const opts = {
+    width: 560, height: 260, legend: { show: false }, cursor: { show: false },
+    scales: { x: { time: false } },
+    axes: [{ label: "trial", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500] }, { label }],
+    series: [{}, { label, stroke: "#0b4f94", width: 2, points: { size: 7 } },
+             { label: "best so far", stroke: "#1a6b2a", width: 1.5, dash: [6, 4] }],
+  };
+  // uPlot measures its container: draw once the box is in the page
+  requestAnimationFrame(() => new uPlot(opts, [xs, ys, best], box));
+  return box;
 }
 
 function artifactUrl(run, task, output) {
@@ -170,7 +170,7 @@ const views = {
     const pts = e.trials.filter(t => t.objective != null).map((t, i) => ({ x: i, y: t.objective }));
     return [el("h1", {}, `Experiment ${e.name} `, stateCell(e.state)),
             el("p", {}, `Objective: ${e.goal} ${e.metric} · best trial ${e.best || "none yet"}`),
-            el("h2", {}, "Objective over trials"), pts.length ? chart(pts, e.metric) : el("p", {}, "no objective value yet"),
+            el("h2", {}, "Objective over trials"), pts.length ? chart(pts, e.metric, e.goal) : el("p", {}, "no objective value yet"),
             el("h2", {}, "Trials"), table("Trials in creation order", [
               ["Trial", t => t.name], ["State", t => stateCell(t.state)],
               ["Parameters", t => json(t.parameters)], [e.metric || "Objective", t => t.objective],

@@ -45,7 +45,7 @@ async function get(path) {
   return data;
 }
 
-function dag(tasks, edges) {
+function dag(run, tasks, edges) {
   const g = new dagre.graphlib.Graph();
   g.setGraph({ rankdir: "TB", nodesep: 30, ranksep: 40, marginx: 10, marginy: 10 });
   g.setDefaultEdgeLabel(() => ({}));
@@ -53,15 +53,23 @@ function dag(tasks, edges) {
   for (const [a, b] of edges) if (g.hasNode(a) && g.hasNode(b)) g.setEdge(a, b);
   dagre.layout(g);
   const { width, height } = g.graph();
-  const root = svg("svg", { class: "dag", width, height, role: "img",
-                            "aria-label": "Pipeline graph: " + tasks.map(t => `${t.name} ${t.state}`).join(", ") });
+  const root = svg("svg", { class: "dag", width, height, role: "group", "aria-label": "Pipeline graph" });
+  const defs = svg("defs"), marker = svg("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 10,
+    refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" });
+  marker.append(svg("path", { d: "M0,0 L10,5 L0,10 z", class: "head" }));
+  defs.append(marker);
+  root.append(defs);
   for (const e of g.edges()) {
     const pts = g.edge(e).points;
-    root.append(svg("path", { d: "M" + pts.map(p => `${p.x},${p.y}`).join(" L") }));
+    root.append(svg("path", { d: "M" + pts.map(p => `${p.x},${p.y}`).join(" L"),
+                              "marker-end": "url(#arrow)" }));
   }
   for (const id of g.nodes()) {
     const n = g.node(id);
-    const group = svg("g", { transform: `translate(${n.x - n.width / 2},${n.y - n.height / 2})` });
+    // each box links to its task's log: Tab reaches every task from the keyboard
+    const group = svg("a", { href: `#/runs/${encodeURIComponent(run)}/${encodeURIComponent(id)}`,
+                             "aria-label": `${id}: ${n.task.cached ? "reused from cache" : n.task.state}`,
+                             transform: `translate(${n.x - n.width / 2},${n.y - n.height / 2})` });
     group.append(svg("rect", { width: n.width, height: n.height, rx: 6, class: n.task.state || "" }));
     const label = svg("text", { x: 8, y: 24 });
     label.textContent = `${id} · ${n.task.cached ? "cached" : (n.task.state || "").toLowerCase()}`;
@@ -130,7 +138,7 @@ const views = {
                                r.duration_s == null ? "" : `took ${secs(r.duration_s)}`]
                               .filter(Boolean).join(" · "))];
     if (r.error) out.push(el("p", { class: "error" }, r.error));
-    out.push(el("h2", {}, "Graph"), r.tasks.length ? dag(r.tasks, r.edges) : el("p", {}, "no task has started yet"));
+    out.push(el("h2", {}, "Graph"), r.tasks.length ? dag(r.name, r.tasks, r.edges) : el("p", {}, "no task has started yet"));
     out.push(el("h2", {}, "Tasks"), table("Tasks of the run", [
       ["Task", t => link(`#/runs/${encodeURIComponent(r.name)}/${encodeURIComponent(t.name)}`, t.name)],
       ["State", t => stateCell(t.state)], ["Duration", t => secs(t.duration_s)],

@@ -314,9 +314,9 @@ class KfpApi:
 
     def list_runs(self, query: dict[str, str], **_: Any) -> dict[str, Any]:
         eid = query.get("experiment_id")
-        runs = [self._view(r) for r in self._all("runs")
-                if not eid or r.get("experiment_id") == eid]
-        known = {r["name"] for r in self._all("runs")}
+        records = self._all("runs")
+        runs = [self._view(r) for r in records if not eid or r.get("experiment_id") == eid]
+        known = {r["name"] for r in records}
         if not eid:  # runs started by `kflab pipeline run` and scenarios are runs too
             runs += [_run_shape(o) for o in self.backend.list(KIND, self.namespace)
                      if o["metadata"]["name"] not in known]
@@ -346,7 +346,8 @@ class KfpApi:
                 text = log.read_text(errors="replace").strip() if log.exists() else ""
                 run["state"] = "FAILED"
                 run["error"] = {"code": 3, "details": [], "message": text[-2000:] or
-                                "the run's kflab process ended before it recorded the run"}
+                                "no record of the run: it was deleted, or its kflab "
+                                "process ended before it recorded the run"}
         run.update({k: record[k] for k in ("run_id", "experiment_id", "display_name",
                                            "description", "runtime_config", "created_at")})
         if record.get("pipeline_version_reference"):

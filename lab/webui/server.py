@@ -9,7 +9,9 @@ Access rules (docs/ui.md):
   cookie) or as `Authorization: Bearer TOKEN`, as Jupyter does;
 - the KFP API (`/apis/v2beta1/`) also answers a client that sends no Origin and no token
   (a browser always sends Origin on a cross-site call): `kfp.Client(host=...)` code runs
-  unchanged, as it does against the lab's port-forwarded KFP API.
+  unchanged, as it does against the lab's port-forwarded KFP API. `api_token=True`
+  (`kflab ui --api-token`) requires the token there too (`kfp.Client(existing_token=...)`),
+  for hosts shared with other users: a pipeline is code, run as you.
 """
 
 from __future__ import annotations
@@ -43,9 +45,11 @@ class UiServer:
     """The server and what it serves; `start()` runs it in a thread, `url` has the token."""
 
     def __init__(self, backend: Any, root: Path, port: int = 0,
-                 token: str | None = None, static: Path = STATIC) -> None:
+                 token: str | None = None, static: Path = STATIC,
+                 api_token: bool = False) -> None:
         self.backend = backend
         self.static = Path(static)  # the page's files (tests serve a copy with axe-core)
+        self.api_token = api_token
         self.token = token or secrets.token_urlsafe(24)
         # the KFP API is the local backend's: a cluster has KFP's own (`kflab open pipelines`)
         self.api = KfpApi(root, backend) if getattr(backend, "name", "") == "local" else None
@@ -116,7 +120,7 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
                     return self._json(404, {"code": 5, "details": [], "message":
                                             "the KFP API here is the local backend's; on a "
                                             "cluster use KFP's own (kflab open pipelines)"})
-                if origin is not None and not token_ok:
+                if (origin is not None or ui.api_token) and not token_ok:
                     return self._json(403, {"code": 7, "message": "token required",
                                             "details": []})
                 size = int(self.headers.get("Content-Length") or 0)

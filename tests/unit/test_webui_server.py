@@ -64,6 +64,20 @@ def test_other_origins_and_hosts_are_refused(ui: UiServer) -> None:
                 )[0] == 403
 
 
+def test_api_token_option_gates_the_kfp_api(tmp_path: Path) -> None:
+    """`kflab ui --api-token`: kfp.Client must send the token (existing_token=...)."""
+    import kfp
+
+    server = UiServer(LocalBackend(str(tmp_path)), tmp_path, api_token=True).start()
+    try:
+        assert call(server, "/apis/v2beta1/healthz")[0] == 403
+        client = kfp.Client(host=server.host, existing_token=server.token)
+        assert client.get_kfp_healthz().multi_user is False
+        assert client.list_experiments().total_size == 0
+    finally:
+        server.stop()
+
+
 def test_only_the_page_files_are_served(ui: UiServer) -> None:
     cookie = {"Cookie": f"kflab_token={ui.token}"}
     assert call(ui, "/static/vendor/dagre.min.js", cookie)[0] == 200

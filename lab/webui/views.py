@@ -34,6 +34,8 @@ def answer(backend: Any, api: Any, path: str) -> Any:
         return {"lines": _log_lines(backend, parts[1], parts[3])}
     if len(parts) == 2 and parts[0] == "experiments":
         return _experiment_page(backend, parts[1])
+    if len(parts) in (3, 4) and parts[0] == "jobs":
+        return _job_page(backend, *parts[1:])
     if len(parts) == 1 and parts[0] in LISTED:
         rows = []
         for kind in LISTED[parts[0]]:
@@ -188,6 +190,45 @@ def _row(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
     if kind in ("PyTorchJob", "TFJob"):
         row["replicas"] = {k: v for k, v in (status.get("replicaStatuses") or {}).items()}
     return row
+
+
+REPLICA_SPECS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs"}
+
+
+def _job_page(backend: Any, kind: str, name: str, replica: str | None = None
+              ) -> dict[str, Any]:
+    """A training job: its replicas (type-index, as `kflab logs --replica` names them) and,
+    for one replica, its log."""
+    from collections import deque
+
+    from lab.errors import LabError
+
+    if kind not in REPLICA_SPECS:
+        raise NotFound(f"no job kind '{kind}'")
+    obj = backend.get(kind, name)
+    if obj is None:
+        raise NotFound(f"no {kind} '{name}'")
+    specs = (obj.get("spec") or {}).get(REPLICA_SPECS[kind]) or {}
+    statuses = (obj.get("status") or {}).get("replicaStatuses") or {}
+    replicas = []
+    for rtype, spec in specs.items():
+        count = int((spec or {}).get("replicas", 1) or 0)
+        st = statuses.get(rtype) or {}
+        replicas += [{"name": f"{rtype.lower()}-{i}", "type": rtype,
+                      "active": st.get("active", 0), "succeeded": st.get("succeeded", 0),
+                      "failed": st.get("failed", 0)} for i in range(count)]
+    out = {**_row(kind, obj), "replica_list": replicas,
+           "message": next((c.get("message", "") for c in reversed(
+               (obj.get("status") or {}).get("conditions") or [])
+               if c.get("status") == "True"), "")}
+    if replica is not None:
+        try:
+            out["log"] = [line.rstrip("\n") for line in deque(
+                backend.logs(kind, name, replica=replica), maxlen=MAX_LOG_LINES)]
+        except LabError as exc:
+            raise NotFound(str(exc)) from None
+        out["replica"] = replica
+    return out
 
 
 def _experiment_page(backend: Any, name: str) -> dict[str, Any]:

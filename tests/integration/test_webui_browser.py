@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -85,6 +86,15 @@ def ui(tmp_path_factory: pytest.TempPathFactory) -> Any:
     exp = experiment(maxTrialCount=3, parallelTrialCount=3)
     exp["metadata"]["name"] = "tiny-random"
     backend.apply(exp, base_dir=work)
+    chief = {"replicas": 1, "restartPolicy": "Never", "template": {"spec": {"containers": [
+        {"name": "tensorflow", "image": "x", "command": [sys.executable, "-c", "print('ok')"]}]}}}
+    worker = {"replicas": 1, "restartPolicy": "Never", "template": {"spec": {"containers": [
+        {"name": "tensorflow", "image": "x",
+         "command": [sys.executable, "-c", "import sys; sys.exit('loss is nan')"]}]}}}
+    backend.apply({"apiVersion": "kubeflow.org/v1", "kind": "TFJob",
+                   "metadata": {"name": "broken"},
+                   "spec": {"tfReplicaSpecs": {"Chief": chief, "Worker": worker}}},
+                  base_dir=work)
     server = UiServer(backend, root).start()
     yield server
     server.stop()
@@ -189,6 +199,17 @@ def test_experiment_page_shows_trials_and_objective(ui: Any, tmp_path: Path) -> 
     assert ">tiny-random</a>" in listing
 
 
+def test_a_failed_replica_and_its_log(ui: Any, tmp_path: Path) -> None:
+    job = ui.backend.get("TFJob", "broken")
+    assert job["status"]["conditions"][-1]["type"] == "Failed"
+    dom = chromium(tmp_path, f"{ui.url}#/jobs", "--dump-dom").stdout
+    assert '<a href="#/jobs/TFJob/broken">broken</a>' in dom and 'class="state Failed"' in dom
+    dom = chromium(tmp_path, f"{ui.url}#/jobs/TFJob/broken/worker-0", "--dump-dom").stdout
+    assert 'data-view="jobs/TFJob/broken/worker-0"' in dom, dom[-1500:]
+    assert ">chief-0</a>" in dom and ">worker-0</a>" in dom
+    assert "Log of worker-0" in dom and "loss is nan" in dom
+
+
 def test_without_the_token_the_page_is_refused(ui: Any, tmp_path: Path) -> None:
     with pytest.raises(urllib.error.HTTPError) as err:
         urllib.request.urlopen(f"{ui.host}/")
@@ -227,7 +248,8 @@ def axe_ui(ui: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     server.stop()
 
 
-@pytest.mark.parametrize("view", ["runs", "runs/two-adds", "experiments/tiny-random", "jobs",
+@pytest.mark.parametrize("view", ["runs", "runs/two-adds", "experiments/tiny-random",
+                                  "jobs/TFJob/broken/worker-0",
                                   "notebooks"])
 def test_views_pass_axe(axe_ui: Any, tmp_path: Path, view: str) -> None:
     import json

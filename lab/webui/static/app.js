@@ -187,9 +187,27 @@ const views = {
   async jobs() {
     const rows = await get("jobs");
     return [el("h1", {}, "Training jobs"), table("PyTorchJobs and TFJobs", [
-      ["Kind", r => r.kind], ["Job", r => r.name], ["State", r => stateCell(r.state)],
+      ["Kind", r => r.kind],
+      ["Job", r => link(`#/jobs/${encodeURIComponent(r.kind)}/${encodeURIComponent(r.name)}`, r.name)],
+      ["State", r => stateCell(r.state)],
       ["Replicas", r => json(r.replicas)], ["Created", r => r.created_at],
     ], rows)];
+  },
+  async job(kind, rest) {
+    const [name, replica] = rest;
+    const path = ["jobs", kind, name, ...(replica ? [replica] : [])].map(encodeURIComponent).join("/");
+    const j = await get(path);
+    const base = `#/jobs/${encodeURIComponent(kind)}/${encodeURIComponent(name)}`;
+    const out = [el("h1", {}, `${kind} ${j.name} `, stateCell(j.state))];
+    if (j.message) out.push(el("p", {}, j.message));
+    out.push(el("h2", {}, "Replicas"), table("Replicas (select one for its log)", [
+      ["Replica", r => link(`${base}/${encodeURIComponent(r.name)}`, r.name)], ["Type", r => r.type],
+      ["Active", r => r.active], ["Succeeded", r => r.succeeded], ["Failed", r => r.failed],
+    ], j.replica_list));
+    if (j.replica) out.push(el("h2", {}, `Log of ${j.replica}`),
+                            el("pre", { class: "log", tabindex: "0", "aria-label": `log of ${j.replica}` },
+                               j.log.join("\n") || "(no output)"));
+    return out;
   },
   async inferenceservices() {
     const rows = await get("inferenceservices");
@@ -211,8 +229,10 @@ let shown = null;  // the data last drawn: a poll that brings nothing new leaves
                   // (and the keyboard focus) alone
 
 async function render() {
-  const [, view, name, sub] = (location.hash || "#/runs").split("/").map(decodeURIComponent);
-  const fn = name ? { runs: views.run, experiments: views.experiment }[view] : views[view];
+  const [, view, name, ...rest] = (location.hash || "#/runs").split("/").map(decodeURIComponent);
+  const sub = view === "jobs" ? rest : rest[0];
+  const fn = name ? { runs: views.run, experiments: views.experiment, jobs: views.job }[view]
+                  : views[view];
   try {
     fetched = [];
     const nodes = fn ? await fn(name, sub) : [el("p", {}, "No such view.")];
@@ -221,7 +241,7 @@ async function render() {
     if (key === shown) return;
     shown = key;
     main.replaceChildren(...nodes);
-    main.setAttribute("data-view", [view, name, sub].filter(Boolean).join("/"));
+    main.setAttribute("data-view", [view, name, ...rest].filter(Boolean).join("/"));
   } catch (err) {
     shown = null;
     main.replaceChildren(el("p", { class: "error" }, String(err.message || err)));

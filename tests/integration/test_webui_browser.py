@@ -1,8 +1,9 @@
 """`kflab ui` in a real browser: headless Chromium (scripts/standins/50-chromium.sh; skipped
-without it) opens the run page with the token and must show a finished run's tasks and its
-graph, and a finished Katib experiment's trials and objective chart; the server refuses
-the page without the token. One screenshot lands in the test's
-tmp dir. Nothing is mocked: a two-task pipeline runs on the local engine."""
+without it) opens each view with the token: a finished run's tasks, graph and artifacts; a run
+in progress; a finished Katib experiment's trials and objective chart; a TFJob whose worker
+failed, with that replica's log; axe-core on each view; and the page refused without the
+token. Screenshots land in the tests' tmp dirs. Nothing is mocked: the pipelines, the
+experiment and the job run on the local backend (one of each per module)."""
 
 from __future__ import annotations
 

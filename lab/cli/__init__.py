@@ -25,6 +25,7 @@ from lab.cli import (  # noqa: F401
     resources,
     scenario,
     teaching,
+    webui,
 )
 from lab.cli.root import cli
 from lab.errors import LabError

@@ -264,6 +264,7 @@ def run(obj: dict[str, Any], run_dir: Path, base_dir: Path, save: Callable[[dict
         "pipeline_root": str(root / run_id), "log": str(log),
         "parallelism": parallelism, "cache": cache is not None,
         "run_details": {"task_details": []},
+        "dag": root_dag(ir),  # for `kflab ui`'s graph
     }
     obj["status"] = status
     save(obj)
@@ -301,6 +302,12 @@ def run(obj: dict[str, Any], run_dir: Path, base_dir: Path, save: Callable[[dict
             if sink:
                 sink({"event": "run-finished", "run": meta["name"], "state": status["state"]})
     return obj
+
+
+def root_dag(ir: Any) -> dict[str, list[str]]:
+    """{task: [the tasks it waits for]} of the pipeline's root DAG: the edges `kflab ui`
+    draws (hook kept apart from the engine: it only reads the IR)."""
+    return {name: list(task.dependent_tasks) for name, task in ir.root.dag.tasks.items()}
 
 
 def _details(the_run: Any) -> list[dict[str, Any]]:

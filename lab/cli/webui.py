@@ -1,0 +1,38 @@
+"""`kflab ui`: the local web UI and KFP API server (parse, call, print)."""
+
+from __future__ import annotations
+
+import click
+
+from lab.cli.root import Obj, backend_options, cli, pass_obj
+
+
+@cli.command("ui")
+@click.option("--port", type=click.IntRange(0, 65535), default=0,
+              help="Port on 127.0.0.1 (default: a free one).")
+@click.option("--no-browser", is_flag=True, help="Print the URL; do not open a browser.")
+@click.option("--api-token", is_flag=True,
+              help="The KFP API needs the token too: kfp.Client(host=..., existing_token=...) "
+                   "(for a machine shared with other users).")
+@backend_options
+@pass_obj
+def ui_cmd(obj: Obj, port: int, no_browser: bool, api_token: bool) -> None:
+    """Serve the read-only web UI (runs, experiments, jobs, model servers, notebooks) and the
+    KFP v2beta1 API for kfp.Client, on 127.0.0.1 until Ctrl-C."""
+    from lab.webui.server import UiServer
+
+    server = UiServer(obj.backend(), obj.state, port=port, api_token=api_token)
+    click.echo(f"kflab ui: {server.url}")
+    token = f", existing_token=\"{server.token}\"" if api_token else ""
+    click.echo(f"KFP API:  kfp.Client(host=\"{server.host}\"{token})")
+    click.echo("Ctrl-C stops it.", err=True)
+    if not no_browser:
+        import webbrowser
+
+        webbrowser.open(server.url)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()

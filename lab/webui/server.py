@@ -1,0 +1,184 @@
+"""One loopback HTTP server for `kflab ui`: the read-only web UI and the KFP v2beta1 API.
+
+Access rules (docs/ui.md):
+- it binds 127.0.0.1 only, and answers only a Host of 127.0.0.1:PORT or localhost:PORT
+  (a page on another site cannot reach it through DNS rebinding);
+- a request carrying an Origin other than the server's own gets 403 (no other site's page
+  can call it, with or without a token);
+- the UI and its JSON need the token, given as `?token=` (then kept in a SameSite=Strict
+  cookie) or as `Authorization: Bearer TOKEN`, as Jupyter does;
+- the KFP API (`/apis/v2beta1/`) also answers a client that sends no Origin and no token
+  (a browser always sends Origin on a cross-site call): `kfp.Client(host=...)` code runs
+  unchanged, as it does against the lab's port-forwarded KFP API. `api_token=True`
+  (`kflab ui --api-token`) requires the token there too (`kfp.Client(existing_token=...)`),
+  for hosts shared with other users: a pipeline is code, run as you.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import secrets
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from lab.webui import views
+from lab.webui.kfp_api import PREFIX, KfpApi
+
+STATIC = Path(__file__).parent / "static"
+TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
+         ".css": "text/css; charset=utf-8", ".txt": "text/plain; charset=utf-8"}
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+       "connect-src 'self'; frame-src 'self'; base-uri 'none'; form-action 'none'; "
+       "frame-ancestors 'none'")
+# A component's HTML artifact (KFP renders it in a sandboxed frame): its own inline styles and
+# data: images, no script, no network, a unique origin; only the UI may frame it.
+ARTIFACT_CSP = ("sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+                "frame-ancestors 'self'")
+MAX_BODY = 32 * 1024 * 1024  # KFP's upload limit
+
+
+class UiServer:
+    """The server and what it serves; `start()` runs it in a thread, `url` has the token."""
+
+    def __init__(self, backend: Any, root: Path, port: int = 0,
+                 token: str | None = None, static: Path = STATIC,
+                 api_token: bool = False) -> None:
+        self.backend = backend
+        self.static = Path(static)  # the page's files (tests serve a copy with axe-core)
+        self.api_token = api_token
+        self.token = token or secrets.token_urlsafe(24)
+        # the KFP API is the local backend's: a cluster has KFP's own (`kflab open pipelines`)
+        self.api = KfpApi(root, backend) if getattr(backend, "name", "") == "local" else None
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.host = f"http://127.0.0.1:{self.port}"
+        self.url = f"{self.host}/?token={self.token}"
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> UiServer:
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True,
+                                        name="kflab-ui")
+        self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        self.httpd.serve_forever()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def allowed_hosts(self) -> set[str]:
+        return {f"127.0.0.1:{self.port}", f"localhost:{self.port}"}
+
+    def has_token(self, query: dict[str, str], headers: Any) -> bool:
+        given = query.get("token") or ""
+        auth = headers.get("Authorization") or ""
+        if auth.startswith("Bearer "):
+            given = given or auth[7:]
+        for part in (headers.get("Cookie") or "").split(";"):
+            key, _, value = part.strip().partition("=")
+            if key == "kflab_token":
+                given = given or value
+        return bool(given) and hmac.compare_digest(given.encode(), self.token.encode())
+
+
+def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "kflab-ui"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # quiet: the terminal shows the URL, not every poll
+
+        def do_GET(self) -> None:
+            self._serve("GET")
+
+        def do_POST(self) -> None:
+            self._serve("POST")
+
+        def do_DELETE(self) -> None:
+            self._serve("DELETE")
+
+        def _serve(self, method: str) -> None:
+            parts = urlsplit(self.path)
+            query = dict(parse_qsl(parts.query))
+            origin = self.headers.get("Origin")
+            if self.headers.get("Host") not in ui.allowed_hosts():
+                return self._json(403, {"code": 7, "message": "unknown Host", "details": []})
+            if origin is not None and origin not in {f"http://{h}"
+                                                     for h in ui.allowed_hosts()}:
+                return self._json(403, {"code": 7, "message": "cross-origin request refused",
+                                        "details": []})
+            token_ok = ui.has_token(query, self.headers)
+            if parts.path.startswith(PREFIX + "/"):
+                if ui.api is None:
+                    return self._json(404, {"code": 5, "details": [], "message":
+                                            "the KFP API here is the local backend's; on a "
+                                            "cluster use KFP's own (kflab open pipelines)"})
+                if (origin is not None or ui.api_token) and not token_ok:
+                    return self._json(403, {"code": 7, "message": "token required",
+                                            "details": []})
+                size = int(self.headers.get("Content-Length") or 0)
+                if size > MAX_BODY:
+                    return self._json(413, {"code": 8, "message": "body over 32 MB",
+                                            "details": []})
+                body = self.rfile.read(size) if size else b""
+                status, out = ui.api.handle(method, parts.path, query,
+                                            self.headers.get("Content-Type") or "", body)
+                return self._json(status, out)
+            if not token_ok:
+                return self._send(403, b"403: open the URL that `kflab ui` printed (it "
+                                       b"carries the token)\n", "text/plain; charset=utf-8")
+            if method != "GET":
+                return self._json(405, {"message": "the UI is read-only"})
+            if parts.path == "/":
+                return self._file(ui.static / "index.html", set_cookie="token" in query)
+            if parts.path.startswith("/static/"):
+                name = parts.path[len("/static/"):]
+                target = (ui.static / name).resolve()
+                if ui.static.resolve() in target.parents and target.is_file():
+                    return self._file(target)
+                return self._send(404, b"not found\n", "text/plain")
+            if parts.path.startswith("/ui-api/"):
+                try:
+                    found = views.answer(ui.backend, ui.api, parts.path[len("/ui-api/"):])
+                except views.NotFound as exc:
+                    return self._json(404, {"message": str(exc)})
+                if isinstance(found, views.Page):  # a component's HTML: sandboxed, no script
+                    return self._send(200, found.body, found.ctype,
+                                      {"Content-Security-Policy": ARTIFACT_CSP})
+                return self._json(200, found)
+            return self._send(404, b"not found\n", "text/plain")
+
+        def _file(self, path: Path, set_cookie: bool = False) -> None:
+            extra = {}
+            if set_cookie:
+                extra["Set-Cookie"] = (f"kflab_token={ui.token}; Path=/; HttpOnly; "
+                                       "SameSite=Strict")
+            self._send(200, path.read_bytes(), TYPES.get(path.suffix, "text/plain"), extra)
+
+        def _json(self, status: int, data: Any) -> None:
+            self._send(status, json.dumps(data, default=str).encode(), "application/json")
+
+        def _send(self, status: int, body: bytes, ctype: str,
+                  extra: dict[str, str] | None = None) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.send_header("X-Content-Type-Options", "nosniff")
+            self.send_header("Referrer-Policy", "no-referrer")
+            extra = dict(extra or {})
+            self.send_header("Content-Security-Policy", extra.pop("Content-Security-Policy",
+                                                                  CSP))
+            for key, value in extra.items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(body)
+
+    return Handler

@@ -1,0 +1,259 @@
+// kflab ui: read-only views over /ui-api/ (the backend API the CLI uses), polled every 2 s.
+// Every value from the backend goes in through textContent or an attribute, never as HTML.
+"use strict";
+
+const SVG = "http://www.w3.org/2000/svg";
+const main = document.getElementById("main");
+let timer = null;
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+  for (const c of children) node.append(c instanceof Node ? c : String(c ?? ""));
+  return node;
+}
+
+function svg(tag, attrs) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+  return node;
+}
+
+function table(caption, columns, rows) {
+  const head = el("tr", {}, ...columns.map(c => el("th", { scope: "col" }, c[0])));
+  const body = rows.map(r => el("tr", {}, ...columns.map(c => {
+    const v = c[1](r);
+    return el("td", {}, v instanceof Node ? v : (v ?? ""));
+  })));
+  if (!rows.length) body.push(el("tr", {}, el("td", { colspan: columns.length }, "none yet")));
+  return el("table", {}, el("caption", {}, caption), el("thead", {}, head),
+            el("tbody", {}, ...body));
+}
+
+function stateCell(s) { return el("span", { class: "state " + (s || "") }, s || ""); }
+function secs(v) { return v == null ? "" : v.toFixed(1) + " s"; }
+function link(href, text) { return el("a", { href }, text); }
+function json(v) { return Object.keys(v || {}).length ? JSON.stringify(v) : ""; }
+
+let fetched = [];
+
+async function get(path) {
+  const res = await fetch("/ui-api/" + path, { credentials: "same-origin" });
+  if (!res.ok) throw new Error((await res.json()).message || res.statusText);
+  const data = await res.json();
+  fetched.push(data);
+  return data;
+}
+
+function dag(run, tasks, edges) {
+  const g = new dagre.graphlib.Graph();
+  g.setGraph({ rankdir: "TB", nodesep: 30, ranksep: 40, marginx: 10, marginy: 10 });
+  g.setDefaultEdgeLabel(() => ({}));
+  for (const t of tasks) g.setNode(t.name, { width: 16 + 8 * (t.name.length + 12), height: 40, task: t });
+  for (const [a, b] of edges) if (g.hasNode(a) && g.hasNode(b)) g.setEdge(a, b);
+  dagre.layout(g);
+  const { width, height } = g.graph();
+  const root = svg("svg", { class: "dag", width, height, role: "group", "aria-label": "Pipeline graph" });
+  const defs = svg("defs"), marker = svg("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 10,
+    refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" });
+  marker.append(svg("path", { d: "M0,0 L10,5 L0,10 z", class: "head" }));
+  defs.append(marker);
+  root.append(defs);
+  for (const e of g.edges()) {
+    const pts = g.edge(e).points;
+    root.append(svg("path", { d: "M" + pts.map(p => `${p.x},${p.y}`).join(" L"),
+                              "marker-end": "url(#arrow)" }));
+  }
+  for (const id of g.nodes()) {
+    const n = g.node(id);
+    // each box links to its task's log: Tab reaches every task from the keyboard
+    const group = svg("a", { href: `#/runs/${encodeURIComponent(run)}/${encodeURIComponent(id)}`,
+                             "aria-label": `${id}: ${n.task.cached ? "reused from cache" : n.task.state}`,
+                             transform: `translate(${n.x - n.width / 2},${n.y - n.height / 2})` });
+    group.append(svg("rect", { width: n.width, height: n.height, rx: 6, class: n.task.state || "" }));
+    const label = svg("text", { x: 8, y: 24 });
+    label.textContent = `${id} · ${n.task.cached ? "cached" : (n.task.state || "").toLowerCase()}`;
+    group.append(label);
+    root.append(group);
+  }
+  return root;
+}
+
+function chart(points, label, goal) {
+  // objective over trials, and the best so far, drawn by uPlot (vendored, MIT)
+  const xs = points.map((_, i) => i + 1), ys = points.map(p => p.y);
+  const better = goal === "maximize" ? Math.max : Math.min;
+  const best = ys.map((_, i) => better(...ys.slice(0, i + 1)));
+  const box = el("div", { class: "chart", role: "img",
+                          "aria-label": `${label} over trials: ${ys.join(", ")}; best ${best.at(-1)}` });
+  const opts = {
+    width: 560, height: 260, legend: { show: false }, cursor: { show: false },
+    scales: { x: { time: false } },
+    axes: [{ label: "trial", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500] }, { label }],
+    series: [{}, { label, stroke: "#0b4f94", width: 2, points: { size: 7 } },
+             { label: "best so far", stroke: "#1a6b2a", width: 1.5, dash: [6, 4] }],
+  };
+  // uPlot measures its container: draw once the box is in the page
+  requestAnimationFrame(() => new uPlot(opts, [xs, ys, best], box));
+  return box;
+}
+
+function artifactUrl(run, task, output) {
+  return "/ui-api/runs/" + [run, "artifacts", task, output].map(encodeURIComponent).join("/");
+}
+
+function artifactList(run, t) {
+  const span = el("span");
+  t.artifacts.forEach((a, i) => {
+    if (i) span.append(", ");
+    span.append(a.shown && a.type === "system.Markdown"
+      ? link(artifactUrl(run, t.name, a.name), a.name) : `${a.name} (${a.type})`);
+  });
+  return span;
+}
+
+function confusion(cm) {
+  // rows are the true class, columns the predicted one (KFP's ConfusionMatrix viewer)
+  const head = el("tr", {}, el("th", { scope: "col" }, "true \\ predicted"),
+                  ...cm.labels.map(l => el("th", { scope: "col" }, l)));
+  const rows = cm.rows.map((r, i) => el("tr", {}, el("th", { scope: "row" }, cm.labels[i] ?? ""),
+                                         ...r.map(v => el("td", {}, v))));
+  return el("table", { class: "confusion" }, el("caption", {}, "Confusion matrix"),
+            el("thead", {}, head), el("tbody", {}, ...rows));
+}
+
+const views = {
+  async runs() {
+    const rows = await get("runs");
+    return [el("h1", {}, "Pipeline runs"), table("Runs, newest first", [
+      ["Run", r => link("#/runs/" + encodeURIComponent(r.name), r.name)],
+      ["State", r => stateCell(r.state)], ["Pipeline", r => r.pipeline],
+      ["Tasks", r => r.tasks], ["Created", r => r.created_at], ["Duration", r => secs(r.duration_s)],
+    ], rows)];
+  },
+  async run(name, task) {
+    const r = await get("runs/" + encodeURIComponent(name));
+    const out = [el("h1", {}, `Run ${r.name} `, stateCell(r.state)),
+                 el("p", {}, [`Pipeline ${r.pipeline}`, `created ${r.created_at}`,
+                               r.duration_s == null ? "" : `took ${secs(r.duration_s)}`]
+                              .filter(Boolean).join(" · "))];
+    if (r.error) out.push(el("p", { class: "error" }, r.error));
+    out.push(el("h2", {}, "Graph"), r.tasks.length ? dag(r.name, r.tasks, r.edges) : el("p", {}, "no task has started yet"));
+    out.push(el("h2", {}, "Tasks"), table("Tasks of the run", [
+      ["Task", t => link(`#/runs/${encodeURIComponent(r.name)}/${encodeURIComponent(t.name)}`, t.name)],
+      ["State", t => stateCell(t.state)], ["Duration", t => secs(t.duration_s)],
+      ["Cache", t => t.cached ? "reused from cache" : ""], ["Output parameters", t => json(t.parameters)],
+      ["Metrics", t => json(t.metrics)], ["Artifacts", t => artifactList(r.name, t)],
+    ], r.tasks));
+    for (const t of r.tasks) {
+      for (const a of t.artifacts) {
+        if (a.confusion) out.push(el("h2", {}, `Confusion matrix: ${t.name} / ${a.name}`),
+                                  confusion(a.confusion));
+        if (a.shown && a.type === "system.HTML") {
+          out.push(el("h2", {}, `${t.name} / ${a.name}`),
+                   el("iframe", { src: artifactUrl(r.name, t.name, a.name), sandbox: "",
+                                  title: `HTML written by ${t.name} (${a.name})`,
+                                  class: "artifact", loading: "lazy" }));
+        }
+      }
+    }
+    if (task) {
+      const log = await get(`runs/${encodeURIComponent(name)}/logs/${encodeURIComponent(task)}`);
+      out.push(el("h2", { id: "log" }, `Log of ${task}`),
+               el("pre", { class: "log", tabindex: "0", "aria-label": `log of ${task}` },
+                  log.lines.join("\n") || "(no output)"));
+    }
+    return out;
+  },
+  async experiments() {
+    const rows = await get("experiments");
+    return [el("h1", {}, "Experiments"), table("Katib experiments", [
+      ["Experiment", r => link("#/experiments/" + encodeURIComponent(r.name), r.name)],
+      ["State", r => stateCell(r.state)], ["Trials", r => r.trials], ["Best trial", r => r.best],
+      ["Created", r => r.created_at],
+    ], rows)];
+  },
+  async experiment(name) {
+    const e = await get("experiments/" + encodeURIComponent(name));
+    const pts = e.trials.filter(t => t.objective != null).map((t, i) => ({ x: i, y: t.objective }));
+    return [el("h1", {}, `Experiment ${e.name} `, stateCell(e.state)),
+            el("p", {}, `Objective: ${e.goal} ${e.metric} · best trial ${e.best || "none yet"}`),
+            el("h2", {}, "Objective over trials"), pts.length ? chart(pts, e.metric, e.goal) : el("p", {}, "no objective value yet"),
+            el("h2", {}, "Trials"), table("Trials in creation order", [
+              ["Trial", t => t.name], ["State", t => stateCell(t.state)],
+              ["Parameters", t => json(t.parameters)], [e.metric || "Objective", t => t.objective],
+            ], e.trials)];
+  },
+  async jobs() {
+    const rows = await get("jobs");
+    return [el("h1", {}, "Training jobs"), table("PyTorchJobs and TFJobs", [
+      ["Kind", r => r.kind],
+      ["Job", r => link(`#/jobs/${encodeURIComponent(r.kind)}/${encodeURIComponent(r.name)}`, r.name)],
+      ["State", r => stateCell(r.state)],
+      ["Replicas", r => json(r.replicas)], ["Created", r => r.created_at],
+    ], rows)];
+  },
+  async job(kind, rest) {
+    const [name, replica] = rest;
+    const path = ["jobs", kind, name, ...(replica ? [replica] : [])].map(encodeURIComponent).join("/");
+    const j = await get(path);
+    const base = `#/jobs/${encodeURIComponent(kind)}/${encodeURIComponent(name)}`;
+    const out = [el("h1", {}, `${kind} ${j.name} `, stateCell(j.state))];
+    if (j.message) out.push(el("p", {}, j.message));
+    out.push(el("h2", {}, "Replicas"), table("Replicas (select one for its log)", [
+      ["Replica", r => link(`${base}/${encodeURIComponent(r.name)}`, r.name)], ["Type", r => r.type],
+      ["Active", r => r.active], ["Succeeded", r => r.succeeded], ["Failed", r => r.failed],
+    ], j.replica_list));
+    if (j.replica) out.push(el("h2", {}, `Log of ${j.replica}`),
+                            el("pre", { class: "log", tabindex: "0", "aria-label": `log of ${j.replica}` },
+                               j.log.join("\n") || "(no output)"));
+    return out;
+  },
+  async inferenceservices() {
+    const rows = await get("inferenceservices");
+    return [el("h1", {}, "InferenceServices"), table("Model servers", [
+      ["Name", r => r.name], ["State", r => stateCell(r.state)], ["URL", r => r.url], ["Created", r => r.created_at],
+    ], rows)];
+  },
+  async notebooks() {
+    const rows = await get("notebooks");
+    return [el("h1", {}, "Notebooks"), table("Notebook servers", [
+      ["Name", r => r.name], ["State", r => stateCell(r.state)],
+      ["Ready", r => r.ready ? "yes" : "no"], ["Open it with", r => el("code", {}, r.open)],
+      ["Created", r => r.created_at],
+    ], rows)];
+  },
+};
+
+let shown = null;  // the data last drawn: a poll that brings nothing new leaves the page
+                  // (and the keyboard focus) alone
+
+async function render() {
+  const [, view, name, ...rest] = (location.hash || "#/runs").split("/").map(decodeURIComponent);
+  const sub = view === "jobs" ? rest : rest[0];
+  const fn = name ? { runs: views.run, experiments: views.experiment, jobs: views.job }[view]
+                  : views[view];
+  try {
+    fetched = [];
+    const nodes = fn ? await fn(name, sub) : [el("p", {}, "No such view.")];
+    const key = location.hash + JSON.stringify(fetched);
+    document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
+    if (key === shown) return;
+    shown = key;
+    main.replaceChildren(...nodes);
+    main.setAttribute("data-view", [view, name, ...rest].filter(Boolean).join("/"));
+  } catch (err) {
+    shown = null;
+    main.replaceChildren(el("p", { class: "error" }, String(err.message || err)));
+  }
+}
+
+function start() {
+  clearInterval(timer);
+  shown = null;
+  render();
+  timer = setInterval(render, 2000);
+}
+
+window.addEventListener("hashchange", start);
+start();

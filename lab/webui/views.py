@@ -1,0 +1,259 @@
+"""The JSON the UI's pages draw, read from the backend API the CLI uses (`lab/backends/base.py`:
+`list`, `get`), so the UI shows what `kflab get` shows, on either backend."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from lab.kube.katib import objective_column
+
+LISTED = {"jobs": ("PyTorchJob", "TFJob"), "inferenceservices": ("InferenceService",),
+          "notebooks": ("Notebook",), "experiments": ("Experiment",)}
+
+
+class NotFound(Exception):
+    pass
+
+
+def answer(backend: Any, api: Any, path: str) -> Any:
+    """`runs`, `runs/NAME`, `experiments`, `experiments/NAME`, `jobs`, `inferenceservices`,
+    `notebooks`."""
+    parts = [p for p in path.split("/") if p]
+    if parts == ["runs"]:
+        return [_run_row(o) for o in _newest(_listed(backend, "PipelineRun"))]
+    if len(parts) == 2 and parts[0] == "runs":
+        obj = backend.get("PipelineRun", parts[1])
+        if obj is None:
+            raise NotFound(f"no pipeline run '{parts[1]}'")
+        return _run_page(obj, api)
+    if len(parts) == 5 and parts[0] == "runs" and parts[2] == "artifacts":
+        return artifact_page(backend, parts[1], parts[3], parts[4])
+    if len(parts) == 4 and parts[0] == "runs" and parts[2] == "logs":
+        return {"lines": _log_lines(backend, parts[1], parts[3])}
+    if len(parts) == 2 and parts[0] == "experiments":
+        return _experiment_page(backend, parts[1])
+    if len(parts) in (3, 4) and parts[0] == "jobs":
+        return _job_page(backend, *parts[1:])
+    if len(parts) == 1 and parts[0] in LISTED:
+        rows = []
+        for kind in LISTED[parts[0]]:
+            rows += [_row(kind, o) for o in _newest(_listed(backend, kind))]
+        return rows
+    raise NotFound(f"no view '{path}'")
+
+
+MAX_LOG_LINES = 2000
+MAX_ARTIFACT = 1024 * 1024
+SHOWN = ("system.HTML", "system.Markdown")  # the artifact types whose file the page shows
+
+
+def _artifact(name: str, art: Any) -> dict[str, Any]:
+    """What the run page draws of an output artifact: its type, and for
+    ClassificationMetrics the confusion matrix as the KFP UI draws it (a table)."""
+    art = art if isinstance(art, dict) else {}
+    meta = art.get("metadata") or {}
+    out: dict[str, Any] = {"name": name, "type": art.get("type", ""),
+                           "shown": art.get("type") in SHOWN and bool(art.get("exists"))}
+    cm = meta.get("confusionMatrix") if isinstance(meta, dict) else None
+    if isinstance(cm, dict):
+        labels = [str(a.get("displayName", "")) for a in cm.get("annotationSpecs") or []]
+        rows = [list(r.get("row") or []) for r in cm.get("rows") or []]
+        out["confusion"] = {"labels": labels, "rows": rows}
+    return out
+
+
+class Page:
+    """An artifact's file, served to a sandboxed frame (never run as the UI's own page)."""
+
+    def __init__(self, body: bytes, ctype: str) -> None:
+        self.body, self.ctype = body, ctype
+
+
+def artifact_page(backend: Any, run: str, task: str, output: str) -> Page:
+    """An HTML or Markdown artifact's file (at most 1 MiB), read only from inside the
+    state folder's pipeline root: a record edited to point elsewhere is refused."""
+    from lab import state
+
+    obj = backend.get("PipelineRun", run)
+    found = next((t for t in ((obj or {}).get("status") or {}).get("run_details", {})
+                  .get("task_details", []) if t.get("display_name") == task), None)
+    art = ((found or {}).get("outputs") or {}).get("artifacts", {}).get(output)
+    if not isinstance(art, dict) or art.get("type") not in SHOWN or not art.get("path"):
+        raise NotFound(f"no HTML or Markdown artifact '{output}' of task '{task}'")
+    root = Path(getattr(backend, "root", "")) / "pipeline-root"
+    try:
+        path = state.confine(root, Path(art["path"]))
+        with open(path, "rb") as fh:
+            body = fh.read(MAX_ARTIFACT + 1)
+    except (state.StateError, OSError):
+        raise NotFound(f"artifact '{output}' of task '{task}' is not readable here") from None
+    if len(body) > MAX_ARTIFACT:
+        body = body[:MAX_ARTIFACT] + b"\n[cut at 1 MiB]"
+    ctype = "text/html; charset=utf-8" if art["type"] == "system.HTML" \
+        else "text/plain; charset=utf-8"
+    return Page(body, ctype)
+
+
+def _log_lines(backend: Any, run: str, task: str) -> list[str]:
+    """The last lines of one task's log (`kflab logs run/NAME --replica TASK`)."""
+    from collections import deque
+
+    from lab.errors import LabError
+
+    if backend.get("PipelineRun", run) is None:
+        raise NotFound(f"no pipeline run '{run}'")
+    try:
+        return [line.rstrip("\n") for line in
+                deque(backend.logs("PipelineRun", run, replica=task), maxlen=MAX_LOG_LINES)]
+    except LabError as exc:
+        raise NotFound(str(exc)) from None
+
+
+def _listed(backend: Any, kind: str) -> list[dict[str, Any]]:
+    try:
+        return backend.list(kind)
+    except Exception:  # a kind this backend cannot list (no CRD on the cluster): no rows
+        return []
+
+
+def _newest(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(objs, key=lambda o: o["metadata"].get("creationTimestamp") or "",
+                  reverse=True)
+
+
+def _seconds(start: str | None, end: str | None) -> float | None:
+    if not start or not end:
+        return None
+    try:
+        a, b = (datetime.fromisoformat(t.replace("Z", "+00:00")) for t in (start, end))
+    except ValueError:
+        return None
+    return round((b - a).total_seconds(), 2)
+
+
+def _run_row(obj: dict[str, Any]) -> dict[str, Any]:
+    status = obj.get("status") or {}
+    tasks = (status.get("run_details") or {}).get("task_details") or []
+    return {"name": obj["metadata"]["name"], "state": status.get("state", "PENDING"),
+            "pipeline": status.get("pipeline_name", ""), "tasks": len(tasks),
+            "created_at": status.get("created_at") or obj["metadata"].get("creationTimestamp"),
+            "duration_s": _seconds(status.get("created_at"), status.get("finished_at"))}
+
+
+def _run_page(obj: dict[str, Any], api: Any) -> dict[str, Any]:
+    status = obj.get("status") or {}
+    tasks = []
+    for t in (status.get("run_details") or {}).get("task_details") or []:
+        outputs = t.get("outputs") or {}
+        tasks.append({"name": t.get("display_name"), "state": t.get("state"),
+                      "cached": bool(t.get("cached")),
+                      "duration_s": _seconds(t.get("start_time"), t.get("end_time")),
+                      "parameters": outputs.get("parameters") or {},
+                      "metrics": outputs.get("metrics") or {},
+                      "artifacts": [_artifact(n, a) for n, a in
+                                    sorted((outputs.get("artifacts") or {}).items())]})
+    return {**_run_row(obj), "error": (status.get("error") or {}).get("message"),
+            "arguments": (obj.get("spec") or {}).get("arguments") or {},
+            "tasks": tasks, "edges": _edges(obj, api, [t["name"] for t in tasks])}
+
+
+def _edges(obj: dict[str, Any], api: Any, names: list[str]) -> list[list[str]]:
+    """The DAG's edges [upstream, task]: recorded by the run (`status.dag`), else read from
+    the pipeline spec a KFP API run was created with."""
+    dag = (obj.get("status") or {}).get("dag")
+    if not isinstance(dag, dict):
+        dag = api.dag_of(obj["metadata"]["name"]) if api is not None else None
+    out = []
+    for task, deps in (dag or {}).items():
+        out += [[str(d), str(task)] for d in deps or [] if isinstance(deps, list)]
+    return out
+
+
+def _row(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+    status = obj.get("status") or {}
+    conditions = status.get("conditions") or []
+    last = next((c for c in reversed(conditions) if c.get("status") == "True"), None)
+    row = {"kind": kind, "name": obj["metadata"]["name"],
+           "namespace": obj["metadata"].get("namespace", "default"),
+           "state": (last or {}).get("type") or status.get("state") or "",
+           "created_at": obj["metadata"].get("creationTimestamp")}
+    if kind == "Experiment":
+        row["trials"] = status.get("trials", 0)
+        row["best"] = ((status.get("currentOptimalTrial") or {}).get("bestTrialName")) or ""
+    if kind == "InferenceService":
+        row["url"] = status.get("url") or ""
+    if kind == "Notebook":  # its URL carries the server's token: `kflab open` prints it
+        row["ready"] = status.get("readyReplicas") == 1
+        row["open"] = f"kflab open notebook {obj['metadata']['name']}"
+    if kind in ("PyTorchJob", "TFJob"):
+        row["replicas"] = {k: v for k, v in (status.get("replicaStatuses") or {}).items()}
+    return row
+
+
+REPLICA_SPECS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs"}
+
+
+def _job_page(backend: Any, kind: str, name: str, replica: str | None = None
+              ) -> dict[str, Any]:
+    """A training job: its replicas (type-index, as `kflab logs --replica` names them) and,
+    for one replica, its log."""
+    from collections import deque
+
+    from lab.errors import LabError
+
+    if kind not in REPLICA_SPECS:
+        raise NotFound(f"no job kind '{kind}'")
+    obj = backend.get(kind, name)
+    if obj is None:
+        raise NotFound(f"no {kind} '{name}'")
+    specs = (obj.get("spec") or {}).get(REPLICA_SPECS[kind]) or {}
+    statuses = (obj.get("status") or {}).get("replicaStatuses") or {}
+    replicas = []
+    for rtype, spec in specs.items():
+        count = int((spec or {}).get("replicas", 1) or 0)
+        st = statuses.get(rtype) or {}
+        replicas += [{"name": f"{rtype.lower()}-{i}", "type": rtype,
+                      "active": st.get("active", 0), "succeeded": st.get("succeeded", 0),
+                      "failed": st.get("failed", 0)} for i in range(count)]
+    out = {**_row(kind, obj), "replica_list": replicas,
+           "message": next((c.get("message", "") for c in reversed(
+               (obj.get("status") or {}).get("conditions") or [])
+               if c.get("status") == "True"), "")}
+    if replica is not None:
+        try:
+            out["log"] = [line.rstrip("\n") for line in deque(
+                backend.logs(kind, name, replica=replica), maxlen=MAX_LOG_LINES)]
+        except LabError as exc:
+            raise NotFound(str(exc)) from None
+        out["replica"] = replica
+    return out
+
+
+def _experiment_page(backend: Any, name: str) -> dict[str, Any]:
+    exp = backend.get("Experiment", name)
+    if exp is None:
+        raise NotFound(f"no experiment '{name}'")
+    trials = [t for t in _listed(backend, "Trial")
+              if (t["metadata"].get("labels") or {}).get("katib.kubeflow.org/experiment")
+              == name or t["metadata"]["name"].startswith(f"{name}-")]
+    trials.sort(key=lambda t: t["metadata"].get("creationTimestamp") or "")
+    objective = ((exp.get("spec") or {}).get("objective") or {})
+    rows = []
+    for t in trials:
+        assignments = {a.get("name"): a.get("value") for a in
+                       (t.get("spec") or {}).get("parameterAssignments") or []}
+        value = objective_column(t)
+        rows.append({**_row("Trial", t), "parameters": assignments,
+                     "objective": float(value) if _number(value) else None})
+    return {**_row("Experiment", exp), "metric": objective.get("objectiveMetricName", ""),
+            "goal": objective.get("type", ""), "trials": rows}
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

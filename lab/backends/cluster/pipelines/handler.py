@@ -102,11 +102,11 @@ def _ir_task_names(ir: dict[str, Any]) -> list[str]:
 
 
 def pipeline_tasks(run: dict[str, Any]) -> list[dict[str, Any]]:
-    """The run's pipeline steps among its task_details, one per name, in the order KFP lists
-    them. KFP 2.16 reports every Argo node of the run (api_converter.go toModelTasks): per
-    step a `<task>-driver` pod, a DAG node named as the task and its `executor` pod, plus
-    `root-driver`, `root`, the workflow's own node, and (caching on) the launcher's nameless
-    cache rows. The step is the DAG node named as the task."""
+    """The run's pipeline steps among its task_details, one per name, by start time.
+    KFP 2.16 reports every Argo node of the run (api_converter.go toModelTasks): per step
+    a `<task>-driver` pod, a DAG node named as the task and its `executor` pod, plus
+    `root-driver`, `root`, the workflow's own node, and (caching on) the launcher's
+    nameless cache rows. The step is the DAG node named as the task."""
     rows = (run.get("run_details") or {}).get("task_details") or []
     wanted = _ir_task_names(run.get("pipeline_spec") or {})
     if not wanted:  # without the IR: a step is a name with a `<name>-driver` beside it

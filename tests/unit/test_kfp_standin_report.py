@@ -8,6 +8,11 @@ with two nodes: pod names, names, states, times and children), and Argo v3.7.3's
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
+from tests.conftest import SHARED
 from tests.standins import kfp_argo
 
 # Test_toModelTasks_wf's input (trimmed to the fields NodeStatuses reads) and expected rows.
@@ -78,3 +83,26 @@ def test_fnv32a_is_go_hash_fnv() -> None:
     # Go's hash/fnv New32a on "" and "a" (the algorithm's published test vectors)
     assert kfp_argo.fnv32a("") == 0x811C9DC5
     assert kfp_argo.fnv32a("a") == 0xE40C292C
+
+
+def test_task_rows_follow_the_v2beta1_schema() -> None:
+    """Each rendered row validates against KFP 2.16.0's swagger, with no extra fields."""
+    swagger = SHARED / "upstream" / "kfp-api-2.16.0" / "v2beta1" / "swagger" / "run.swagger.json"
+    if not swagger.is_file():
+        pytest.skip(f"../shared not found at {SHARED} (set KFLAB_SHARED)")
+    from jsonschema import Draft4Validator
+
+    defs = json.loads(swagger.read_text())["definitions"]
+    for d in defs.values():
+        if d.get("type") == "object" and d.get("properties"):
+            d["additionalProperties"] = False
+    wf = kfp_argo.build_workflow("rid", _two_task_ir(), {
+        "a": {"phase": "Succeeded", "started": 100, "finished": 110},
+        "b": {"phase": "Failed", "started": 111, "finished": 120}}, 99, 121)
+    rows = [*kfp_argo.store_tasks(kfp_argo.model_tasks(wf), {}, 130),
+            kfp_argo.cache_row("rid", "my-pipeline", "", 5, "fp", 100, 110)]
+    validator = Draft4Validator({"$ref": "#/definitions/v2beta1PipelineTaskDetail",
+                                 "definitions": defs})
+    for row in rows:
+        detail = kfp_argo.api_task_detail(row)
+        assert not list(validator.iter_errors(detail)), detail

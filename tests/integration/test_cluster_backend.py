@@ -11,6 +11,7 @@ is how `kflab scenario test --all --backend cluster` runs every scenario here.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -372,6 +373,11 @@ def test_every_scenario_passes_on_the_cluster_backend(world: Any, tmp_path: Path
     results = {r["id"]: r for r in json.loads(report.read_text())}
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert all(r["backend"] == "cluster" for r in results.values())
+    # KFP's task list holds Argo's nodes (issue 21): progress names pipeline steps only
+    shown = re.findall(r"task (\S+) (?:SUCCEEDED|FAILED)", out.stdout)
+    assert "train-decision-tree" in shown, out.stdout[-3000:]
+    assert not [t for t in shown if t in ("executor", "root", "root-driver")
+                or t.endswith("-driver")], shown
     local_only = {sid: why for sid, path in discover().items()
                   if (why := load_scenario(path).why_not("cluster"))}
     for sid, r in results.items():
@@ -418,6 +424,19 @@ def test_every_kfp_standin_response_follows_the_v2beta1_schema(world: Any,
     assert art["uri"].startswith("minio://mlpipeline/") and Path(art["path"]).stat().st_size
     assert any("model" in line or "Task" in line for line in backend.logs("PipelineRun",
                                                                           "schema"))
+    # the learner sees the pipeline's steps, not Argo's driver/executor/root nodes
+    ir = json.loads((tmp_path / "state/cluster/pipelineruns/kfp-schema/schema.ir.json")
+                    .read_text())
+    ir_tasks = set(ir["root"]["dag"]["tasks"])
+    assert {t["display_name"] for t in shapes.tasks(run)} == ir_tasks
+    # the KFP API itself lists Argo nodes with no outputs, as KFP 2.16 does
+    raw = world.kfp.runs[run["status"]["run_id"]]["run_details"]["task_details"]
+    assert {"executor", "root", "root-driver"} <= {t.get("display_name") for t in raw}
+    assert not any("outputs" in t or "pod_name" in t for t in raw)
+    # `kflab logs run NAME --task T` (pipeline-classifiers' hint): that task's executor pod only
+    lines = list(backend.logs("PipelineRun", "schema", replica="train-decision-tree"))
+    assert any("train-decision-tree" in line for line in lines), lines[:20]
+    assert not any("Executing task 'train-svm'" in line for line in lines)
     defs = _swagger()
     checked = 0
     for method, path, code, (schema, body) in list(world.kfp.responses):

@@ -342,25 +342,25 @@ def add_kfp(cluster: StandinCluster, root: Path) -> Any:
                            content_type="application/merge-patch+json")
         cluster.kubelet.ports[("kubeflow", pod, port)] = local
 
-    def on_run(run: dict[str, Any]) -> None:
-        pod = f"run-{run['run_id'][:8]}-standin"
+    def on_pod(spec: dict[str, Any]) -> None:
+        """A pod of a run's workflow (tests/standins/kfp.py KfpApi._make_pods)."""
         apply(kube, {"apiVersion": "v1", "kind": "Pod",
-                     "metadata": {"name": pod, "namespace": "kubeflow",
-                                  "labels": {"pipeline/runid": run["run_id"]}},
-                     "spec": {"nodeName": NODE, "containers": [{
-                         "name": "main", "image": "kfp-launcher:standin"}]}},
+                     "metadata": {"name": spec["name"], "namespace": "kubeflow",
+                                  "labels": spec["labels"],
+                                  "annotations": spec["annotations"]},
+                     "spec": {"nodeName": NODE, "containers": [
+                         {"name": "wait", "image": "argoexec:standin"},
+                         {"name": "main", "image": "kfp-launcher:standin"}]}},
               manager="standin-kfp")
         kube.dynamic.patch(kube.resource("v1", "Pod").status,
-                           body={"status": {"phase": "Running", "podIP": "127.0.0.1",
-                                            "conditions": [READY]}},
-                           name=pod, namespace="kubeflow",
+                           body={"status": {"phase": "Succeeded", "podIP": "127.0.0.1"}},
+                           name=spec["name"], namespace="kubeflow",
                            content_type="application/merge-patch+json")
-        log = kfp.logs[run["run_id"]]
+        lines = list(spec["lines"])
         assert cluster.kubelet is not None
-        cluster.kubelet.logs[("kubeflow", pod, "main")] = \
-            lambda: log.read_text(errors="replace").splitlines()
+        cluster.kubelet.logs[("kubeflow", spec["name"], "main")] = lambda: lines
 
-    kfp.on_run = on_run
+    kfp.on_pod = on_pod
     return kfp
 
 

@@ -29,6 +29,12 @@ def _pin_local_kfp(ir: dict[str, Any]) -> dict[str, Any]:
     return json.loads(text)
 
 
+def _times(folder: Path) -> tuple[float | None, float | None]:
+    """When kfp.local ran a task: its files' first and last modification (epoch seconds)."""
+    stamps = [p.stat().st_mtime for p in folder.rglob("*") if p.is_file()]
+    return (min(stamps), max(stamps)) if stamps else (None, None)
+
+
 def main() -> int:
     from kfp import components, local
 
@@ -61,7 +67,8 @@ def main() -> int:
         if folder is not None:
             with contextlib.suppress(OSError, ValueError):
                 data = json.loads((folder / name / "executor_output.json").read_text())
-        entry: dict[str, Any] = {"name": name,
+        times = _times(folder / name) if folder is not None else (None, None)
+        entry: dict[str, Any] = {"name": name, "started": times[0], "finished": times[1],
                                  "state": "SUCCEEDED" if data is not None else
                                  ("FAILED" if result["state"] == "FAILED" else "SKIPPED"),
                                  "parameters": (data or {}).get("parameterValues", {}),

@@ -30,7 +30,10 @@ STORE_SERVICE, STORE_PORT = "seaweedfs", 8333
 STORE_SECRET = "mlpipeline-minio-artifact"  # noqa: S105 - a Secret's name
 RUN_TIMEOUT = 3600.0
 POLL = 2.0
-HIDDEN_TASKS = ("root",)  # KFP's DAG bookkeeping entries, not pipeline steps
+# Argo's bookkeeping nodes in a KFP 2.16 run's task_details, not pipeline steps
+# (backend/src/v2/compiler/argocompiler/dag.go DAG, container.go addContainerExecutorTemplate)
+BOOKKEEPING = ("root", "root-driver", "executor")
+NODE_ID_ANNOTATION = "workflows.argoproj.io/node-id"  # Argo v3.7 workflowpod.go createWorkflowPod
 
 
 def _forward(backend: Any, service: str, port: int) -> str:
@@ -90,15 +93,48 @@ def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = Tru
     return shape(backend, run, ns, spec)
 
 
+def _ir_task_names(ir: dict[str, Any]) -> list[str]:
+    """Every task name of the pipeline's DAGs (the root's and its sub-DAG components')."""
+    names = dict.fromkeys(((ir.get("root") or {}).get("dag") or {}).get("tasks") or {})
+    for comp in (ir.get("components") or {}).values():
+        names.update(dict.fromkeys(((comp or {}).get("dag") or {}).get("tasks") or {}))
+    return list(names)
+
+
+def pipeline_tasks(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """The run's pipeline steps among its task_details, one per name, by start time.
+    KFP 2.16 reports every Argo node of the run (api_converter.go toModelTasks): per step
+    a `<task>-driver` pod, a DAG node named as the task and its `executor` pod, plus
+    `root-driver`, `root`, the workflow's own node, and (caching on) the launcher's
+    nameless cache rows. The step is the DAG node named as the task."""
+    rows = (run.get("run_details") or {}).get("task_details") or []
+    wanted = _ir_task_names(run.get("pipeline_spec") or {})
+    if not wanted:  # without the IR: a step is a name with a `<name>-driver` beside it
+        names = {str(t.get("display_name") or "") for t in rows}
+        wanted = sorted({n[:-len("-driver")] for n in names if n.endswith("-driver")} - {
+            *BOOKKEEPING})
+    out: dict[str, dict[str, Any]] = {}
+    for t in rows:
+        name = str(t.get("display_name") or "")
+        if name not in wanted:
+            continue
+        if name not in out or (t.get("start_time") or "") >= (out[name].get("start_time") or ""):
+            out[name] = t
+    order = {n: i for i, n in enumerate(_ir_task_names(run.get("pipeline_spec") or {}))}
+    return sorted(out.values(), key=lambda t: (str(t.get("start_time") or "~"),
+                                               order.get(str(t.get("display_name")), 0),
+                                               str(t.get("display_name"))))
+
+
 def _follow(backend: Any, kfp: Any, run_id: str, name: str) -> dict[str, Any]:
     """Poll the run until it ends, reporting task state changes as progress events."""
     deadline = time.monotonic() + RUN_TIMEOUT
     seen: dict[str, str] = {}
     while True:
         run = kfp.get_run(run_id)
-        for t in (run.get("run_details") or {}).get("task_details") or []:
+        for t in pipeline_tasks(run):
             tname, state = t.get("display_name", ""), t.get("state", "")
-            if tname in HIDDEN_TASKS or seen.get(tname) == state:
+            if seen.get(tname) == state:
                 continue
             if state == "RUNNING":
                 backend.emit({"event": "task-started", "task": tname})
@@ -130,18 +166,21 @@ def _store_credentials(backend: Any) -> tuple[str, str]:
 
 def _outputs(backend: Any, run: dict[str, Any], tasks: list[dict[str, Any]]
              ) -> dict[str, dict[str, Any]]:
-    """display name -> outputs (parameters, metrics, artifacts fetched to the state folder)."""
+    """display name -> outputs (parameters, metrics, artifacts fetched to the state folder),
+    from ML Metadata: KFP's API has none (task_details carry no execution id or outputs)."""
     from lab.backends.cluster.pipelines.mlmd import Mlmd
     from lab.backends.cluster.pipelines.objectstore import fetch
 
-    by_exec = {int(t["execution_id"]): t["display_name"] for t in tasks
-               if str(t.get("execution_id") or "0") != "0"}
-    if not by_exec:
+    names = {str(t.get("display_name")) for t in tasks}
+    if not names:
         return {}
     target = _forward(backend, MLMD_SERVICE, MLMD_PORT).removeprefix("http://")
     client = Mlmd(target)
     try:
-        found = client.outputs(list(by_exec))
+        by_task = {n: i for n, i in client.run_executions(str(run["run_id"])).items()
+                   if n in names}
+        by_exec = {i: n for n, i in by_task.items()}
+        found = client.outputs(list(by_exec)) if by_exec else {}
     finally:
         client.close()
     store_url, creds = None, None
@@ -179,8 +218,7 @@ def shape(backend: Any, run: dict[str, Any], namespace: str,
     cached = read_json(cache)
     if cached is not None:
         return cached
-    raw = [t for t in (run.get("run_details") or {}).get("task_details") or []
-           if t.get("display_name") not in HIDDEN_TASKS]
+    raw = pipeline_tasks(run)
     outputs = _outputs(backend, run, raw) if run.get("state") in shapes.FINAL_STATES else {}
     tasks = [shapes.task_detail(t["display_name"], t.get("state", "PENDING"),
                                 start_time=t.get("start_time"), end_time=t.get("end_time"),
@@ -235,28 +273,49 @@ def delete(backend: Any, kind: str, name: str, namespace: str) -> bool:
 
 def logs(backend: Any, kind: str, name: str, namespace: str,
          replica: str | None, **opts: Any) -> Iterator[str]:
-    """The run's step pods (KFP labels them pipeline/runid), their `main` container;
-    `replica` names one task: the pod(s) KFP's API records for it (`pod_name`)."""
+    """The run's pods (KFP puts the label pipeline/runid on every pod of the run's workflow:
+    apiserver/template/v2_template.go, SetPodMetadataLabels), their `main` container;
+    `replica` names one task: its executor pod, found from the node ids KFP's API lists as
+    the task's child_tasks (api_converter.go toApiPipelineTaskDetail), matched to the pod's
+    Argo annotation workflows.argoproj.io/node-id (or, failing that, to the pod name Argo
+    derives from the node id, `<workflow>-<template>-<hash>` under POD_NAMES=v2)."""
     from lab.backends.cluster.common import pod_lines
+    from lab.kube.logs import pods
 
     runs = _runs(backend, namespace, name)
     if not runs:
         raise NotFound(f"no pipeline run named '{name}'",
                        hint="list them with `kflab get runs`")
+    selector = f"pipeline/runid={runs[0]['run_id']}"
     only = None
     if replica is not None:
-        tasks = [t for t in (api(backend).get_run(runs[0]["run_id"]).get("run_details") or {})
-                 .get("task_details") or [] if t.get("display_name") not in HIDDEN_TASKS]
+        tasks = pipeline_tasks(api(backend).get_run(runs[0]["run_id"]))
         task = next((t for t in tasks if t.get("display_name") == replica), None)
         if task is None:
             raise LabError(f"pipeline run '{name}' has no task '{replica}'",
                            hint="its tasks: " + (", ".join(str(t.get("display_name"))
                                                            for t in tasks) or "none yet"))
-        only = {str(p) for p in [task.get("pod_name"),
-                                 *(c.get("pod_name") for c in task.get("child_tasks") or [])]
-                if p}
+        nodes = {str(c.get("pod_name")) for c in task.get("child_tasks") or []
+                 if c.get("pod_name")}
+        only = {p["metadata"]["name"] for p in pods(backend.kube, KFP_NAMESPACE, selector)
+                if _pod_of(p, nodes)}
         if not only:
-            raise LabError(f"KFP names no pod for task '{replica}' of run '{name}'",
-                           hint=f"`kflab logs run {name}` shows every step's pod")
-    return pod_lines(backend, KFP_NAMESPACE, f"pipeline/runid={runs[0]['run_id']}",
-                     container="main", only=only, **opts)
+            raise LabError(f"no pod of task '{replica}' of run '{name}' yet "
+                           f"(Argo nodes {', '.join(sorted(nodes)) or 'none'})",
+                           hint=f"`kflab get run {name}` shows whether it started; "
+                                f"`kflab logs run {name}` shows every pod of the run")
+    return pod_lines(backend, KFP_NAMESPACE, selector, container="main", only=only, **opts)
+
+
+def _pod_of(pod: dict[str, Any], node_ids: set[str]) -> bool:
+    """Whether `pod` runs one of the Argo nodes `node_ids`."""
+    meta = pod.get("metadata") or {}
+    node = (meta.get("annotations") or {}).get(NODE_ID_ANNOTATION)
+    if node is not None:
+        return node in node_ids
+    pod_name = str(meta.get("name", ""))
+    for nid in node_ids:  # POD_NAMES=v2: <workflow>-<template>-<hash>, node id <workflow>-<hash>
+        wf, _, digest = nid.rpartition("-")
+        if wf and pod_name.startswith(f"{wf}-") and pod_name.endswith(f"-{digest}"):
+            return True
+    return False

@@ -1,6 +1,8 @@
 """Read a KFP run's task outputs from ML Metadata (MLMD's gRPC MetadataStoreService).
 
-KFP keeps what a task produced in MLMD, not in its REST API: each task's execution carries
+KFP keeps what a task produced in MLMD, not in its REST API (KFP 2.16's run task_details are
+Argo nodes with no execution id and no outputs): the run's executions are found through its
+context (type system.PipelineRun, named by the run id), as KFP's UI finds them; each carries
 its output parameters in the custom property `outputs` (a Struct) and its name in
 `display_name`/`task_name`; each output artifact hangs off the execution by an OUTPUT event
 whose path's first step key is the output's name; an artifact has its `uri` (in the object
@@ -9,8 +11,10 @@ store), its type name (system.Model, system.Metrics...) and its metadata as cust
 
 The messages below are kflab's own minimal definitions of the few MLMD messages it reads,
 with the field numbers of ml-metadata's metadata_store.proto / metadata_store_service.proto
-(package ml_metadata); unknown fields are skipped by protobuf, so the real server's fuller
-messages decode. Built at runtime, so no generated code and no ml-metadata package.
+(package ml_metadata, as vendored in kubeflow/pipelines 2.16.0 third_party/ml-metadata); the
+`ml-metadata` package is not used: its newest release (1.17.1) has no wheel for CPython
+3.12 or later and pins protobuf<5. Unknown fields are skipped by protobuf, so the real
+server's fuller messages decode. Built at runtime: no generated code, no extra package.
 """
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ from typing import Any
 from lab.errors import LabError
 
 SERVICE = "ml_metadata.MetadataStoreService"
+RUN_CONTEXT_TYPE = "system.PipelineRun"  # backend/src/v2/metadata/client.go, KFP 2.16.0
 OUTPUT_EVENT = 4  # Event.Type OUTPUT
 
-_I64, _DBL, _STR, _BOOL, _MSG, _ENUMISH = 3, 1, 9, 8, 11, 5  # FieldDescriptorProto types
+_I64, _DBL, _STR, _BOOL, _MSG, _ENUMISH, _I32 = 3, 1, 9, 8, 11, 5, 5  # FieldDescriptorProto types
 _OPT, _REP = 1, 3
 
 
@@ -96,6 +101,29 @@ def messages() -> dict[str, Any]:
                     ("path", 3, _MSG, _OPT, ".ml_metadata.Event.Path", None),
                     ("type", 4, _ENUMISH, _OPT, None, None),
                     ("milliseconds_since_epoch", 5, _I64, _OPT, None, None)])
+    ctx = f.message_type.add(name="Context")
+    props = _map_entry(ctx, "PropertiesEntry", ".ml_metadata.Value")
+    custom = _map_entry(ctx, "CustomPropertiesEntry", ".ml_metadata.Value")
+    _fields(ctx, [("id", 1, _I64, _OPT, None, None), ("type_id", 2, _I64, _OPT, None, None),
+                  ("name", 3, _STR, _OPT, None, None),
+                  ("properties", 4, _MSG, _REP, f".ml_metadata.Context.{props}", None),
+                  ("custom_properties", 5, _MSG, _REP, f".ml_metadata.Context.{custom}",
+                   None),
+                  ("type", 6, _STR, _OPT, None, None)])
+    _fields(f.message_type.add(name="ListOperationOptions"),
+            [("max_result_size", 1, _I32, _OPT, None, None),
+             ("next_page_token", 3, _STR, _OPT, None, None)])
+    _fields(f.message_type.add(name="GetContextByTypeAndNameRequest"),
+            [("type_name", 1, _STR, _OPT, None, None),
+             ("context_name", 2, _STR, _OPT, None, None)])
+    _fields(f.message_type.add(name="GetContextByTypeAndNameResponse"),
+            [("context", 1, _MSG, _OPT, ".ml_metadata.Context", None)])
+    _fields(f.message_type.add(name="GetExecutionsByContextRequest"),
+            [("context_id", 1, _I64, _OPT, None, None),
+             ("options", 2, _MSG, _OPT, ".ml_metadata.ListOperationOptions", None)])
+    _fields(f.message_type.add(name="GetExecutionsByContextResponse"),
+            [("executions", 1, _MSG, _REP, ".ml_metadata.Execution", None),
+             ("next_page_token", 2, _STR, _OPT, None, None)])
     for req, resp, ids, items, item in (
             ("GetExecutionsByIDRequest", "GetExecutionsByIDResponse", "execution_ids",
              "executions", "Execution"),
@@ -111,7 +139,11 @@ def messages() -> dict[str, Any]:
             for m in f.message_type}
 
 
-RPCS = {"GetExecutionsByID": ("GetExecutionsByIDRequest", "GetExecutionsByIDResponse"),
+RPCS = {"GetContextByTypeAndName": ("GetContextByTypeAndNameRequest",
+                                    "GetContextByTypeAndNameResponse"),
+        "GetExecutionsByContext": ("GetExecutionsByContextRequest",
+                                   "GetExecutionsByContextResponse"),
+        "GetExecutionsByID": ("GetExecutionsByIDRequest", "GetExecutionsByIDResponse"),
         "GetArtifactsByID": ("GetArtifactsByIDRequest", "GetArtifactsByIDResponse"),
         "GetEventsByExecutionIDs": ("GetEventsByExecutionIDsRequest",
                                     "GetEventsByExecutionIDsResponse")}
@@ -162,6 +194,43 @@ class Mlmd:
         except grpc.RpcError as exc:
             raise LabError(f"ML Metadata {rpc}: {exc.code().name}: {exc.details()}",
                            hint="is metadata-grpc-deployment running? `kflab status`") from None
+
+    def run_executions(self, run_id: str) -> dict[str, int]:
+        """task name -> execution id of the run's tasks, found as KFP's UI finds them
+        (frontend/src/mlmd/MlmdUtils.ts getKfpV2RunContext, getExecutionsFromContext; the
+        task's execution by its `task_name`, lib/v2/DynamicFlow.ts): the driver puts every
+        execution in the context of type system.PipelineRun named by the run id
+        (backend/src/v2/metadata/client.go GetPipeline, CreateExecution). A sub-DAG has a
+        DAG execution under its task name too; a container task's execution is the one with a
+        `pod_name` (CreateExecution sets it for system.ContainerExecution only)."""
+        found = self._call("GetContextByTypeAndName", type_name=RUN_CONTEXT_TYPE,
+                           context_name=run_id)
+        if not found.HasField("context") or not found.context.id:
+            return {}
+        executions, token = [], ""
+        while True:
+            opts = self.msgs["ListOperationOptions"](max_result_size=100)
+            if token:
+                opts.next_page_token = token
+            page = self._call("GetExecutionsByContext", context_id=found.context.id,
+                              options=opts)
+            executions += list(page.executions)
+            token = page.next_page_token
+            if not token:
+                break
+        out: dict[str, int] = {}
+        container: set[str] = set()
+        for exe in sorted(executions, key=lambda e: e.id):
+            name = plain(exe.custom_properties["task_name"]) \
+                if "task_name" in exe.custom_properties else None
+            if not name:  # the root DAG's execution has no task name
+                continue
+            is_container = "pod_name" in exe.custom_properties
+            if name not in out or (is_container and name not in container):
+                out[str(name)] = exe.id
+            if is_container:
+                container.add(str(name))
+        return out
 
     def outputs(self, execution_ids: list[int]) -> dict[int, TaskOutputs]:
         """execution id -> its output parameters and output artifacts."""

@@ -37,7 +37,9 @@ from lab.scenarios import journal
 
 MANIFEST = "kflab-export.json"
 FORMAT = 1
-STATE_PARTS = ("resources", "runs")  # what of the state folder travels besides progress
+# What of the state folder travels besides progress: the records, their run folders, and the
+# pipeline root (task outputs; a cached task's outputs live under the run that made them).
+STATE_PARTS = ("resources", "runs", "pipeline-root")
 # Left out of work folders: caches and environments a student may keep there (big, not work).
 SKIP_NAMES = frozenset({"__pycache__", ".venv", "venv", ".git", ".ipynb_checkpoints", ".kflab"})
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
@@ -146,6 +148,11 @@ def export(state_root: Path, sids: list[str], student: str, out: Path) -> dict[s
             if keep is None:
                 copy_tree(src, root / "state" / part, budget)
                 continue
+            if part == "pipeline-root":
+                for top in _pipeline_outputs(state_root, keep):
+                    copy_tree(top, root / "state" / part / top.relative_to(src), budget,
+                              label=f"state/{part}")
+                continue
             for top in sorted(src.glob("*/*/*")):  # <plural>/<namespace>/<name>[.json]
                 ref = (top.parent.parent.name, top.parent.name, top.name.removesuffix(".json"))
                 dest = root / "state" / part / top.relative_to(src)
@@ -168,6 +175,32 @@ def export(state_root: Path, sids: list[str], student: str, out: Path) -> dict[s
         if archive:
             _write_archive(root, out)
     return manifest
+
+
+def _pipeline_outputs(state_root: Path, keep: set[tuple[str, str, str]]) -> list[Path]:
+    """The `pipeline-root/<namespace>/<run id>` folders that the kept pipeline runs' records
+    point into: their own outputs and those their cached tasks reuse from earlier runs."""
+    base = state.path(state_root, "pipeline-root")
+    prefix = str(base) + os.sep
+    found: set[Path] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+        elif isinstance(value, str) and prefix in value:
+            parts = value.split(prefix, 1)[1].split(os.sep)
+            if len(parts) >= 2 and all(parts[:2]) and ".." not in parts[:2]:
+                found.add(base / parts[0] / parts[1])
+
+    for plural_, ns, name in keep:
+        if plural_ == "pipelineruns":
+            walk(state.read_json(state.path(state_root, "resources", plural_, ns,
+                                            f"{name}.json")))
+    return sorted(p for p in found if p.is_dir() and not p.is_symlink())
 
 
 def belongs(state_root: Path, sids: list[str],

@@ -155,3 +155,17 @@ def test_a_scenario_run_with_markup_in_its_steps(kflab, state, tmp_path: Path) -
     assert "before the solution: 1 check(s) fail, as they must" in out.stdout
     assert "/data/[/raw]" in out.stdout.split("command", 1)[1]
     assert "✔ out.txt holds /data/[/raw]" in out.stdout
+
+
+def test_a_skip_reason_is_said_once_per_lab(screen: io.StringIO) -> None:
+    """A lab whose steps all need a GPU: the reason once, then `(as above)` (issue 20: it was
+    printed once per step and again for the lab)."""
+    progress = ui.Progress()
+    for step in ("a", "b", "c"):
+        progress({"event": "step-started", "step": step, "title": step})
+        progress({"event": "step-finished",
+                  "result": SimpleNamespace(error=None, skip_reason="needs an NVIDIA GPU")})
+    out = screen.getvalue()
+    assert out.count("needs an NVIDIA GPU") == 1
+    assert out.count("skipped (as above)") == 2
+    assert progress.said_skips == {"needs an NVIDIA GPU"}

@@ -162,7 +162,11 @@ def _unbounded(tmp: Path) -> Any:
 # REFUSED rows: an example the code refuses, naming the row's field
 REFUSED: dict[str, Callable[[Path], Any]] = {
     "katib.algorithm.nas": lambda tmp: tuning_spec.parse(
-        experiment(algorithm={"algorithmName": "hyperband"})),
+        experiment(algorithm={"algorithmName": "enas"})),
+    "katib.algorithm.pbt": lambda tmp: tuning_spec.parse(
+        experiment(algorithm={"algorithmName": "pbt"})),
+    "katib.collector.custom": lambda tmp: tuning_spec.parse(
+        experiment(metricsCollectorSpec={"collector": {"kind": "Custom"}})),
     "katib.collector.others": lambda tmp: tuning_spec.parse(
         experiment(metricsCollectorSpec={"collector": {"kind": "Prometheus"}})),
     "katib.trialTemplate.command": lambda tmp: tuning_spec.parse(_no_command()),

@@ -168,14 +168,17 @@ RULES: tuple[Rule, ...] = (
                   "Experiment Running with no new trial, here it ends Failed",
          test="test_hyperband_stall_ends_failed_saying_a_cluster_stays_running"),
     Rule("katib.algorithm.pbt", "Experiment", "pbt (population based training)",
-         "a long-lived suggestion service keeps the population in memory, creates a "
-         "checkpoint folder per trial under suggestion_trial_dir on a volume shared by the "
-         "suggestion and every trial pod, copies a parent's checkpoint into its children "
-         "and labels trials with their generation and parent",
-         REFUSED, "refused: the shared checkpoint volume and the trial labels it depends on "
-         "are the point of pbt, and a partial copy would give other results; use tpe or "
-         "random (with earlyStopping medianstop to cut bad trials), or run it on a cluster",
-         f"{KATIB} pkg/suggestion/v1beta1/pbt/service.py PbtService, PbtJob",
+         "a long-lived suggestion service keeps the population (n_population, "
+         "truncation_threshold, resample_probability) in memory, names the trials, labels "
+         "them with generation and parent, and copies a parent's checkpoint folder for its "
+         "child on a volume it shares with the trials; the pod webhook mounts each trial's "
+         "own folder at suggestion_trial_dir, the same absolute path in every pod",
+         REFUSED, "refused: local trial processes share one filesystem, so parallel trials "
+         "cannot each find their own checkpoint at the same absolute path unless kflab "
+         "rewrote the trial's command, and without the checkpoint hand-over it is not pbt; "
+         "use tpe or random (with earlyStopping medianstop to cut bad trials), or a cluster",
+         f"{KATIB} pkg/suggestion/v1beta1/pbt/service.py PbtService, PbtJobQueue; "
+         "pkg/webhook/v1beta1/pod/inject_webhook.go mutateSuggestionVolume",
          field="spec.algorithm.algorithmName"),
     Rule("katib.algorithm.nas", "Experiment", "enas, darts",
          "neural architecture search, served by Katib's NAS suggestion services and nasConfig",

@@ -44,8 +44,9 @@ EXAMPLES: tuple[tuple[str, str, str], ...] = (
     ("katib hp-tuning/optuna-distribution.yaml", IMAGE, _MNIST),
     ("katib hp-tuning/random.yaml", IMAGE, _MNIST),
     ("katib hp-tuning/simple-pbt.yaml", REFUSED,
-     "pbt needs Katib's pbt service and the checkpoint volume it shares with every trial: "
-     "refused naming both, with tpe/random plus medianstop or a cluster as the way out"),
+     "pbt needs each trial's own checkpoint folder mounted at the same absolute path "
+     "(suggestion_trial_dir): refused saying so, with tpe/random plus medianstop or a "
+     "cluster as the way out"),
     ("katib hp-tuning/sobol.yaml", IMAGE, _MNIST),
     ("katib hp-tuning/tpe.yaml", IMAGE, _MNIST),
     ("katib kubeflow-trainer/trainjob-pytorch.yaml", REFUSED,

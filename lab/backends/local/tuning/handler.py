@@ -393,7 +393,8 @@ class _Run:
                         "finish as Katib lets them")})
             else:
                 wanted = self.to_start()
-                if self.service is not None and wanted and not self.request(wanted):
+                if self.service is not None and wanted and not self.batch and \
+                        not self.request(wanted):
                     break  # Katib would ask again forever; said in the status
                 for _ in range(wanted):
                     if self.exhausted or not self.start_one(group) or \

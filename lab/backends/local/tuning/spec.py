@@ -27,9 +27,11 @@ REFUSED = {
     "enas": ("neural architecture search needs Katib's NAS controllers", _ON_CLUSTER[3:]),
     "darts": ("neural architecture search needs Katib's NAS controllers", _ON_CLUSTER[3:]),
     "pbt": ("Katib's population based training keeps its population in a long-lived "
-            "suggestion service and passes checkpoints between trials through a volume "
-            "shared by that service and every trial pod (suggestion_trial_dir); without "
-            "them it would not be pbt",
+            "suggestion service, and its webhook mounts each trial's own checkpoint folder "
+            "(a copy of the parent trial's) at suggestion_trial_dir, the same absolute path "
+            "in every trial pod; trial processes on one machine share one filesystem, so "
+            "they cannot each see their own folder there without kflab rewriting the "
+            "trial's command",
             "use tpe or random with earlyStopping medianstop to cut bad trials, "
             + _ON_CLUSTER),
 }

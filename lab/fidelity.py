@@ -149,8 +149,9 @@ RULES: tuple[Rule, ...] = (
          "state kept as algorithm settings between requests",
          SAME, "the same rules, restated (tuning/hyperband.py), driven by the same request "
          "counts; Katib's validation text is the error, naming spec.algorithm."
-         "algorithmSettings; a discrete list Katib's service cannot read as integers is "
-         "refused with the error Katib's service would hit",
+         "algorithmSettings; a discrete list Katib's service cannot read as integers "
+         "(every request fails there, the Experiment stays Running) is refused at apply, "
+         "quoting that error",
          f"{KATIB} pkg/suggestion/v1beta1/hyperband/service.py HyperbandService, "
          "HyperBandParam; pkg/controller.v1beta1/suggestion/suggestionclient/"
          "suggestionclient.go SyncAssignments",

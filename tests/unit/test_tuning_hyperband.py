@@ -61,8 +61,10 @@ def test_katibs_own_case_gives_two_points_in_the_space() -> None:
     (settings(r_l="9", eta="0"), 8, "parallelTrialCount must be not less than 9."),
     # validation reads eta as int(float(eta)): 2.9 counts as 2 (2**1), not 2.9
     (settings(r_l="3", eta="2.9"), 1, "parallelTrialCount must be not less than 2."),
-    (settings(r_l="0"), 9, "math domain error"),
-    (settings(eta="1"), 9, "float division by zero"),
+    (settings(r_l="0"), 9, "Exception calling application: math domain error"),
+    (settings(eta="1"), 9, "Exception calling application: float division by zero"),
+    (settings(eta="x"), 9,
+     "Exception calling application: could not convert string to float: 'x'"),
     (settings(resource_name="epochs"), 9,
      "value of resource_name setting must be in parameters."),
 ])
@@ -115,9 +117,18 @@ def test_brackets_follow_katibs_arithmetic() -> None:
 
 
 def test_discrete_values_katib_cannot_read_are_refused() -> None:
+    """Katib validates them, then fails every GetSuggestions: refused at apply, saying so."""
     params = (Param("lr", "discrete", values=("0.1", "0.2")), Param("epochs", "int", 1, 3))
-    assert hyperband.validate({"r_l": "3", "resource_name": "epochs"}, params, 3) == \
-        "invalid literal for int() with base 10: '0.1'"
+    assert hyperband.validate({"r_l": "3", "resource_name": "epochs"}, params, 3) is None
+    assert hyperband.unreadable(params) == "invalid literal for int() with base 10: '0.1'"
+    obj = experiment(algorithm={"algorithmName": "hyperband", "algorithmSettings": [
+        {"name": "r_l", "value": "3"}, {"name": "resource_name", "value": "n"}]},
+        parallelTrialCount=3, maxTrialCount=3)
+    obj["spec"]["parameters"][0] = {"name": "x", "parameterType": "discrete",
+                                    "feasibleSpace": {"list": ["0.1", "0.2"]}}
+    with pytest.raises(LabError) as err:
+        tuning_spec.parse(obj)
+    assert "spec.parameters" in str(err.value) and "stays Running" in str(err.value)
 
 
 TRIAL = """

@@ -67,12 +67,20 @@ def validate(settings: dict[str, str], params: tuple[Param, ...], parallel: int)
         smax = int(math.log(rl) / math.log(eta))
         max_parallel = math.ceil(eta ** smax)
     except (ValueError, ZeroDivisionError, OverflowError) as exc:
-        return str(exc)
+        # an exception in a Python gRPC servicer reaches the client with grpc's prefix
+        return f"Exception calling application: {exc}"
     if parallel < max_parallel:
         return f"parallelTrialCount must be not less than {max_parallel}."
     if settings["resource_name"] not in {p.name for p in params}:
         return NOT_IN_PARAMS
-    for p in params:  # parse_parameter_configs reads a discrete list with int()
+    return None
+
+
+def unreadable(params: tuple[Param, ...]) -> str | None:
+    """A search space Katib's service accepts but fails on at every request (so the
+    Experiment stays Running with no trial): parse_parameter_configs reads a discrete
+    list with int()."""
+    for p in params:
         if p.type == "discrete":
             for v in p.values:
                 try:

@@ -41,7 +41,8 @@ SETTINGS: dict[str, tuple[str, ...]] = {
                              "acq_optimizer"),
 }
 # Katib suggestion services restated in their own module: each has `validate(settings,
-# params, parallel)` returning Katib's message, `ignored(settings)`, and a service class
+# params, parallel)` returning Katib's message, `unreadable(params)` (a space the service
+# fails on at every request), `ignored(settings)`, and a service class
 # whose `suggest(count, trials)` answers one controller request.
 SERVICES: dict[str, Any] = {"hyperband": hyperband}
 INT_SETTINGS = {"random_state", "n_startup_trials", "n_ei_candidates", "n_EI_candidates",
@@ -58,7 +59,12 @@ def check_settings(algorithm: str, settings: dict[str, str], params: tuple[Param
     if algorithm in SERVICES:
         message = SERVICES[algorithm].validate(settings, params, parallel)
         if message is None:
-            return None
+            failing = SERVICES[algorithm].unreadable(params)
+            return None if failing is None else (
+                f"spec.parameters: Katib's {algorithm} service reads discrete values as "
+                f"integers and fails every request ({failing}), so on a cluster the "
+                "Experiment stays Running with no trial; use integer values or a double "
+                "parameter")
         # Katib marks the Suggestion Failed with this text, then the Experiment Failed.
         return f"spec.algorithm.algorithmSettings: {message} (Katib's {algorithm} " \
                f"service: 'Validation failed: ValidateAlgorithmSettings Error: {message}')"

@@ -179,3 +179,11 @@ def test_hyperband_stall_ends_failed_saying_a_cluster_stays_running(tmp_path: Pa
     assert any(e.get("rule") == "katib.hyperband.stalled" for e in events)
     assert "katib.hyperband.stalled" in exp["metadata"]["annotations"][
         "kflab.dev/local-differences"]
+
+
+def test_a_state_setting_katib_cannot_read_fails_the_request_as_katib_does() -> None:
+    """n given by hand as text: Katib's GetSuggestions raises at every request."""
+    hb = hyperband.Hyperband(settings(n="many"), KATIB_PARAMS, "test", True, "metric-2")
+    with pytest.raises(hyperband.NoSuggestion, match="Exception calling application: "
+                                                     "could not convert string to float"):
+        hb.suggest(2, [])

@@ -167,6 +167,13 @@ class Hyperband:
 
     def suggest(self, count: int, trials: list[dict[str, Any]]) -> list[list[dict[str, str]]]:
         """`count` assignments, as Katib's controller would get them, or NoSuggestion."""
+        try:
+            return self._suggest(count, trials)
+        except (ValueError, ZeroDivisionError, OverflowError, TypeError) as exc:
+            # Katib's service raises on such input at every request: the controller retries
+            raise NoSuggestion(f"Exception calling application: {exc}") from None
+
+    def _suggest(self, count: int, trials: list[dict[str, Any]]) -> list[list[dict[str, str]]]:
         st = _State.read(self.settings)
         if st.current_s < 0:
             answer: list[list[dict[str, str]]] = []

@@ -420,7 +420,8 @@ class _Run:
             self.batch = []
             if self.active:
                 return True
-            why = (f"Katib's {self.spec.algorithm} suggestion could not answer the request: {exc}. "
+            why = (f"Katib's {self.spec.algorithm} suggestion could not answer the request: "
+                   f"{exc}. "
                    "On a cluster this Experiment stays Running with no new trial")
             tuning_status.interrupted(self.exp, why)
             self.backend.emit({"event": "message", "text": why})

@@ -267,6 +267,17 @@ RULES: tuple[Rule, ...] = (
          "refused: the entrypoint is unknown locally; the error shows the command line to add",
          "kubernetes Container.command semantics",
          field="spec.trialTemplate.trialSpec.spec.template.spec.containers[0].command"),
+    Rule("katib.trialSpec.kind", "Experiment",
+         "trial kinds other than Job, PyTorchJob, TFJob (TrainJob, MPIJob, XGBoostJob, "
+         "Argo Workflow, Tekton PipelineRun)",
+         "the trial controller creates any kind named in katib-config's trialResources; "
+         "that kind's own controller runs it",
+         REFUSED, "refused naming the kind: the local backend runs trials whose pod "
+         "template it reads (a Job, PyTorchJob or TFJob); write the trial as a batch/v1 "
+         "Job running the same command, or run it on a cluster",
+         f"{KATIB} manifests/v1beta1/installs/katib-standalone/katib-config.yaml "
+         "trialResources; pkg/controller.v1beta1/trial/trial_controller.go",
+         field="spec.trialTemplate.trialSpec.kind"),
     Rule("katib.trialTemplate.configMap", "Experiment", "trialTemplate.configMap",
          "the template is read from a ConfigMap", REFUSED, "refused: inline it as trialSpec",
          f"{KATIB} pkg/controller.v1beta1/experiment/manifest/generator.go",

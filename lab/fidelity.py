@@ -514,7 +514,7 @@ def text(rule_id: str, values: Mapping[str, str] | None = None) -> str:
 def announce(backend: Any, obj: dict[str, Any],
              found: Iterable[tuple[str, Mapping[str, str]]]) -> list[str]:
     """Print each difference once and record their ids on the object (an annotation)."""
-    ids = [i for i in obj["metadata"].get("annotations", {}).get(ANNOTATION, "").split(",") if i]
+    ids = []
     for rule_id, values in found:
         backend.emit({"event": "message", "text": text(rule_id, values), "rule": rule_id})
         ids.append(rule_id)

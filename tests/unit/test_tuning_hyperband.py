@@ -177,8 +177,8 @@ def test_hyperband_stall_ends_failed_saying_a_cluster_stays_running(tmp_path: Pa
     assert "stays Running" in cond["message"]
     assert len(backend.list("Trial")) == 3
     assert any(e.get("rule") == "katib.hyperband.stalled" for e in events)
-    assert "katib.hyperband.stalled" in exp["metadata"]["annotations"][
-        "kflab.dev/local-differences"]
+    assert exp["metadata"]["annotations"]["kflab.dev/local-differences"].split(",") == [
+        "katib.trialTemplate.cluster-fields", "katib.hyperband.stalled"]
 
 
 def test_a_state_setting_katib_cannot_read_fails_the_request_as_katib_does() -> None:

@@ -425,7 +425,11 @@ class _Run:
                    "On a cluster this Experiment stays Running with no new trial")
             tuning_status.interrupted(self.exp, why)
             self.backend.emit({"event": "message", "text": why})
+            notes = self.exp["metadata"].setdefault("annotations", {})
+            earlier = [i for i in notes.get(DIFFERENCES_ANNOTATION, "").split(",") if i]
             fidelity.announce(self.backend, self.exp, [("katib.hyperband.stalled", {})])
+            notes[DIFFERENCES_ANNOTATION] = ",".join(dict.fromkeys(
+                [*earlier, "katib.hyperband.stalled"]))  # added to the run's earlier notes
             self.save()
             return False
 

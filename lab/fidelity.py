@@ -141,11 +141,50 @@ RULES: tuple[Rule, ...] = (
          f"{KATIB} pkg/suggestion/v1beta1/goptuna/converter.go toGoptunaSampler",
          announce="cmaes restart_strategy {value} runs without restarts here (a restart needs "
                   "hundreds of trials to converge first)"),
-    Rule("katib.algorithm.nas", "Experiment", "hyperband, enas, darts, pbt",
-         "served by their own suggestion services (and NAS controllers, shared volumes)",
-         REFUSED, "refused with the reason and a way out (tpe/random with medianstop, or a "
-         "cluster)",
-         f"{KATIB} pkg/suggestion/v1beta1/hyperband, nas, pbt",
+    Rule("katib.algorithm.hyperband", "Experiment", "hyperband (eta, r_l, resource_name)",
+         "its own suggestion service: validation messages for missing or bad r_l, eta, "
+         "resource_name and a parallelTrialCount below eta^s_max; a master bracket of as "
+         "many random points as the controller asks for, with int(r) in the resource "
+         "parameter, then child brackets of the best of the last bracket with int(r*eta^i); "
+         "state kept as algorithm settings between requests",
+         SAME, "the same rules, restated (tuning/hyperband.py), driven by the same request "
+         "counts; Katib's validation text is the error, naming spec.algorithm."
+         "algorithmSettings; a discrete list Katib's service cannot read as integers "
+         "(every request fails there, the Experiment stays Running) is refused at apply, "
+         "quoting that error",
+         f"{KATIB} pkg/suggestion/v1beta1/hyperband/service.py HyperbandService, "
+         "HyperBandParam; pkg/controller.v1beta1/suggestion/suggestionclient/"
+         "suggestionclient.go SyncAssignments",
+         test="test_hyperband_validation_messages_are_katibs"),
+    Rule("katib.hyperband.stalled", "Experiment", "hyperband answer of the wrong size",
+         "the controller refuses an answer whose length differs from its request ('The "
+         "response contains unexpected trials') and asks again on every pass, so the "
+         "Experiment stays Running with no new trial (also once hyperband has ended)",
+         DIFFERENT, "while trials run, the request is retried as Katib does; with none "
+         "running the run ends Failed, its message quoting Katib's error and saying a "
+         "cluster would stay Running: a foreground command cannot wait forever",
+         f"{KATIB} pkg/controller.v1beta1/suggestion/suggestionclient/suggestionclient.go "
+         "SyncAssignments",
+         announce="Katib's hyperband answered no usable trials; a cluster keeps this "
+                  "Experiment Running with no new trial, here it ends Failed",
+         test="test_hyperband_stall_ends_failed_saying_a_cluster_stays_running"),
+    Rule("katib.algorithm.pbt", "Experiment", "pbt (population based training)",
+         "a long-lived suggestion service keeps the population (n_population, "
+         "truncation_threshold, resample_probability) in memory, names the trials, labels "
+         "them with generation and parent, and copies a parent's checkpoint folder for its "
+         "child on a volume it shares with the trials; the pod webhook mounts each trial's "
+         "own folder at suggestion_trial_dir, the same absolute path in every pod",
+         REFUSED, "refused: local trial processes share one filesystem, so parallel trials "
+         "cannot each find their own checkpoint at the same absolute path unless kflab "
+         "rewrote the trial's command, and without the checkpoint hand-over it is not pbt; "
+         "use tpe or random (with earlyStopping medianstop to cut bad trials), or a cluster",
+         f"{KATIB} pkg/suggestion/v1beta1/pbt/service.py PbtService, PbtJobQueue; "
+         "pkg/webhook/v1beta1/pod/inject_webhook.go mutateSuggestionVolume",
+         field="spec.algorithm.algorithmName"),
+    Rule("katib.algorithm.nas", "Experiment", "enas, darts",
+         "neural architecture search, served by Katib's NAS suggestion services and nasConfig",
+         REFUSED, "refused with the reason and a way out (a cluster)",
+         f"{KATIB} pkg/suggestion/v1beta1/nas",
          field="spec.algorithm.algorithmName"),
     Rule("katib.earlyStopping.medianstop", "Experiment", "earlyStopping medianstop",
          "with min_trials_required succeeded trials, a new trial gets one rule: the mean over "
@@ -187,8 +226,18 @@ RULES: tuple[Rule, ...] = (
          f"{KATIB} pkg/webhook/v1beta1/pod/inject_webhook.go (collector sidecar per pod)",
          announce="trials run one at a time (not {parallel}): the File collector's path is "
                   "one shared file here"),
+    Rule("katib.collector.custom", "Experiment", "Custom collector (collector.kind: Custom)",
+         "the customCollector container runs as a sidecar in each trial pod and must report "
+         "the metrics itself to katib-db-manager over gRPC (ReportObservationLog); Katib "
+         "reads nothing from that container's stdout",
+         REFUSED, "refused: there is no katib-db-manager locally, and reading the sidecar's "
+         "stdout instead would report metrics Katib never records; print name=value lines "
+         "from the training container (StdOut) or write them to a File",
+         f"{KATIB} pkg/webhook/v1beta1/pod/inject_webhook.go getMetricsCollectorContainer; "
+         "examples/v1beta1/metrics-collector/custom-metrics-collector.yaml",
+         field="spec.metricsCollectorSpec.collector.kind"),
     Rule("katib.collector.others", "Experiment",
-         "TensorFlowEvent, Prometheus, Custom, Push and None collectors",
+         "TensorFlowEvent, Prometheus, Push and None collectors",
          "sidecars and services of their own", REFUSED,
          "refused: print name=value lines (StdOut) or write a File",
          f"{KATIB} pkg/metricscollector/v1beta1",
@@ -218,6 +267,17 @@ RULES: tuple[Rule, ...] = (
          "refused: the entrypoint is unknown locally; the error shows the command line to add",
          "kubernetes Container.command semantics",
          field="spec.trialTemplate.trialSpec.spec.template.spec.containers[0].command"),
+    Rule("katib.trialSpec.kind", "Experiment",
+         "trial kinds other than Job, PyTorchJob, TFJob (TrainJob, MPIJob, XGBoostJob, "
+         "Argo Workflow, Tekton PipelineRun)",
+         "the trial controller creates any kind named in katib-config's trialResources; "
+         "that kind's own controller runs it",
+         REFUSED, "refused naming the kind: the local backend runs trials whose pod "
+         "template it reads (a Job, PyTorchJob or TFJob); write the trial as a batch/v1 "
+         "Job running the same command, or run it on a cluster",
+         f"{KATIB} manifests/v1beta1/installs/katib-standalone/katib-config.yaml "
+         "trialResources; pkg/controller.v1beta1/trial/trial_controller.go",
+         field="spec.trialTemplate.trialSpec.kind"),
     Rule("katib.trialTemplate.configMap", "Experiment", "trialTemplate.configMap",
          "the template is read from a ConfigMap", REFUSED, "refused: inline it as trialSpec",
          f"{KATIB} pkg/controller.v1beta1/experiment/manifest/generator.go",

@@ -36,15 +36,17 @@ EXAMPLES: tuple[tuple[str, str, str], ...] = (
     ("katib hp-tuning/bayesian-optimization.yaml", IMAGE, _MNIST),
     ("katib hp-tuning/cma-es.yaml", IMAGE, _MNIST),
     ("katib hp-tuning/grid.yaml", IMAGE, _MNIST + "; grid order as Katib's (Optuna 3.3 rule)"),
-    ("katib hp-tuning/hyperband.yaml", REFUSED,
-     "hyperband is refused with the reason and a way out (tpe/random with medianstop, or "
-     "a cluster)"),
+    ("katib hp-tuning/hyperband.yaml", IMAGE,
+     _MNIST + "; hyperband's master bracket gives both trials num-epochs=1 (int(r) for "
+     "eta 2, r_l 2), as Katib's service does"),
     ("katib hp-tuning/hyperopt-distribution.yaml", IMAGE, _MNIST),
     ("katib hp-tuning/multivariate-tpe.yaml", IMAGE, _MNIST),
     ("katib hp-tuning/optuna-distribution.yaml", IMAGE, _MNIST),
     ("katib hp-tuning/random.yaml", IMAGE, _MNIST),
     ("katib hp-tuning/simple-pbt.yaml", REFUSED,
-     "pbt needs Katib's shared checkpoint volume: refused, run on a cluster"),
+     "pbt needs each trial's own checkpoint folder mounted at the same absolute path "
+     "(suggestion_trial_dir): refused saying so, with tpe/random plus medianstop or a "
+     "cluster as the way out"),
     ("katib hp-tuning/sobol.yaml", IMAGE, _MNIST),
     ("katib hp-tuning/tpe.yaml", IMAGE, _MNIST),
     ("katib kubeflow-trainer/trainjob-pytorch.yaml", REFUSED,
@@ -57,7 +59,8 @@ EXAMPLES: tuple[tuple[str, str, str], ...] = (
     ("katib kubeflow-training-operator/xgboostjob-lightgbm.yaml", REFUSED,
      "an XGBoostJob trial: refused naming the kind"),
     ("katib metrics-collector/custom-metrics-collector.yaml", REFUSED,
-     "a Custom collector is its own image: refused, print name=value or write a File"),
+     "a Custom collector is a sidecar that reports to katib-db-manager itself (Katib "
+     "reads not its stdout): refused, print name=value (StdOut) or write a File"),
     ("katib metrics-collector/file-metrics-collector.yaml", IMAGE,
      _MNIST + "; /katib is created and each trial starts without the previous one's file"),
     ("katib metrics-collector/file-metrics-collector-with-json-format.yaml", IMAGE,

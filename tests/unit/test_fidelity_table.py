@@ -147,6 +147,12 @@ def _with_configmap() -> dict:
     return obj
 
 
+def _trial_kind(kind: str) -> dict:
+    obj = experiment()
+    obj["spec"]["trialTemplate"]["trialSpec"].update(kind=kind, apiVersion="kubeflow.org/v1")
+    return obj
+
+
 def _refuse_isvc(obj: dict) -> Callable[[Path], Any]:
     def run(tmp: Path) -> Any:
         (tmp / "m").mkdir(exist_ok=True)
@@ -162,11 +168,16 @@ def _unbounded(tmp: Path) -> Any:
 # REFUSED rows: an example the code refuses, naming the row's field
 REFUSED: dict[str, Callable[[Path], Any]] = {
     "katib.algorithm.nas": lambda tmp: tuning_spec.parse(
-        experiment(algorithm={"algorithmName": "hyperband"})),
+        experiment(algorithm={"algorithmName": "enas"})),
+    "katib.algorithm.pbt": lambda tmp: tuning_spec.parse(
+        experiment(algorithm={"algorithmName": "pbt"})),
+    "katib.collector.custom": lambda tmp: tuning_spec.parse(
+        experiment(metricsCollectorSpec={"collector": {"kind": "Custom"}})),
     "katib.collector.others": lambda tmp: tuning_spec.parse(
         experiment(metricsCollectorSpec={"collector": {"kind": "Prometheus"}})),
     "katib.trialTemplate.command": lambda tmp: tuning_spec.parse(_no_command()),
     "katib.trialTemplate.configMap": lambda tmp: tuning_spec.parse(_with_configmap()),
+    "katib.trialSpec.kind": lambda tmp: tuning_spec.parse(_trial_kind("MPIJob")),
     "katib.maxTrialCount.required": _unbounded,
     "pytorch.command": lambda tmp: training_spec.parse(_pytorch_no_command()),
     "pytorch.valueFrom": lambda tmp: training_spec.parse(_valuefrom()),

@@ -58,7 +58,8 @@ def test_job_and_pod_fields_beside_the_container_are_listed() -> None:
                     "additionalMetricNames": ["loss"]}},
      "spec.objective.additionalMetricNames[0]"),
     ({"algorithm": {"algorithmName": "annealing"}}, "spec.algorithm.algorithmName"),
-    ({"algorithm": {"algorithmName": "hyperband"}}, "spec.algorithm.algorithmName"),
+    ({"algorithm": {"algorithmName": "pbt"}}, "spec.algorithm.algorithmName"),
+    ({"algorithm": {"algorithmName": "hyperband"}}, "spec.algorithm.algorithmSettings"),
     ({"algorithm": {"algorithmName": "tpe",
                     "algorithmSettings": [{"name": "n_startup", "value": "3"}]}},
      "spec.algorithm.algorithmSettings[0].name"),
@@ -124,11 +125,19 @@ def test_malformed_experiment_names_the_field(change: dict[str, Any], field: str
     assert field_of(obj) == field
 
 
-def test_hyperband_refusal_says_why_and_what_to_do() -> None:
+def test_pbt_refusal_says_why_and_what_to_do() -> None:
     with pytest.raises(InputError) as err:
-        tuning_spec.parse(experiment(algorithm={"algorithmName": "hyperband"}))
+        tuning_spec.parse(experiment(algorithm={"algorithmName": "pbt"}))
     assert "not supported on the local backend" in str(err.value)
-    assert "fix:" in str(err.value)
+    assert "suggestion_trial_dir" in str(err.value) and "medianstop" in str(err.value)
+
+
+def test_custom_collector_refusal_says_katib_reads_no_stdout() -> None:
+    with pytest.raises(InputError) as err:
+        tuning_spec.parse(experiment(metricsCollectorSpec={"collector": {
+            "kind": "Custom", "customCollector": {"name": "c", "image": "i"}}}))
+    assert "spec.metricsCollectorSpec.collector.kind" in str(err.value)
+    assert "katib-db-manager" in str(err.value) and "StdOut" in str(err.value)
 
 
 def test_template_placeholder_must_be_declared() -> None:

@@ -32,11 +32,13 @@ from lab.backends.local import gpus
 from lab.backends.local.owners import Lease
 from lab.backends.local.procs import ChildGroup, iter_log, kill_group
 from lab.backends.local.tuning import earlystop
+from lab.backends.local.tuning import search as tuning_search
 from lab.backends.local.tuning import spec as tuning_spec
 from lab.backends.local.tuning import status as tuning_status
 from lab.backends.local.tuning import trials as tuning_trials
 from lab.backends.local.tuning.differences import differences
 from lab.backends.local.tuning.grid import KatibGrid
+from lab.backends.local.tuning.hyperband import NoSuggestion
 from lab.backends.local.tuning.metrics import UNAVAILABLE, MetricLog, Tail
 from lab.backends.local.tuning.search import distribution_notes, distributions, quiet, sampler
 from lab.backends.local.tuning.space import fmt
@@ -82,6 +84,8 @@ class _Run:
     group: ChildGroup | None = None
     grid: KatibGrid | None = None
     told: dict[str, int] = field(default_factory=dict)  # trial name -> grid id, told to Optuna
+    service: Any = None  # a SERVICES algorithm (hyperband): answers a batch per request
+    batch: list[list[dict[str, str]]] = field(default_factory=list)  # its answer, unstarted
 
     def __post_init__(self) -> None:
         import optuna
@@ -103,6 +107,13 @@ class _Run:
             self.grid = KatibGrid(self.spec.params, None if seed is None else int(seed))
             self.dists = {name: CategoricalDistribution(vals)
                           for name, vals in self.grid.values.items()}
+        elif self.spec.algorithm in tuning_search.SERVICES:
+            module = tuning_search.SERVICES[self.spec.algorithm]
+            self.service = module.Hyperband(
+                self.spec.settings, self.spec.params, self.spec.name,
+                self.spec.objective.type == "maximize", self.spec.objective.metric)
+            self.dists = tuning_search.recording_distributions(self.spec.params,
+                                                               self.spec.settings)
         else:
             self.dists = distributions(self.spec.params)
         self.parallel = self.spec.parallel
@@ -139,6 +150,17 @@ class _Run:
                                min_trials_required=es.min_trials_required)
 
     def _assignments(self) -> tuple[Any, list[dict[str, str]], int | None] | None:
+        if self.service is not None:
+            from optuna.distributions import CategoricalDistribution
+
+            if not self.batch:
+                return None
+            assignments = self.batch.pop(0)
+            self.study.enqueue_trial({a["name"]: a["value"] if isinstance(
+                self.dists[a["name"]], CategoricalDistribution) else float(a["value"])
+                for a in assignments})
+            with quiet():
+                return self.study.ask(fixed_distributions=self.dists), assignments, None
         grid_id = None
         if self.grid is not None:
             if len(self.trials) >= len(self.grid):
@@ -371,6 +393,9 @@ class _Run:
                         "finish as Katib lets them")})
             else:
                 wanted = self.to_start()
+                if self.service is not None and wanted and not self.batch and \
+                        not self.request(wanted):
+                    break  # Katib would ask again forever; said in the status
                 for _ in range(wanted):
                     if self.exhausted or not self.start_one(group) or \
                             tuning_status.is_completed(self.exp):
@@ -382,6 +407,31 @@ class _Run:
                     continue
             with contextlib.suppress(queue.Empty):
                 self.exits.get(timeout=WATCH / 4 if self.spec.early else WATCH)
+
+    def request(self, count: int) -> bool:
+        """One suggestion request of Katib's controller to a SERVICES algorithm. A refused
+        request is retried on the next pass while trials run (Katib's reconcile does the
+        same); with none running Katib would retry forever and the Experiment would stay
+        Running with no trial, so the run ends here saying so (katib.hyperband.stalled)."""
+        try:
+            self.batch = self.service.suggest(count, self.trials)
+            return True
+        except NoSuggestion as exc:
+            self.batch = []
+            if self.active:
+                return True
+            why = (f"Katib's {self.spec.algorithm} suggestion could not answer the request: "
+                   f"{exc}. "
+                   "On a cluster this Experiment stays Running with no new trial")
+            tuning_status.interrupted(self.exp, why)
+            self.backend.emit({"event": "message", "text": why})
+            notes = self.exp["metadata"].setdefault("annotations", {})
+            earlier = [i for i in notes.get(DIFFERENCES_ANNOTATION, "").split(",") if i]
+            fidelity.announce(self.backend, self.exp, [("katib.hyperband.stalled", {})])
+            notes[DIFFERENCES_ANNOTATION] = ",".join(dict.fromkeys(
+                [*earlier, "katib.hyperband.stalled"]))  # added to the run's earlier notes
+            self.save()
+            return False
 
     def run(self) -> dict[str, Any]:
         self.save()

@@ -5,6 +5,8 @@ multivariate-tpe with Optuna, cmaes and sobol with goptuna, bayesianoptimization
 scikit-optimize; locally every one runs on the pinned Optuna with Katib's settings names.
 sobol is Optuna's QMC sampler with a Sobol sequence; bayesianoptimization is mapped to
 Optuna's Gaussian-process sampler. Grid order is Katib's own (tuning/grid.py).
+Algorithms whose Katib service is restated whole (SERVICES: hyperband) answer a batch
+of assignments per controller request, as Katib's do; Optuna only records their trials.
 
 Optuna's own warnings (FutureWarning for deprecated arguments, ExperimentalWarning) never
 reach the terminal: `quiet()` captures them; what matters to a user is said once, in
@@ -20,6 +22,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from lab.backends.local.tuning import grid as katib_grid
+from lab.backends.local.tuning import hyperband
 from lab.backends.local.tuning.space import Param
 
 if TYPE_CHECKING:
@@ -37,6 +40,11 @@ SETTINGS: dict[str, tuple[str, ...]] = {
     "bayesianoptimization": ("random_state", "n_initial_points", "base_estimator", "acq_func",
                              "acq_optimizer"),
 }
+# Katib suggestion services restated in their own module: each has `validate(settings,
+# params, parallel)` returning Katib's message, `unreadable(params)` (a space the service
+# fails on at every request), `ignored(settings)`, and a service class
+# whose `suggest(count, trials)` answers one controller request.
+SERVICES: dict[str, Any] = {"hyperband": hyperband}
 INT_SETTINGS = {"random_state", "n_startup_trials", "n_ei_candidates", "n_EI_candidates",
                 "n_initial_points"}
 FLOAT_SETTINGS = {"gamma", "prior_weight", "sigma"}
@@ -46,8 +54,20 @@ RESTART_STRATEGIES = ("ipop", "bipop", "none")
 
 
 def check_settings(algorithm: str, settings: dict[str, str], params: tuple[Param, ...],
-                   max_trials: int | None) -> str | None:
+                   max_trials: int | None, parallel: int = 3) -> str | None:
     """'field: problem' for a setting or search space the algorithm cannot take, else None."""
+    if algorithm in SERVICES:
+        message = SERVICES[algorithm].validate(settings, params, parallel)
+        if message is None:
+            failing = SERVICES[algorithm].unreadable(params)
+            return None if failing is None else (
+                f"spec.parameters: Katib's {algorithm} service reads discrete values as "
+                f"integers and fails every request ({failing}), so on a cluster the "
+                "Experiment stays Running with no trial; use integer values or a double "
+                "parameter")
+        # Katib marks the Suggestion Failed with this text, then the Experiment Failed.
+        return f"spec.algorithm.algorithmSettings: {message} (Katib's {algorithm} " \
+               f"service: 'Validation failed: ValidateAlgorithmSettings Error: {message}')"
     allowed = SETTINGS[algorithm]
     for i, (key, value) in enumerate(settings.items()):
         fld = f"spec.algorithm.algorithmSettings[{i}]"
@@ -110,7 +130,9 @@ def distributions(params: tuple[Param, ...]) -> dict[str, Any]:
 
 def distribution_notes(params: tuple[Param, ...], algorithm: str) -> list[str]:
     """Where a declared distribution is sampled differently here than by Katib."""
-    notes = []
+    notes: list[str] = []
+    if algorithm in SERVICES:  # Katib's own sampling rules, restated: nothing differs
+        return notes
     for i, p in enumerate(params):
         where = f"spec.parameters[{i}].feasibleSpace"
         if algorithm == "grid" and p.distribution != "uniform":
@@ -126,11 +148,43 @@ def distribution_notes(params: tuple[Param, ...], algorithm: str) -> list[str]:
     return notes
 
 
+def recording_distributions(params: tuple[Param, ...], settings: dict[str, str]) -> dict:
+    """Distributions wide enough for any assignment a SERVICES algorithm gives (hyperband
+    writes its resource budget, up to r_l, into the resource parameter whatever its
+    feasibleSpace), so Optuna can record every trial for the importance plot."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution
+
+    out: dict[str, Any] = {}
+    resource = settings.get("resource_name")
+    for p in params:
+        if p.type == "categorical" and p.name != resource:
+            out[p.name] = CategoricalDistribution(list(p.values))
+            continue
+        bounds = [float(v) for v in p.values if _is_number(v)] + \
+            [v for v in (p.min, p.max) if v is not None]
+        if p.name == resource:
+            bounds += [0.0, float(settings.get("r_l", "0"))]
+        low, high = min(bounds, default=0.0), max(bounds, default=0.0)
+        out[p.name] = FloatDistribution(low, high)
+    return out
+
+
+def _is_number(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
+
+
 def sampler(algorithm: str, settings: dict[str, str]) -> tuple[optuna.samplers.BaseSampler,
                                                                list[str]]:
     """The Optuna sampler for a Katib algorithm, plus notes on settings left unmapped."""
     import optuna
 
+    if algorithm in SERVICES:  # the service suggests; Optuna only records the trials
+        return optuna.samplers.RandomSampler(), [
+            f"spec.algorithm.algorithmSettings {k}: Katib's {algorithm} service logs it as "
+            "unknown and ignores it" for k in SERVICES[algorithm].ignored(settings)]
     seed = int(settings["random_state"]) if "random_state" in settings else None
     notes = [f"spec.algorithm.algorithmSettings {k}: no Optuna equivalent, ignored"
              for k in settings if k in UNMAPPED]

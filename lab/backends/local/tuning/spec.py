@@ -24,14 +24,16 @@ ALGORITHMS = ("random", "grid", "tpe", "multivariate-tpe", "cmaes", "sobol",
 # Katib algorithms this backend refuses, with the reason and the way out.
 _ON_CLUSTER = "or run this Experiment on a cluster (`kflab up`)"
 REFUSED = {
-    "hyperband": ("hyperband allocates a resource parameter across brackets of trials; "
-                  "the local backend has no equivalent",
-                  "use tpe or random with earlyStopping medianstop to cut bad trials, "
-                  + _ON_CLUSTER),
     "enas": ("neural architecture search needs Katib's NAS controllers", _ON_CLUSTER[3:]),
     "darts": ("neural architecture search needs Katib's NAS controllers", _ON_CLUSTER[3:]),
-    "pbt": ("population based training needs Katib's shared checkpoint volume",
-            _ON_CLUSTER[3:]),
+    "pbt": ("Katib's population based training keeps its population in a long-lived "
+            "suggestion service, and its webhook mounts each trial's own checkpoint folder "
+            "(a copy of the parent trial's) at suggestion_trial_dir, the same absolute path "
+            "in every trial pod; trial processes on one machine share one filesystem, so "
+            "they cannot each see their own folder there without kflab rewriting the "
+            "trial's command",
+            "use tpe or random with earlyStopping medianstop to cut bad trials, "
+            + _ON_CLUSTER),
 }
 PARAM_TYPES = ("int", "double", "categorical", "discrete")
 DISTRIBUTIONS = ("uniform", "logUniform", "normal", "logNormal")
@@ -326,6 +328,13 @@ def _collector(r: _Reader, spec: dict[str, Any]) -> Collector:
     p = "spec.metricsCollectorSpec"
     coll = r.get(mc, "collector", dict, p, default={})
     kind = r.get(coll, "kind", str, f"{p}.collector", default="StdOut")
+    if kind == "Custom":
+        raise r.fail(f"{p}.collector.kind",
+                     "a Custom collector is not supported on the local backend: Katib runs "
+                     "its container as a sidecar that must report metrics itself to "
+                     "katib-db-manager over gRPC, and reads nothing from its stdout",
+                     "print name=value lines from the training container (the StdOut "
+                     "collector) or write them to a File collector's path")
     if kind not in COLLECTORS:
         raise r.fail(f"{p}.collector.kind",
                      f"metrics collector '{kind}' is not supported on the local backend",
@@ -587,7 +596,7 @@ def parse(obj: dict[str, Any]) -> Spec:
     tparams, trial_spec, cpath, primary = _template(r, spec, params, warnings)
     from lab.backends.local.tuning.search import check_settings
 
-    problem = check_settings(algorithm, settings, params, max_trials)
+    problem = check_settings(algorithm, settings, params, max_trials, parallel)
     if problem:
         fld, _, text = problem.partition(": ")
         raise r.fail(fld, text, "see docs/tuning.md for each algorithm's settings")

@@ -43,10 +43,16 @@ YAML_SUFFIXES = (".yaml", ".yml", ".json")
 
 def _forget_modules_under(folder: Path) -> None:
     """Drop cached imports of modules living in `folder`, so edits to them are seen."""
-    root = str(folder.resolve())
+    root = os.path.realpath(folder) + os.sep
+    real: dict[str, str] = {}  # a module's folder -> its real path: one lookup per folder
     for name, mod in list(sys.modules.items()):
         file = getattr(mod, "__file__", None)
-        if file and str(Path(file).resolve()).startswith(root + os.sep):
+        if not isinstance(file, str):
+            continue
+        where = os.path.dirname(file)
+        if where not in real:
+            real[where] = os.path.realpath(where) + os.sep
+        if real[where].startswith(root):
             del sys.modules[name]
 
 

@@ -221,7 +221,9 @@ def load(path: Path | None = None) -> Catalog:
     path = path or versions_file()
     file = str(path)
     try:
-        doc = yaml.safe_load(path.read_text())
+        # libyaml's safe loader where PyYAML has it: every kflab command reads this file
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        doc = yaml.load(path.read_text(), Loader=loader)  # noqa: S506 - a safe loader
     except (OSError, yaml.YAMLError) as exc:
         raise InputError(file, None, f"cannot read: {exc}") from exc
     if not isinstance(doc, dict):

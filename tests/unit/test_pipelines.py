@@ -68,3 +68,56 @@ def test_parse_arguments() -> None:
         "a": 1, "b": 0.5, "c": "text", "d": [1, 2], "e": True}
     with pytest.raises(LabError):
         parse_arguments(["novalue"])
+
+
+def test_reloading_a_pipeline_folder_forgets_only_the_learners_modules(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sibling module edited between two loads is imported again; an installed package
+    under the same folder (a project's own .venv) and kflab's own modules (a pipeline at the
+    root of a kflab clone) are not: second copies of kfp's or kflab's classes break runs."""
+    import importlib
+    import sys
+
+    from lab.backends.local.pipelines.runner import KFLAB_PACKAGE, _forget_modules_under
+
+    site = tmp_path / ".venv" / "lib" / "python3" / "site-packages"
+    site.mkdir(parents=True)
+    (tmp_path / "kflab_test_sibling.py").write_text("X = 1\n")
+    (site / "kflab_test_installed.py").write_text("Y = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(site))
+    try:
+        installed = importlib.import_module("kflab_test_installed")
+        importlib.import_module("kflab_test_sibling")
+        runner = sys.modules["lab.backends.local.pipelines.runner"]
+        _forget_modules_under(tmp_path)
+        assert "kflab_test_sibling" not in sys.modules
+        assert sys.modules["kflab_test_installed"] is installed
+        _forget_modules_under(KFLAB_PACKAGE)
+        assert sys.modules["lab.backends.local.pipelines.runner"] is runner
+    finally:
+        for name in ("kflab_test_sibling", "kflab_test_installed"):
+            sys.modules.pop(name, None)
+
+
+def test_a_renamed_task_keeps_its_task_key_in_task_details(state: Path, tmp_path: Path) -> None:
+    """As KFP 2.16's run API lists it: task_details[].display_name is the Argo node's
+    displayName (apiserver api_converter.go toModelTask), and the Argo DAG task of a KFP
+    task is named by its key in the compiled DAG (v2/compiler/argocompiler/dag.go: DAG ->
+    task(taskName, ...) -> containerExecutorTask(name, ...)). `.set_display_name()` only
+    sets taskInfo.name, which the driver writes to the ML Metadata execution's display_name
+    (driver/container.go) and the KFP UI draws; the run API does not show it."""
+    (tmp_path / "renamed.py").write_text(
+        "from kfp import dsl\n\n"
+        "@dsl.component(install_kfp_package=False)\n"
+        "def add(a: int) -> int:\n    return a + 1\n\n"
+        "@dsl.pipeline\n"
+        "def renamed():\n"
+        "    first = add(a=1).set_display_name('First step')\n"
+        "    add(a=first.output)\n")
+    backend = LocalBackend(str(state))
+    obj = backend.apply(pipeline_run_manifest("renamed.py", "renamed"), base_dir=tmp_path)
+    assert obj["status"]["state"] == "SUCCEEDED"
+    names = [t["display_name"] for t in obj["status"]["run_details"]["task_details"]]
+    assert sorted(names) == ["add", "add-2"]
+    assert any(line.startswith("[add] ") for line in backend.logs("PipelineRun", "renamed"))

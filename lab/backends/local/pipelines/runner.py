@@ -30,6 +30,7 @@ from typing import Any
 
 from lab import signals, state
 from lab.backends.local.owners import Lease
+from lab.content import PACKAGE as KFLAB_PACKAGE
 from lab.errors import InputError, LabError
 from lab.kube.conditions import now
 from lab.state import StateError
@@ -42,11 +43,24 @@ YAML_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def _forget_modules_under(folder: Path) -> None:
-    """Drop cached imports of modules living in `folder`, so edits to them are seen."""
-    root = str(folder.resolve())
+    """Drop cached imports of the learner's modules living in `folder`, so edits to them are
+    seen. Never kflab's own modules, `__main__`, or installed packages, which can sit under
+    that folder too (a pipeline at the root of a kflab clone, a project's own .venv):
+    re-importing those would make second copies of kflab's and kfp's classes."""
+    root = os.path.realpath(folder) + os.sep
+    keep = [os.path.realpath(p) + os.sep for p in
+            {str(KFLAB_PACKAGE), sys.prefix, sys.base_prefix}]
+    real: dict[str, bool] = {}  # a module's folder -> forget it: one lookup per folder
     for name, mod in list(sys.modules.items()):
         file = getattr(mod, "__file__", None)
-        if file and str(Path(file).resolve()).startswith(root + os.sep):
+        if name == "__main__" or not isinstance(file, str):
+            continue
+        where = os.path.dirname(file)
+        if where not in real:
+            path = os.path.realpath(where) + os.sep
+            real[where] = path.startswith(root) and not any(map(path.startswith, keep)) \
+                and "site-packages" not in path and "dist-packages" not in path
+        if real[where]:
             del sys.modules[name]
 
 

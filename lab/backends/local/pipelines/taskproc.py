@@ -18,6 +18,7 @@ run's lease, so `kflab delete`/`down` stop it like any process kflab starts.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import multiprocessing
 import os
 import re
@@ -61,6 +62,8 @@ def parse(command: list[str]) -> Program | None:
 def missing_packages(requirements: list[str]) -> list[str]:
     """The requirements this environment does not satisfy (kfp itself is always the
     installed one: the local backend runs the SDK it compiled with)."""
+    if not requirements:  # most tasks: no import of packaging and importlib.metadata
+        return []
     from importlib.metadata import PackageNotFoundError, version
 
     from packaging.requirements import InvalidRequirement, Requirement
@@ -111,19 +114,26 @@ def import_kfp() -> None:
             os.environ.pop("_KFP_RUNTIME", None)
         else:
             os.environ["_KFP_RUNTIME"] = saved
-    from kfp import components, dsl  # noqa: F401 - the rest as kfp/__init__.py orders it
+    # kfp.dsl, not kfp.components: that one imports `requests` (for load_component_from_url),
+    # a tenth of a second of an all-cached run; a compiled YAML pipeline or a pipeline file
+    # that uses it imports it then
+    from kfp import dsl  # noqa: F401
 
     kfp_module = sys.modules["kfp"]
     if "Client" not in vars(kfp_module):  # `from kfp import Client` in a pipeline file
-        kfp_module.__getattr__ = _kfp_client  # type: ignore[attr-defined]
+        kfp_module.__getattr__ = _kfp_lazy  # type: ignore[attr-defined]
 
 
-def _kfp_client(name: str) -> Any:
-    """kfp.Client, imported when a pipeline file asks for it (PEP 562 module __getattr__)."""
+def _kfp_lazy(name: str) -> Any:
+    """kfp.Client and kfp.components, imported when a pipeline file asks for them (PEP 562
+    module __getattr__): `import kfp; kfp.components.load_component_from_text(...)` works
+    as with a plain `import kfp`."""
     if name == "Client":
         from kfp.client import Client
 
         return Client
+    if name == "components":  # import_module: `from kfp import components` would ask here
+        return importlib.import_module("kfp.components")
     raise AttributeError(f"module 'kfp' has no attribute {name!r}")
 
 

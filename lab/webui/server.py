@@ -7,6 +7,8 @@ Access rules (docs/ui.md):
   can call it, with or without a token);
 - the UI and its JSON need the token, given as `?token=` (then kept in a SameSite=Strict
   cookie) or as `Authorization: Bearer TOKEN`, as Jupyter does;
+- the live pages' event stream (`/events`) needs the token too, and serves at most
+  watch.MAX_CLIENTS pages at once;
 - the KFP API (`/apis/v2beta1/`) also answers a client that sends no Origin and no token
   (a browser always sends Origin on a cross-site call): `kfp.Client(host=...)` code runs
   unchanged, as it does against the lab's port-forwarded KFP API. `api_token=True`
@@ -27,6 +29,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from lab.webui import views
 from lab.webui.kfp_api import PREFIX, KfpApi
+from lab.webui.watch import Watcher
 
 STATIC = Path(__file__).parent / "static"
 TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
@@ -39,6 +42,7 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' 
 ARTIFACT_CSP = ("sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
                 "frame-ancestors 'self'")
 MAX_BODY = 32 * 1024 * 1024  # KFP's upload limit
+HEARTBEAT = 15.0  # seconds between an event stream's keep-alive comments
 
 
 class UiServer:
@@ -48,11 +52,15 @@ class UiServer:
                  token: str | None = None, static: Path = STATIC,
                  api_token: bool = False) -> None:
         self.backend = backend
+        self.root = Path(root)
         self.static = Path(static)  # the page's files (tests serve a copy with axe-core)
         self.api_token = api_token
         self.token = token or secrets.token_urlsafe(24)
         # the KFP API is the local backend's: a cluster has KFP's own (`kflab open pipelines`)
-        self.api = KfpApi(root, backend) if getattr(backend, "name", "") == "local" else None
+        local = getattr(backend, "name", "") == "local"
+        self.api = KfpApi(root, backend) if local else None
+        # live pages: one watch on the state folder (a cluster's objects are not there: a tick)
+        self.watcher = Watcher(Path(root) if local else None)
         self.httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
@@ -70,6 +78,7 @@ class UiServer:
         self.httpd.serve_forever()
 
     def stop(self) -> None:
+        self.watcher.close()  # ends the open event streams
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -136,6 +145,8 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
                                        b"carries the token)\n", "text/plain; charset=utf-8")
             if method != "GET":
                 return self._json(405, {"message": "the UI is read-only"})
+            if parts.path == "/events":
+                return self._events()
             if parts.path == "/":
                 return self._file(ui.static / "index.html", set_cookie="token" in query)
             if parts.path.startswith("/static/"):
@@ -146,7 +157,8 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
                 return self._send(404, b"not found\n", "text/plain")
             if parts.path.startswith("/ui-api/"):
                 try:
-                    found = views.answer(ui.backend, ui.api, parts.path[len("/ui-api/"):])
+                    found = views.answer(ui.backend, ui.api, parts.path[len("/ui-api/"):],
+                                         ui.root)
                 except views.NotFound as exc:
                     return self._json(404, {"message": str(exc)})
                 if isinstance(found, views.Page):  # a component's HTML: sandboxed, no script
@@ -154,6 +166,37 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
                                       {"Content-Security-Policy": ARTIFACT_CSP})
                 return self._json(200, found)
             return self._send(404, b"not found\n", "text/plain")
+
+        def _events(self) -> None:
+            """Server-sent events: `change` whenever the watched records change (the page
+            then refetches its view), a comment every HEARTBEAT seconds otherwise."""
+            if not ui.watcher.subscribe():
+                return self._send(503, b"too many open pages\n", "text/plain",
+                                  {"Retry-After": "10"})
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-store")
+                self.send_header("X-Content-Type-Options", "nosniff")
+                self.send_header("Content-Security-Policy", CSP)
+                self.end_headers()
+                seen = ui.watcher.version
+                self.wfile.write(f"retry: 2000\nevent: ready\ndata: {seen}\n\n".encode())
+                self.wfile.flush()
+                while True:
+                    now = ui.watcher.wait(seen, HEARTBEAT)
+                    if now < 0:
+                        return  # the server stops
+                    if now == seen:
+                        self.wfile.write(b": keep-alive\n\n")
+                    else:
+                        seen = now
+                        self.wfile.write(f"event: change\ndata: {now}\n\n".encode())
+                    self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                return  # the page was closed
+            finally:
+                ui.watcher.unsubscribe()
 
         def _file(self, path: Path, set_cookie: bool = False) -> None:
             extra = {}

@@ -17,10 +17,17 @@ class NotFound(Exception):
     pass
 
 
-def answer(backend: Any, api: Any, path: str) -> Any:
+def answer(backend: Any, api: Any, path: str, root: Path | None = None) -> Any:
     """`runs`, `runs/NAME`, `experiments`, `experiments/NAME`, `jobs`, `inferenceservices`,
-    `notebooks`."""
+    `notebooks`, `labs`, `labs/ID` (the guided labs' progress in the state folder `root`)."""
     parts = [p for p in path.split("/") if p]
+    if parts and parts[0] == "labs" and len(parts) <= 2 and root is not None:
+        from lab.webui import progress
+
+        try:
+            return progress.page(root, parts[1]) if len(parts) == 2 else progress.listing(root)
+        except progress.Unknown as exc:
+            raise NotFound(str(exc)) from None
     if parts == ["runs"]:
         return [_run_row(o) for o in _newest(_listed(backend, "PipelineRun"))]
     if len(parts) == 2 and parts[0] == "runs":

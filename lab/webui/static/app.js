@@ -1,10 +1,11 @@
-// kflab ui: read-only views over /ui-api/ (the backend API the CLI uses), polled every 2 s.
+// kflab ui: read-only views over /ui-api/ (the backend API the CLI uses), refetched when the
+// server's event stream (/events) says the records changed: no reload, no polling.
 // Every value from the backend goes in through textContent or an attribute, never as HTML.
 "use strict";
 
 const SVG = "http://www.w3.org/2000/svg";
 const main = document.getElementById("main");
-let timer = null;
+let stream = null;
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -215,6 +216,31 @@ const views = {
       ["Name", r => r.name], ["State", r => stateCell(r.state)], ["URL", r => r.url], ["Created", r => r.created_at],
     ], rows)];
   },
+  async labs() {
+    const rows = await get("labs");
+    return [el("h1", {}, "Guided labs"), table("Labs started in this state folder", [
+      ["Lab", r => link("#/labs/" + encodeURIComponent(r.id), r.id)], ["Title", r => r.title],
+      ["Progress", r => r.finished ? "complete" : `step ${r.step} of ${r.steps ?? "?"}`],
+      ["Active", r => r.active ? "yes (kflab check works on it)" : ""],
+      ["Started", r => r.started_at],
+    ], rows)];
+  },
+  async lab(id) {
+    const p = await get("labs/" + encodeURIComponent(id));
+    const done = p.steps.filter(s => ["passed", "solved", "skipped"].includes(s.status)).length;
+    return [el("h1", {}, `Lab ${p.id} `, el("span", { class: "state" }, p.finished ? "complete" : "in progress")),
+            el("p", {}, [p.title, `${done} of ${p.steps.length} steps done`,
+                         p.active ? "the active lab" : "not the active lab", `work folder ${p.workdir}`].join(" · ")),
+            el("progress", { max: p.steps.length, value: done, "aria-label": "steps done" }),
+            table("Steps", [
+              ["#", s => s.n], ["Step", s => s.title],
+              ["Status", s => el("span", { class: "step " + s.status }, s.status + (s.skipped ? `: ${s.skipped}` : ""))],
+              ["Checks", s => el("ul", {}, ...s.checks.map(c => el("li", {}, c)))],
+              ["Check attempts", s => s.attempts ? `${s.attempts} (${s.failed} failed)` : ""],
+              ["Last check", s => s.last ? `${s.last.ok ? "passed" : "failed"} at ${s.last.t}` : ""],
+              ["Hints used", s => `${s.hints} of ${s.hints_total}`],
+            ], p.steps)];
+  },
   async notebooks() {
     const rows = await get("notebooks");
     return [el("h1", {}, "Notebooks"), table("Notebook servers", [
@@ -231,7 +257,8 @@ let shown = null;  // the data last drawn: a poll that brings nothing new leaves
 async function render() {
   const [, view, name, ...rest] = (location.hash || "#/runs").split("/").map(decodeURIComponent);
   const sub = view === "jobs" ? rest : rest[0];
-  const fn = name ? { runs: views.run, experiments: views.experiment, jobs: views.job }[view]
+  const fn = name ? { runs: views.run, experiments: views.experiment, jobs: views.job,
+                      labs: views.lab }[view]
                   : views[view];
   try {
     fetched = [];
@@ -240,7 +267,13 @@ async function render() {
     document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
     if (key === shown) return;
     shown = key;
+    // a redraw keeps the keyboard focus: the same link (or log) in the new page gets it back
+    const had = main.contains(document.activeElement) ? document.activeElement : null;
+    const href = had && had.getAttribute("href"), label = had && had.getAttribute("aria-label");
     main.replaceChildren(...nodes);
+    const back = href ? main.querySelector(`[href="${CSS.escape(href)}"]`)
+                       : label ? main.querySelector(`[aria-label="${CSS.escape(label)}"]`) : null;
+    if (back) back.focus({ preventScroll: true });
     main.setAttribute("data-view", [view, name, ...rest].filter(Boolean).join("/"));
   } catch (err) {
     shown = null;
@@ -248,12 +281,28 @@ async function render() {
   }
 }
 
-function start() {
-  clearInterval(timer);
-  shown = null;
-  render();
-  timer = setInterval(render, 2000);
+let busy = false, again = false;
+
+async function refresh() {
+  // one render at a time; a change that comes during one is drawn right after it
+  if (busy) { again = true; return; }
+  busy = true;
+  try { await render(); } finally { busy = false; }
+  if (again) { again = false; refresh(); }
 }
 
-window.addEventListener("hashchange", start);
-start();
+function listen() {
+  // one stream per page, kept across views; the browser reconnects it by itself (retry: 2 s).
+  // A browser without EventSource polls every 2 s instead.
+  if (!window.EventSource) return setInterval(refresh, 2000);
+  stream = new EventSource("/events");
+  stream.addEventListener("change", refresh);
+  stream.addEventListener("ready", refresh);  // also after a reconnect: catch up
+  stream.onerror = () => {
+    document.getElementById("updated").textContent = "not live: reconnecting to kflab ui…";
+  };
+}
+
+window.addEventListener("hashchange", () => { shown = null; refresh(); });
+refresh();
+listen();

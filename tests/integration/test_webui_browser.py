@@ -215,9 +215,19 @@ def test_experiment_page_shows_trials_and_objective(ui: Any, tmp_path: Path) -> 
     assert chart and len(chart.group(1).split(", ")) == 3
     best = exp["status"]["currentOptimalTrial"]["bestTrialName"]
     assert f"best trial {best}" in dom
+    # parallel coordinates: an axis per parameter (x, n) and the objective, a line per trial,
+    # the best one drawn thick; each line crosses the axes at the trial's values
+    coords = dom[dom.find('<svg class="parcoords"'):]
+    coords = coords[:coords.find("</svg>")]
+    assert coords.count('class="axis"') == 3 and coords.count("<polyline") == 3, coords
+    assert coords.count('class="trial best"') == 1
+    # the lowest loss (the goal is minimize) sits at the foot of the objective axis (y 252)
+    best_line = re.search(r'class="trial best" points="([^"]+)"', coords)
+    assert best_line and best_line.group(1).split()[-1].endswith(",252"), coords
+    assert '>n</text>' in coords and '>x</text>' in coords and '>loss</text>' in coords
     shot = tmp_path / "experiment-page.png"
     chromium(tmp_path, f"{ui.url}#/experiments/tiny-random", f"--screenshot={shot}",
-             "--window-size=1280,800")
+             "--window-size=1280,1100")
     assert shot.exists()
     listing = chromium(tmp_path, f"{ui.url}#/experiments", "--dump-dom").stdout
     assert ">tiny-random</a>" in listing

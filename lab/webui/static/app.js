@@ -99,6 +99,60 @@ function chart(points, label, goal) {
   return box;
 }
 
+function parcoords(trials, metric, goal) {
+  // parallel coordinates: one vertical axis per parameter and one for the objective, one line
+  // per trial; numeric axes scale linearly from their least to their greatest value, others
+  // space their values evenly. Plain SVG from the data (docs/ui.md says why no library).
+  const done = trials.filter(t => t.objective != null);
+  const names = [...new Set(done.flatMap(t => Object.keys(t.parameters)))].sort();
+  const axes = [...names.map(n => ({ label: n, value: t => t.parameters[n] })),
+                { label: metric || "objective", value: t => t.objective }];
+  const W = Math.max(360, 140 * axes.length), H = 280, top = 36, bottom = 28, left = 60;
+  const step = (W - 2 * left) / Math.max(1, axes.length - 1);
+  for (const a of axes) {
+    const vals = done.map(a.value);
+    a.numeric = vals.every(v => v !== undefined && v !== "" && Number.isFinite(Number(v)));
+    if (a.numeric) {
+      const nums = vals.map(Number);
+      a.lo = Math.min(...nums); a.hi = Math.max(...nums);
+      a.y = v => a.hi === a.lo ? (top + H - bottom) / 2
+                               : H - bottom - (Number(v) - a.lo) / (a.hi - a.lo) * (H - bottom - top);
+      a.ticks = a.hi === a.lo ? [a.lo] : [a.lo, (a.lo + a.hi) / 2, a.hi];
+    } else {
+      const cats = [...new Set(vals.map(v => String(v ?? "")))].sort();
+      a.y = v => cats.length < 2 ? (top + H - bottom) / 2
+                                 : H - bottom - cats.indexOf(String(v ?? "")) / (cats.length - 1) * (H - bottom - top);
+      a.ticks = cats;
+    }
+  }
+  const fmt = v => typeof v === "number" ? Number(v.toPrecision(4)).toString() : v;
+  const better = goal === "maximize" ? Math.max : Math.min;
+  const best = done.length ? better(...done.map(t => t.objective)) : null;
+  const root = svg("svg", { class: "parcoords", width: W, height: H, role: "img",
+    "aria-label": `Parallel coordinates of ${done.length} trials over ${names.join(", ")} and ${metric}; ` +
+                  `the best trial's line is the thick one (the trials table below has every value)` });
+  for (const t of done) {  // the best trial last, so its line is on top
+    if (t.objective === best) continue;
+    root.append(svg("polyline", { class: "trial", points: axes.map((a, i) => `${left + i * step},${a.y(a.value(t))}`).join(" ") }));
+  }
+  for (const t of done.filter(t => t.objective === best)) {
+    root.append(svg("polyline", { class: "trial best", points: axes.map((a, i) => `${left + i * step},${a.y(a.value(t))}`).join(" ") }));
+  }
+  axes.forEach((a, i) => {
+    const x = left + i * step;
+    root.append(svg("line", { class: "axis", x1: x, x2: x, y1: top, y2: H - bottom }));
+    const name = svg("text", { x, y: top - 14, "text-anchor": "middle", class: "axis-name" });
+    name.textContent = a.label;
+    root.append(name);
+    for (const v of a.ticks) {
+      const tick = svg("text", { x: x - 6, y: a.y(v) + 4, "text-anchor": "end" });
+      tick.textContent = fmt(v);
+      root.append(tick);
+    }
+  });
+  return root;
+}
+
 function artifactUrl(run, task, output) {
   return "/ui-api/runs/" + [run, "artifacts", task, output].map(encodeURIComponent).join("/");
 }
@@ -180,6 +234,7 @@ const views = {
     return [el("h1", {}, `Experiment ${e.name} `, stateCell(e.state)),
             el("p", {}, `Objective: ${e.goal} ${e.metric} · best trial ${e.best || "none yet"}`),
             el("h2", {}, "Objective over trials"), pts.length ? chart(pts, e.metric, e.goal) : el("p", {}, "no objective value yet"),
+            el("h2", {}, "Parallel coordinates"), pts.length ? parcoords(e.trials, e.metric, e.goal) : el("p", {}, "no objective value yet"),
             el("h2", {}, "Trials"), table("Trials in creation order", [
               ["Trial", t => t.name], ["State", t => stateCell(t.state)],
               ["Parameters", t => json(t.parameters)], [e.metric || "Objective", t => t.objective],

@@ -14,6 +14,11 @@ Access rules (docs/ui.md):
   unchanged, as it does against the lab's port-forwarded KFP API. `api_token=True`
   (`kflab ui --api-token`) requires the token there too (`kfp.Client(existing_token=...)`),
   for hosts shared with other users: a pipeline is code, run as you.
+- the UI writes nothing, but for one request: the InferenceService try-it form's POST
+  (`/ui-api/inferenceservices/NAME/predict`, local backend only), which needs the token, an
+  Origin header that is the server's own, a JSON body, and the CSRF token bound to the page's
+  session cookie (`X-Kflab-Csrf`, from `/ui-api/csrf`); it goes to the local model server on
+  127.0.0.1 through the backend's `predict` (tryit.py).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from lab.webui import views
+from lab.webui import tryit, views
 from lab.webui.kfp_api import PREFIX, KfpApi
 from lab.webui.watch import Watcher
 
@@ -56,6 +61,7 @@ class UiServer:
         self.static = Path(static)  # the page's files (tests serve a copy with axe-core)
         self.api_token = api_token
         self.token = token or secrets.token_urlsafe(24)
+        self.secret = secrets.token_bytes(32)  # signs the pages' CSRF tokens (tryit.csrf_for)
         # the KFP API is the local backend's: a cluster has KFP's own (`kflab open pipelines`)
         local = getattr(backend, "name", "") == "local"
         self.api = KfpApi(root, backend) if local else None
@@ -90,11 +96,16 @@ class UiServer:
         auth = headers.get("Authorization") or ""
         if auth.startswith("Bearer "):
             given = given or auth[7:]
-        for part in (headers.get("Cookie") or "").split(";"):
-            key, _, value = part.strip().partition("=")
-            if key == "kflab_token":
-                given = given or value
+        given = given or cookie(headers, "kflab_token") or ""
         return bool(given) and hmac.compare_digest(given.encode(), self.token.encode())
+
+
+def cookie(headers: Any, name: str) -> str | None:
+    for part in (headers.get("Cookie") or "").split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == name:
+            return value
+    return None
 
 
 def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
@@ -143,8 +154,17 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
             if not token_ok:
                 return self._send(403, b"403: open the URL that `kflab ui` printed (it "
                                        b"carries the token)\n", "text/plain; charset=utf-8")
+            if method == "POST" and parts.path.startswith("/ui-api/inferenceservices/") \
+                    and parts.path.endswith("/predict"):
+                return self._predict(parts.path, query, origin)
             if method != "GET":
                 return self._json(405, {"message": "the UI is read-only"})
+            if parts.path == "/ui-api/csrf":
+                session = cookie(self.headers, "kflab_session")
+                if not session:
+                    return self._json(403, {"message": "no session: open the URL that "
+                                                       "`kflab ui` printed"})
+                return self._json(200, {"csrf": tryit.csrf_for(ui.secret, session)})
             if parts.path == "/events":
                 return self._events()
             if parts.path == "/":
@@ -166,6 +186,29 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
                                       {"Content-Security-Policy": ARTIFACT_CSP})
                 return self._json(200, found)
             return self._send(404, b"not found\n", "text/plain")
+
+        def _predict(self, path: str, query: dict[str, str], origin: str | None) -> None:
+            """The try-it form's request: the one write the UI accepts."""
+            name = path[len("/ui-api/inferenceservices/"):-len("/predict")]
+            if origin is None:  # a browser always sends Origin on a POST
+                return self._json(403, {"message": "a POST needs an Origin header"})
+            if not tryit.csrf_ok(ui.secret, cookie(self.headers, "kflab_session"),
+                                 self.headers.get("X-Kflab-Csrf")):
+                return self._json(403, {"message": "missing or wrong CSRF token: reload "
+                                                   "the page"})
+            if (self.headers.get("Content-Type") or "").split(";")[0] != "application/json":
+                return self._json(415, {"message": "send application/json"})
+            if ui.api is None:
+                return self._json(404, {"message": "the try-it form is the local backend's; "
+                                                   "on a cluster use `kflab predict`"})
+            if "/" in name or not name:
+                return self._json(404, {"message": "no such InferenceService"})
+            size = int(self.headers.get("Content-Length") or 0)
+            if size > tryit.MAX_REQUEST:
+                return self._json(413, {"message": "the request is over 1 MiB"})
+            status, out = tryit.predict(ui.backend, name, self.rfile.read(size),
+                                        query.get("protocol"))
+            return self._json(status, out)
 
         def _events(self) -> None:
             """Server-sent events: `change` whenever the watched records change (the page
@@ -199,17 +242,23 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
                 ui.watcher.unsubscribe()
 
         def _file(self, path: Path, set_cookie: bool = False) -> None:
-            extra = {}
+            extra: dict[str, Any] = {}
+            cookies = []
             if set_cookie:
-                extra["Set-Cookie"] = (f"kflab_token={ui.token}; Path=/; HttpOnly; "
-                                       "SameSite=Strict")
+                cookies.append(f"kflab_token={ui.token}; Path=/; HttpOnly; SameSite=Strict")
+            if path.name == "index.html" and not cookie(self.headers, "kflab_session"):
+                # the page's session: the try-it form's CSRF token is bound to it
+                cookies.append(f"kflab_session={secrets.token_urlsafe(18)}; Path=/; "
+                               "HttpOnly; SameSite=Strict")
+            if cookies:
+                extra["Set-Cookie"] = cookies
             self._send(200, path.read_bytes(), TYPES.get(path.suffix, "text/plain"), extra)
 
         def _json(self, status: int, data: Any) -> None:
             self._send(status, json.dumps(data, default=str).encode(), "application/json")
 
         def _send(self, status: int, body: bytes, ctype: str,
-                  extra: dict[str, str] | None = None) -> None:
+                  extra: dict[str, Any] | None = None) -> None:
             self.send_response(status)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
@@ -220,7 +269,8 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Security-Policy", extra.pop("Content-Security-Policy",
                                                                   CSP))
             for key, value in extra.items():
-                self.send_header(key, value)
+                for one in value if isinstance(value, list) else [value]:
+                    self.send_header(key, one)
             self.end_headers()
             self.wfile.write(body)
 

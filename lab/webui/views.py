@@ -43,6 +43,8 @@ def answer(backend: Any, api: Any, path: str, root: Path | None = None) -> Any:
         return _experiment_page(backend, parts[1])
     if len(parts) in (3, 4) and parts[0] == "jobs":
         return _job_page(backend, *parts[1:])
+    if len(parts) == 2 and parts[0] == "inferenceservices":
+        return _isvc_page(backend, parts[1], local=api is not None)
     if len(parts) == 1 and parts[0] in LISTED:
         rows = []
         for kind in LISTED[parts[0]]:
@@ -264,3 +266,21 @@ def _number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _isvc_page(backend: Any, name: str, local: bool) -> dict[str, Any]:
+    """One InferenceService and what its try-it form needs: the protocol its model speaks
+    (a V2-only runtime gets V2 first) and whether the form can send (local backend only)."""
+    obj = backend.get("InferenceService", name)
+    if obj is None:
+        raise NotFound(f"no InferenceService '{name}'")
+    model = (((obj.get("spec") or {}).get("predictor") or {}).get("model") or {})
+    declared = str(model.get("protocolVersion") or "v1")
+    fmt = (model.get("modelFormat") or {}).get("name", "")
+    return {**_row("InferenceService", obj), "format": fmt, "protocol": declared,
+            "runtime": model.get("runtime") or "",
+            "protocols": ["v2"] if model.get("runtime") == "kserve-mlserver" else ["v1", "v2"],
+            "can_try": local,
+            "message": next((c.get("message", "") for c in reversed(
+                (obj.get("status") or {}).get("conditions") or [])
+                if c.get("type") == "Ready"), "")}

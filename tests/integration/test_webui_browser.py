@@ -357,8 +357,9 @@ class Cdp:
                 assert chunk, "chromium closed the pipe"
                 self._buf += chunk
 
-    def js(self, expression: str) -> Any:
-        out = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+    def js(self, expression: str, wait: bool = False) -> Any:
+        out = self.call("Runtime.evaluate", expression=expression, returnByValue=True,
+                        awaitPromise=wait)
         return out["result"].get("value")
 
     def until(self, expression: str, timeout: float = 15) -> Any:

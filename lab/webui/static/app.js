@@ -153,6 +153,55 @@ function parcoords(trials, metric, goal) {
   return root;
 }
 
+const EXAMPLES = {
+  v1: '{"instances": [[6.8, 2.8, 4.8, 1.4]]}',
+  v2: '{"inputs": [{"name": "input-0", "shape": [1, 4], "datatype": "FP64",\n             "data": [6.8, 2.8, 4.8, 1.4]}]}',
+};
+const drafts = {};  // per service: protocol, body, answer: kept when a live redraw comes
+let csrf = null;
+
+function tryForm(s) {
+  const d = drafts[s.name] ??= { protocol: s.protocols[0], body: null, answer: "" };
+  const body = el("textarea", { id: "tryit-body", rows: 6, cols: 72, spellcheck: "false",
+                                "aria-describedby": "tryit-help" });
+  body.value = d.body ?? EXAMPLES[d.protocol];
+  body.addEventListener("input", () => { d.body = body.value; });
+  const radios = s.protocols.map(p => {
+    const input = el("input", { type: "radio", name: "protocol", id: `tryit-${p}`, value: p });
+    input.checked = p === d.protocol;
+    input.addEventListener("change", () => {
+      d.protocol = p;
+      if (d.body === null) body.value = EXAMPLES[p];  // untouched: show this protocol's example
+    });
+    return el("span", {}, input, el("label", { for: `tryit-${p}` }, p.toUpperCase()), " ");
+  });
+  const answer = el("pre", { id: "tryit-out", class: "log", tabindex: "0", "aria-live": "polite",
+                             "aria-label": "answer of the model server" }, d.answer);
+  const form = el("form", { id: "tryit", "aria-labelledby": "tryit-h" },
+    el("fieldset", {}, el("legend", {}, "Protocol"), ...radios),
+    el("p", {}, el("label", { for: "tryit-body" }, "Request body (JSON)")), body,
+    el("p", { id: "tryit-help" }, "V1: one row of feature values per instance; V2: tensors with " +
+                                  "name, shape, datatype and data. Sent to the model server on 127.0.0.1."),
+    el("button", { type: "submit" }, "Send"), answer);
+  form.addEventListener("submit", async ev => {
+    ev.preventDefault();
+    d.answer = answer.textContent = "sending…";
+    try {
+      csrf ??= (await (await fetch("/ui-api/csrf", { credentials: "same-origin" })).json()).csrf;
+      const res = await fetch(`/ui-api/inferenceservices/${encodeURIComponent(s.name)}/predict?protocol=${d.protocol}`, {
+        method: "POST", credentials: "same-origin", body: body.value,
+        headers: { "Content-Type": "application/json", "X-Kflab-Csrf": csrf || "" } });
+      const data = await res.json();
+      d.answer = res.ok ? `predictions: ${JSON.stringify(data.predictions)}\n\n${JSON.stringify(data.response, null, 2)}`
+                        : `error ${res.status}: ${data.message}`;
+    } catch (err) {
+      d.answer = `error: ${err.message || err}`;
+    }
+    answer.textContent = d.answer;
+  });
+  return form;
+}
+
 function artifactUrl(run, task, output) {
   return "/ui-api/runs/" + [run, "artifacts", task, output].map(encodeURIComponent).join("/");
 }
@@ -268,8 +317,19 @@ const views = {
   async inferenceservices() {
     const rows = await get("inferenceservices");
     return [el("h1", {}, "InferenceServices"), table("Model servers", [
-      ["Name", r => r.name], ["State", r => stateCell(r.state)], ["URL", r => r.url], ["Created", r => r.created_at],
+      ["Name", r => link("#/inferenceservices/" + encodeURIComponent(r.name), r.name)],
+      ["State", r => stateCell(r.state)], ["URL", r => r.url], ["Created", r => r.created_at],
     ], rows)];
+  },
+  async inferenceservice(name) {
+    const s = await get("inferenceservices/" + encodeURIComponent(name));
+    const out = [el("h1", {}, `InferenceService ${s.name} `, stateCell(s.state)),
+                 el("p", {}, [`model format ${s.format || "?"}`, `protocol ${s.protocol}`,
+                              s.runtime && `runtime ${s.runtime}`, s.url && `URL ${s.url}`].filter(Boolean).join(" · "))];
+    if (s.message) out.push(el("p", {}, s.message));
+    out.push(el("h2", { id: "tryit-h" }, "Try it"));
+    if (!s.can_try) return [...out, el("p", {}, "Send requests with `kflab predict` on this backend.")];
+    return [...out, tryForm(s)];
   },
   async labs() {
     const rows = await get("labs");
@@ -313,7 +373,7 @@ async function render() {
   const [, view, name, ...rest] = (location.hash || "#/runs").split("/").map(decodeURIComponent);
   const sub = view === "jobs" ? rest : rest[0];
   const fn = name ? { runs: views.run, experiments: views.experiment, jobs: views.job,
-                      labs: views.lab }[view]
+                      labs: views.lab, inferenceservices: views.inferenceservice }[view]
                   : views[view];
   try {
     fetched = [];
@@ -325,9 +385,11 @@ async function render() {
     // a redraw keeps the keyboard focus: the same link (or log) in the new page gets it back
     const had = main.contains(document.activeElement) ? document.activeElement : null;
     const href = had && had.getAttribute("href"), label = had && had.getAttribute("aria-label");
+    const id = had && had.id;
     main.replaceChildren(...nodes);
-    const back = href ? main.querySelector(`[href="${CSS.escape(href)}"]`)
-                       : label ? main.querySelector(`[aria-label="${CSS.escape(label)}"]`) : null;
+    const back = id ? document.getElementById(id)
+               : href ? main.querySelector(`[href="${CSS.escape(href)}"]`)
+               : label ? main.querySelector(`[aria-label="${CSS.escape(label)}"]`) : null;
     if (back) back.focus({ preventScroll: true });
     main.setAttribute("data-view", [view, name, ...rest].filter(Boolean).join("/"));
   } catch (err) {

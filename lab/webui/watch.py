@@ -3,8 +3,9 @@ page listens, it stats the records the UI shows (resources, run logs, guided-lab
 when any changed, wakes the pages' event streams (`/events`), which then refetch their view.
 
 Why polling mtimes and not inotify: it works the same on every platform kflab runs on (WSL2
-mounts, macOS hosts), needs no dependency, and a stat of a few hundred files a second costs
-well under a millisecond of CPU. Nothing is read while no page is open.
+mounts, macOS hosts) and needs no dependency; a scan took about 2 ms for 300 files and 15 ms
+for 2000 on a busy 2-core machine, 0.2 to 1.5 % of one core at one scan a second. Nothing is
+read while no page is open.
 """
 
 from __future__ import annotations

@@ -2,8 +2,12 @@
 without it) opens each view with the token: a finished run's tasks, graph and artifacts; a run
 in progress; a finished Katib experiment's trials and objective chart; a TFJob whose worker
 failed, with that replica's log; axe-core on each view; and the page refused without the
-token. Screenshots land in the tests' tmp dirs. Nothing is mocked: the pipelines, the
-experiment and the job run on the local backend (one of each per module)."""
+token; the guided lab's progress page. Those pages are read with `--dump-dom`, from a copy of
+the page that polls instead of holding its event stream open (tests/data/webui/no-stream.js).
+The shipped page itself is driven over the DevTools protocol: it follows the state folder
+live, and Tab and Enter reach a run and a task. Screenshots land in the tests' tmp dirs.
+Nothing is mocked: the pipelines, the experiment and the job run on the local backend (one of
+each per module)."""
 
 from __future__ import annotations
 

@@ -7,11 +7,18 @@ Access rules (docs/ui.md):
   can call it, with or without a token);
 - the UI and its JSON need the token, given as `?token=` (then kept in a SameSite=Strict
   cookie) or as `Authorization: Bearer TOKEN`, as Jupyter does;
+- the live pages' event stream (`/events`) needs the token too, and serves at most
+  watch.MAX_CLIENTS pages at once;
 - the KFP API (`/apis/v2beta1/`) also answers a client that sends no Origin and no token
   (a browser always sends Origin on a cross-site call): `kfp.Client(host=...)` code runs
   unchanged, as it does against the lab's port-forwarded KFP API. `api_token=True`
   (`kflab ui --api-token`) requires the token there too (`kfp.Client(existing_token=...)`),
   for hosts shared with other users: a pipeline is code, run as you.
+- the UI writes nothing, but for one request: the InferenceService try-it form's POST
+  (`/ui-api/inferenceservices/NAME/predict`, local backend only), which needs the token, an
+  Origin header that is the server's own, a JSON body, and the CSRF token bound to the page's
+  session cookie (`X-Kflab-Csrf`, from `/ui-api/csrf`); it goes to the local model server on
+  127.0.0.1 through the backend's `predict` (tryit.py).
 """
 
 from __future__ import annotations
@@ -25,8 +32,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from lab.webui import views
+from lab.webui import tryit, views
 from lab.webui.kfp_api import PREFIX, KfpApi
+from lab.webui.watch import Watcher
 
 STATIC = Path(__file__).parent / "static"
 TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
@@ -39,6 +47,7 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' 
 ARTIFACT_CSP = ("sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
                 "frame-ancestors 'self'")
 MAX_BODY = 32 * 1024 * 1024  # KFP's upload limit
+HEARTBEAT = 15.0  # seconds between an event stream's keep-alive comments
 
 
 class UiServer:
@@ -48,11 +57,16 @@ class UiServer:
                  token: str | None = None, static: Path = STATIC,
                  api_token: bool = False) -> None:
         self.backend = backend
+        self.root = Path(root)
         self.static = Path(static)  # the page's files (tests serve a copy with axe-core)
         self.api_token = api_token
         self.token = token or secrets.token_urlsafe(24)
+        self.secret = secrets.token_bytes(32)  # signs the pages' CSRF tokens (tryit.csrf_for)
         # the KFP API is the local backend's: a cluster has KFP's own (`kflab open pipelines`)
-        self.api = KfpApi(root, backend) if getattr(backend, "name", "") == "local" else None
+        local = getattr(backend, "name", "") == "local"
+        self.api = KfpApi(root, backend) if local else None
+        # live pages: one watch on the state folder (a cluster's objects are not there: a tick)
+        self.watcher = Watcher(Path(root) if local else None)
         self.httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
@@ -70,6 +84,7 @@ class UiServer:
         self.httpd.serve_forever()
 
     def stop(self) -> None:
+        self.watcher.close()  # ends the open event streams
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -81,11 +96,16 @@ class UiServer:
         auth = headers.get("Authorization") or ""
         if auth.startswith("Bearer "):
             given = given or auth[7:]
-        for part in (headers.get("Cookie") or "").split(";"):
-            key, _, value = part.strip().partition("=")
-            if key == "kflab_token":
-                given = given or value
+        given = given or cookie(headers, "kflab_token") or ""
         return bool(given) and hmac.compare_digest(given.encode(), self.token.encode())
+
+
+def cookie(headers: Any, name: str) -> str | None:
+    for part in (headers.get("Cookie") or "").split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == name:
+            return value
+    return None
 
 
 def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
@@ -134,8 +154,19 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
             if not token_ok:
                 return self._send(403, b"403: open the URL that `kflab ui` printed (it "
                                        b"carries the token)\n", "text/plain; charset=utf-8")
+            if method == "POST" and parts.path.startswith("/ui-api/inferenceservices/") \
+                    and parts.path.endswith("/predict"):
+                return self._predict(parts.path, query, origin)
             if method != "GET":
                 return self._json(405, {"message": "the UI is read-only"})
+            if parts.path == "/ui-api/csrf":
+                session = cookie(self.headers, "kflab_session")
+                if not session:
+                    return self._json(403, {"message": "no session: open the URL that "
+                                                       "`kflab ui` printed"})
+                return self._json(200, {"csrf": tryit.csrf_for(ui.secret, session)})
+            if parts.path == "/events":
+                return self._events()
             if parts.path == "/":
                 return self._file(ui.static / "index.html", set_cookie="token" in query)
             if parts.path.startswith("/static/"):
@@ -146,7 +177,8 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
                 return self._send(404, b"not found\n", "text/plain")
             if parts.path.startswith("/ui-api/"):
                 try:
-                    found = views.answer(ui.backend, ui.api, parts.path[len("/ui-api/"):])
+                    found = views.answer(ui.backend, ui.api, parts.path[len("/ui-api/"):],
+                                         ui.root)
                 except views.NotFound as exc:
                     return self._json(404, {"message": str(exc)})
                 if isinstance(found, views.Page):  # a component's HTML: sandboxed, no script
@@ -155,18 +187,78 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
                 return self._json(200, found)
             return self._send(404, b"not found\n", "text/plain")
 
+        def _predict(self, path: str, query: dict[str, str], origin: str | None) -> None:
+            """The try-it form's request: the one write the UI accepts."""
+            name = path[len("/ui-api/inferenceservices/"):-len("/predict")]
+            if origin is None:  # a browser always sends Origin on a POST
+                return self._json(403, {"message": "a POST needs an Origin header"})
+            if not tryit.csrf_ok(ui.secret, cookie(self.headers, "kflab_session"),
+                                 self.headers.get("X-Kflab-Csrf")):
+                return self._json(403, {"message": "missing or wrong CSRF token: reload "
+                                                   "the page"})
+            if (self.headers.get("Content-Type") or "").split(";")[0] != "application/json":
+                return self._json(415, {"message": "send application/json"})
+            if ui.api is None:
+                return self._json(404, {"message": "the try-it form is the local backend's; "
+                                                   "on a cluster use `kflab predict`"})
+            if "/" in name or not name:
+                return self._json(404, {"message": "no such InferenceService"})
+            size = int(self.headers.get("Content-Length") or 0)
+            if size > tryit.MAX_REQUEST:
+                return self._json(413, {"message": "the request is over 1 MiB"})
+            status, out = tryit.predict(ui.backend, name, self.rfile.read(size),
+                                        query.get("protocol"))
+            return self._json(status, out)
+
+        def _events(self) -> None:
+            """Server-sent events: `change` whenever the watched records change (the page
+            then refetches its view), a comment every HEARTBEAT seconds otherwise."""
+            if not ui.watcher.subscribe():
+                return self._send(503, b"too many open pages\n", "text/plain",
+                                  {"Retry-After": "10"})
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-store")
+                self.send_header("X-Content-Type-Options", "nosniff")
+                self.send_header("Content-Security-Policy", CSP)
+                self.end_headers()
+                seen = ui.watcher.version
+                self.wfile.write(f"retry: 2000\nevent: ready\ndata: {seen}\n\n".encode())
+                self.wfile.flush()
+                while True:
+                    now = ui.watcher.wait(seen, HEARTBEAT)
+                    if now < 0:
+                        return  # the server stops
+                    if now == seen:
+                        self.wfile.write(b": keep-alive\n\n")
+                    else:
+                        seen = now
+                        self.wfile.write(f"event: change\ndata: {now}\n\n".encode())
+                    self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                return  # the page was closed
+            finally:
+                ui.watcher.unsubscribe()
+
         def _file(self, path: Path, set_cookie: bool = False) -> None:
-            extra = {}
+            extra: dict[str, Any] = {}
+            cookies = []
             if set_cookie:
-                extra["Set-Cookie"] = (f"kflab_token={ui.token}; Path=/; HttpOnly; "
-                                       "SameSite=Strict")
+                cookies.append(f"kflab_token={ui.token}; Path=/; HttpOnly; SameSite=Strict")
+            if path.name == "index.html" and not cookie(self.headers, "kflab_session"):
+                # the page's session: the try-it form's CSRF token is bound to it
+                cookies.append(f"kflab_session={secrets.token_urlsafe(18)}; Path=/; "
+                               "HttpOnly; SameSite=Strict")
+            if cookies:
+                extra["Set-Cookie"] = cookies
             self._send(200, path.read_bytes(), TYPES.get(path.suffix, "text/plain"), extra)
 
         def _json(self, status: int, data: Any) -> None:
             self._send(status, json.dumps(data, default=str).encode(), "application/json")
 
         def _send(self, status: int, body: bytes, ctype: str,
-                  extra: dict[str, str] | None = None) -> None:
+                  extra: dict[str, Any] | None = None) -> None:
             self.send_response(status)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
@@ -177,7 +269,8 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Security-Policy", extra.pop("Content-Security-Policy",
                                                                   CSP))
             for key, value in extra.items():
-                self.send_header(key, value)
+                for one in value if isinstance(value, list) else [value]:
+                    self.send_header(key, one)
             self.end_headers()
             self.wfile.write(body)
 

@@ -17,10 +17,17 @@ class NotFound(Exception):
     pass
 
 
-def answer(backend: Any, api: Any, path: str) -> Any:
+def answer(backend: Any, api: Any, path: str, root: Path | None = None) -> Any:
     """`runs`, `runs/NAME`, `experiments`, `experiments/NAME`, `jobs`, `inferenceservices`,
-    `notebooks`."""
+    `notebooks`, `labs`, `labs/ID` (the guided labs' progress in the state folder `root`)."""
     parts = [p for p in path.split("/") if p]
+    if parts and parts[0] == "labs" and len(parts) <= 2 and root is not None:
+        from lab.webui import progress
+
+        try:
+            return progress.page(root, parts[1]) if len(parts) == 2 else progress.listing(root)
+        except progress.Unknown as exc:
+            raise NotFound(str(exc)) from None
     if parts == ["runs"]:
         return [_run_row(o) for o in _newest(_listed(backend, "PipelineRun"))]
     if len(parts) == 2 and parts[0] == "runs":
@@ -36,6 +43,8 @@ def answer(backend: Any, api: Any, path: str) -> Any:
         return _experiment_page(backend, parts[1])
     if len(parts) in (3, 4) and parts[0] == "jobs":
         return _job_page(backend, *parts[1:])
+    if len(parts) == 2 and parts[0] == "inferenceservices":
+        return _isvc_page(backend, parts[1], local=api is not None)
     if len(parts) == 1 and parts[0] in LISTED:
         rows = []
         for kind in LISTED[parts[0]]:
@@ -257,3 +266,21 @@ def _number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _isvc_page(backend: Any, name: str, local: bool) -> dict[str, Any]:
+    """One InferenceService and what its try-it form needs: the protocol its model speaks
+    (a V2-only runtime gets V2 first) and whether the form can send (local backend only)."""
+    obj = backend.get("InferenceService", name)
+    if obj is None:
+        raise NotFound(f"no InferenceService '{name}'")
+    model = (((obj.get("spec") or {}).get("predictor") or {}).get("model") or {})
+    declared = str(model.get("protocolVersion") or "v1")
+    fmt = (model.get("modelFormat") or {}).get("name", "")
+    return {**_row("InferenceService", obj), "format": fmt, "protocol": declared,
+            "runtime": model.get("runtime") or "",
+            "protocols": ["v2"] if model.get("runtime") == "kserve-mlserver" else ["v1", "v2"],
+            "can_try": local,
+            "message": next((c.get("message", "") for c in reversed(
+                (obj.get("status") or {}).get("conditions") or [])
+                if c.get("type") == "Ready"), "")}

@@ -2,8 +2,12 @@
 without it) opens each view with the token: a finished run's tasks, graph and artifacts; a run
 in progress; a finished Katib experiment's trials and objective chart; a TFJob whose worker
 failed, with that replica's log; axe-core on each view; and the page refused without the
-token. Screenshots land in the tests' tmp dirs. Nothing is mocked: the pipelines, the
-experiment and the job run on the local backend (one of each per module)."""
+token; the guided lab's progress page. Those pages are read with `--dump-dom`, from a copy of
+the page that polls instead of holding its event stream open (tests/data/webui/no-stream.js).
+The shipped page itself is driven over the DevTools protocol: it follows the state folder
+live, and Tab and Enter reach a run and a task. Screenshots land in the tests' tmp dirs.
+Nothing is mocked: the pipelines, the experiment and the job run on the local backend (one of
+each per module)."""
 
 from __future__ import annotations
 
@@ -24,6 +28,8 @@ from lab.scenarios.actions import pipeline_run_manifest
 from lab.webui.server import UiServer
 from tests.unit.tuning_helpers import TRIAL, experiment
 
+AXE = Path(__file__).parents[1] / "data" / "vendor" / "axe-core" / "axe.min.js"
+DATA = Path(__file__).parents[1] / "data" / "webui"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None,
                                 reason="chromium not installed (scripts/standins/50-chromium.sh)")
@@ -96,9 +102,30 @@ def ui(tmp_path_factory: pytest.TempPathFactory) -> Any:
                    "metadata": {"name": "broken"},
                    "spec": {"tfReplicaSpecs": {"Chief": chief, "Worker": worker}}},
                   base_dir=work)
-    server = UiServer(backend, root).start()
+    from lab.scenarios import guided, loader
+
+    lab = guided.start(loader.find("katib-hpo"), root, work / "lab", restart=False)
+    guided.hint(lab)  # a hint taken on step 1: the Labs view shows it
+    server = UiServer(backend, root, static=static_copy(
+        tmp_path_factory.mktemp("static") / "static", "no-stream.js")).start()
     yield server
     server.stop()
+
+
+def static_copy(static: Path, *scripts: str) -> Path:
+    """A copy of the page's files with test-only scripts from tests/data added before the
+    page's own (the shipped page never loads them)."""
+    from lab.webui.server import STATIC
+
+    shutil.copytree(STATIC, static)
+    tags = ""
+    for name in scripts:
+        shutil.copy(DATA / name, static / name)
+        tags += f'<script src="/static/{name}" defer></script>\n'
+    index = static / "index.html"
+    index.write_text(index.read_text().replace('<script src="/static/vendor/dagre', tags +
+                                               '<script src="/static/vendor/dagre', 1))
+    return static
 
 
 def chromium(tmp_path: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -192,9 +219,19 @@ def test_experiment_page_shows_trials_and_objective(ui: Any, tmp_path: Path) -> 
     assert chart and len(chart.group(1).split(", ")) == 3
     best = exp["status"]["currentOptimalTrial"]["bestTrialName"]
     assert f"best trial {best}" in dom
+    # parallel coordinates: an axis per parameter (x, n) and the objective, a line per trial,
+    # the best one drawn thick; each line crosses the axes at the trial's values
+    coords = dom[dom.find('<svg class="parcoords"'):]
+    coords = coords[:coords.find("</svg>")]
+    assert coords.count('class="axis"') == 3 and coords.count("<polyline") == 3, coords
+    assert coords.count('class="trial best"') == 1
+    # the lowest loss (the goal is minimize) sits at the foot of the objective axis (y 252)
+    best_line = re.search(r'class="trial best" points="([^"]+)"', coords)
+    assert best_line and best_line.group(1).split()[-1].endswith(",252"), coords
+    assert '>n</text>' in coords and '>x</text>' in coords and '>loss</text>' in coords
     shot = tmp_path / "experiment-page.png"
     chromium(tmp_path, f"{ui.url}#/experiments/tiny-random", f"--screenshot={shot}",
-             "--window-size=1280,800")
+             "--window-size=1280,1100")
     assert shot.exists()
     listing = chromium(tmp_path, f"{ui.url}#/experiments", "--dump-dom").stdout
     assert ">tiny-random</a>" in listing
@@ -209,6 +246,18 @@ def test_a_failed_replica_and_its_log(ui: Any, tmp_path: Path) -> None:
     assert 'data-view="jobs/TFJob/broken/worker-0"' in dom, dom[-1500:]
     assert ">chief-0</a>" in dom and ">worker-0</a>" in dom
     assert "Log of worker-0" in dom and "loss is nan" in dom
+
+
+def test_guided_lab_progress_page(ui: Any, tmp_path: Path) -> None:
+    dom = chromium(tmp_path, f"{ui.url}#/labs", "--dump-dom").stdout
+    assert '<a href="#/labs/katib-hpo">katib-hpo</a>' in dom, dom[-1500:]
+    dom = chromium(tmp_path, f"{ui.url}#/labs/katib-hpo", "--dump-dom").stdout
+    assert 'data-view="labs/katib-hpo"' in dom, dom[-1500:]
+    assert '<span class="step current">current</span>' in dom and "1 of " in dom
+    shot = tmp_path / "lab-progress.png"
+    chromium(tmp_path, f"{ui.url}#/labs/katib-hpo", f"--screenshot={shot}",
+             "--window-size=1280,800")
+    assert shot.exists()
 
 
 def test_without_the_token_the_page_is_refused(ui: Any, tmp_path: Path) -> None:
@@ -226,20 +275,15 @@ def test_without_the_token_the_page_is_refused(ui: Any, tmp_path: Path) -> None:
     assert err.value.code == 403
 
 
-AXE = Path(__file__).parents[1] / "data" / "vendor" / "axe-core" / "axe.min.js"
-RUNNER = Path(__file__).parents[1] / "data" / "webui" / "axe-run.js"
 
 
 @pytest.fixture(scope="module")
 def axe_ui(ui: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The same backend served from a copy of the page's files with axe-core (vendored from
-    npm, MPL-2.0) added: the shipped page never loads it."""
-    from lab.webui.server import STATIC
-
-    static = tmp_path_factory.mktemp("static") / "static"
-    shutil.copytree(STATIC, static)
+    npm, MPL-2.0) added after the page's scripts: the shipped page never loads it."""
+    static = static_copy(tmp_path_factory.mktemp("static") / "static", "no-stream.js")
     shutil.copy(AXE, static / "vendor" / "axe.min.js")
-    shutil.copy(RUNNER, static / "axe-run.js")
+    shutil.copy(DATA / "axe-run.js", static / "axe-run.js")
     index = static / "index.html"
     index.write_text(index.read_text().replace(
         "</head>", '<script src="/static/vendor/axe.min.js" defer></script>\n'
@@ -251,7 +295,7 @@ def axe_ui(ui: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 @pytest.mark.parametrize("view", ["runs", "runs/two-adds", "experiments/tiny-random",
                                   "jobs/TFJob/broken/worker-0",
-                                  "notebooks"])
+                                  "notebooks", "labs", "labs/katib-hpo"])
 def test_views_pass_axe(axe_ui: Any, tmp_path: Path, view: str) -> None:
     import json
     import re
@@ -262,3 +306,156 @@ def test_views_pass_axe(axe_ui: Any, tmp_path: Path, view: str) -> None:
     violations = json.loads(found.group(1).replace("&quot;", '"').replace("&gt;", ">")
                             .replace("&lt;", "<").replace("&amp;", "&"))
     assert violations == [], violations
+
+
+class Cdp:
+    """Chromium driven over the DevTools protocol on a pipe (`--remote-debugging-pipe`: JSON
+    messages ending in NUL on fds 3 and 4), for what `--dump-dom` cannot do: a page that stays
+    open (the live event stream) and key presses."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        import json
+        import select
+
+        self._json, self._select = json, select
+        to_r, self._to = os.pipe()
+        self._from, from_w = os.pipe()
+        profile = tmp_path / "cdp-profile"
+        profile.mkdir(exist_ok=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "import os, sys; os.dup2(int(sys.argv[1]), 3); "
+             "os.dup2(int(sys.argv[2]), 4); os.execv(sys.argv[3], sys.argv[3:])",
+             str(to_r), str(from_w), str(CHROMIUM), "--headless", "--no-sandbox",
+             "--disable-gpu", "--no-first-run", "--disable-background-networking",
+             "--remote-debugging-pipe", f"--user-data-dir={profile}",
+             "--window-size=1280,900", "about:blank"],
+            pass_fds=(to_r, from_w), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(to_r)
+        os.close(from_w)
+        self._buf, self._id, self.session = b"", 0, None
+        page = next(t for t in self.call("Target.getTargets")["targetInfos"]
+                    if t["type"] == "page")
+        self.session = self.call("Target.attachToTarget", targetId=page["targetId"],
+                                 flatten=True)["sessionId"]
+
+    def call(self, method: str, **params: Any) -> Any:
+        import time
+
+        self._id += 1
+        msg = {"id": self._id, "method": method, "params": params}
+        if self.session:
+            msg["sessionId"] = self.session
+        os.write(self._to, self._json.dumps(msg).encode() + b"\0")
+        deadline = time.monotonic() + 30
+        while True:
+            while b"\0" in self._buf:
+                raw, self._buf = self._buf.split(b"\0", 1)
+                reply = self._json.loads(raw)
+                if reply.get("id") == self._id:
+                    assert "error" not in reply, reply
+                    return reply.get("result")
+            left = deadline - time.monotonic()
+            assert left > 0, f"no answer to {method}"
+            if self._select.select([self._from], [], [], left)[0]:
+                chunk = os.read(self._from, 65536)
+                assert chunk, "chromium closed the pipe"
+                self._buf += chunk
+
+    def js(self, expression: str, wait: bool = False) -> Any:
+        out = self.call("Runtime.evaluate", expression=expression, returnByValue=True,
+                        awaitPromise=wait)
+        return out["result"].get("value")
+
+    def until(self, expression: str, timeout: float = 15) -> Any:
+        import time
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = self.js(expression)
+            if value:
+                return value
+            time.sleep(0.1)
+        raise AssertionError(f"never true: {expression}")
+
+    def key(self, name: str, code: int) -> None:
+        extra = {"text": "\r"} if name == "Enter" else {}
+        self.call("Input.dispatchKeyEvent", type="keyDown", key=name, code=name,
+                  windowsVirtualKeyCode=code, **extra)
+        self.call("Input.dispatchKeyEvent", type="keyUp", key=name, code=name,
+                  windowsVirtualKeyCode=code)
+
+    def tab_to(self, selector: str, most: int = 60) -> None:
+        """Press Tab until the focused element matches `selector`."""
+        for _ in range(most):
+            self.key("Tab", 9)
+            if self.js(f"document.activeElement.matches({self._json.dumps(selector)})"):
+                return
+        raise AssertionError(f"Tab never reached {selector}")
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        os.close(self._to)
+        os.close(self._from)
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Any:
+    cdp = Cdp(tmp_path)
+    yield cdp
+    cdp.close()
+
+
+@pytest.fixture
+def live_ui(ui: Any) -> Any:
+    """The shipped page (with its event stream), on the same backend."""
+    server = UiServer(ui.backend, ui.api.root).start()
+    yield server
+    server.stop()
+
+
+def test_the_page_follows_the_state_folder_without_reloading(live_ui: Any,
+                                                            browser: Any) -> None:
+    """The shipped page, open in Chromium: a run recorded while it is open appears through
+    the event stream (one stream, no reload, no polling), and the keyboard focus stays on
+    the link it was on."""
+    browser.call("Page.navigate", url=f"{live_ui.url}#/runs")
+    browser.until("document.getElementById('main').dataset.view === 'runs'")
+    browser.until("document.querySelector('a[href=\"#/runs/two-adds\"]') !== null")
+    browser.js("window.sameDocument = true; "
+               "document.querySelector('a[href=\"#/runs/two-adds\"]').focus()")
+    import time
+
+    deadline = time.monotonic() + 10
+    while live_ui.watcher.clients != 1 and time.monotonic() < deadline:
+        time.sleep(0.1)  # the page's event stream is open
+    assert live_ui.watcher.clients == 1
+    name = "appeared-live"
+    live_ui.backend.store.put({"apiVersion": "kflab.dev/v1", "kind": "PipelineRun",
+                               "metadata": {"name": name, "namespace": "default",
+                                            "creationTimestamp": "2099-01-01T00:00:00Z"},
+                               "spec": {}, "status": {"state": "RUNNING"}})
+    try:
+        browser.until(f"document.querySelector('a[href=\"#/runs/{name}\"]') !== null")
+        assert browser.js("window.sameDocument") is True  # drawn in place: no reload
+        assert browser.js("document.activeElement.getAttribute('href')") == "#/runs/two-adds"
+        assert live_ui.watcher.clients == 1  # still the one stream
+    finally:
+        live_ui.backend.store.delete("PipelineRun", name)
+
+
+def test_keyboard_reaches_a_run_and_a_task(live_ui: Any, browser: Any) -> None:
+    """Tab reaches the run's link in the list, Enter opens the run; Tab reaches a task's box
+    in the graph, Enter opens that task's log."""
+    browser.call("Page.navigate", url=f"{live_ui.url}#/runs")
+    browser.until("document.getElementById('main').dataset.view === 'runs'")
+    browser.tab_to('a[href="#/runs/two-adds"]')
+    browser.key("Enter", 13)
+    browser.until("document.getElementById('main').dataset.view === 'runs/two-adds'")
+    browser.tab_to('svg a[href="#/runs/two-adds/add-2"]')
+    browser.key("Enter", 13)
+    browser.until("document.getElementById('main').dataset.view === 'runs/two-adds/add-2'")
+    assert "Log of add-2" in browser.js("document.getElementById('log').textContent")

@@ -156,3 +156,101 @@ def test_an_artifact_outside_the_pipeline_root_is_refused(ui: UiServer, tmp_path
     assert headers["Content-Security-Policy"].startswith("sandbox;")
     status, body, _ = call(ui, "/ui-api/runs/r/artifacts/t/bad", cookie)
     assert status == 404 and b"secret" not in body
+
+
+def _record(name: str) -> dict[str, Any]:
+    return {"apiVersion": "kflab.dev/v1", "kind": "PipelineRun",
+            "metadata": {"name": name, "namespace": "default"}, "spec": {},
+            "status": {"state": "RUNNING"}}
+
+
+def _stream(ui: UiServer, headers: dict[str, str]) -> tuple[Any, Any]:
+    conn = http.client.HTTPConnection("127.0.0.1", ui.port, timeout=10)
+    conn.request("GET", "/events", headers={"Host": f"127.0.0.1:{ui.port}", **headers})
+    return conn, conn.getresponse()
+
+
+def _next_event(res: Any) -> dict[str, str]:
+    """The next event's fields (keep-alive comments skipped)."""
+    fields: dict[str, str] = {}
+    while True:
+        line = res.fp.readline().decode().rstrip("\n")
+        if not line:
+            if fields:
+                return fields
+            continue
+        if not line.startswith(":"):
+            key, _, value = line.partition(": ")
+            fields[key] = value
+
+
+def test_events_stream_says_when_records_change(ui: UiServer,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """/events: token required; `ready` at once, then `change` after a record is written
+    (one shared watch, polled faster here than its 1 s); nothing scanned while no page
+    listens; at most MAX_CLIENTS streams, the next one refused (503)."""
+    import time
+
+    from lab.webui import server
+
+    ui.watcher.interval = 0.05
+    monkeypatch.setattr(server, "HEARTBEAT", 0.05)  # a closed page is noticed at once
+    assert call(ui, "/events")[0] == 403
+    assert ui.watcher.polls == 0  # no page open: the state folder is never scanned
+    cookie = {"Cookie": f"kflab_token={ui.token}"}
+    conn, res = _stream(ui, cookie)
+    try:
+        assert res.status == 200 and res.getheader("Content-Type") == "text/event-stream"
+        first = _next_event(res)
+        assert first["event"] == "ready" and first["retry"] == "2000"
+        deadline = time.monotonic() + 5
+        while ui.watcher.polls < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)  # the watch has seen the folder as it is
+        ui.backend.store.put(_record("live"))
+        change = _next_event(res)
+        assert change["event"] == "change" and int(change["data"]) > int(first["data"])
+    finally:
+        res.close()
+        conn.close()
+    deadline = time.monotonic() + 5
+    while ui.watcher.clients and time.monotonic() < deadline:
+        time.sleep(0.02)  # the stream's keep-alive found its page gone and let go
+    assert ui.watcher.clients == 0
+    others = [_stream(ui, cookie) for _ in range(ui.watcher.max_clients)]
+    try:
+        assert [res.status for _, res in others] == [200] * ui.watcher.max_clients
+        status, _, headers = call(ui, "/events", cookie)
+        assert status == 503 and headers["Retry-After"] == "10"
+    finally:
+        for conn, res in others:
+            res.close()
+            conn.close()
+
+
+def test_guided_lab_progress_view(ui: UiServer, tmp_path: Path) -> None:
+    """/ui-api/labs: a lab started, a hint taken and a failed `kflab check`, through the
+    guided module the CLI uses; the view reads the progress and journal the commands wrote."""
+    from lab.scenarios import guided, loader
+
+    cookie = {"Cookie": f"kflab_token={ui.token}"}
+    assert json.loads(call(ui, "/ui-api/labs", cookie)[1]) == []
+    session = guided.start(loader.find("katib-hpo"), tmp_path, tmp_path / "work",
+                           restart=False)
+    guided.hint(session)
+    ok, _ = guided.check(session, wait=0)
+    assert not ok  # nothing done yet
+    rows = json.loads(call(ui, "/ui-api/labs", cookie)[1])
+    assert [(r["id"], r["step"], r["steps"], r["active"], r["finished"]) for r in rows] == [
+        ("katib-hpo", 1, len(session.scenario.steps), True, False)]
+    status, body, _ = call(ui, "/ui-api/labs/katib-hpo", cookie)
+    page = json.loads(body)
+    assert status == 200 and page["active"] and not page["finished"]
+    first, second = page["steps"][:2]
+    assert first["status"] == "current" and second["status"] == "todo"
+    assert (first["attempts"], first["failed"], first["last"]["ok"]) == (1, 1, False)
+    assert first["hints"] == 1 and first["hints_total"] == len(session.scenario.steps[0].hints)
+    assert first["checks"] == [c.label for c in session.scenario.steps[0].needs
+                               + session.scenario.steps[0].checks] and first["checks"]
+    assert second["attempts"] == 0 and second["last"] is None
+    for bad in ("nope", "..%2Fresources", "katib-hpo.events"):
+        assert call(ui, f"/ui-api/labs/{bad}", cookie)[0] == 404, bad

@@ -1,10 +1,11 @@
-// kflab ui: read-only views over /ui-api/ (the backend API the CLI uses), polled every 2 s.
+// kflab ui: read-only views over /ui-api/ (the backend API the CLI uses), refetched when the
+// server's event stream (/events) says the records changed: no reload, no polling.
 // Every value from the backend goes in through textContent or an attribute, never as HTML.
 "use strict";
 
 const SVG = "http://www.w3.org/2000/svg";
 const main = document.getElementById("main");
-let timer = null;
+let stream = null;
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -98,6 +99,109 @@ function chart(points, label, goal) {
   return box;
 }
 
+function parcoords(trials, metric, goal) {
+  // parallel coordinates: one vertical axis per parameter and one for the objective, one line
+  // per trial; numeric axes scale linearly from their least to their greatest value, others
+  // space their values evenly. Plain SVG from the data (docs/ui.md says why no library).
+  const done = trials.filter(t => t.objective != null);
+  const names = [...new Set(done.flatMap(t => Object.keys(t.parameters)))].sort();
+  const axes = [...names.map(n => ({ label: n, value: t => t.parameters[n] })),
+                { label: metric || "objective", value: t => t.objective }];
+  const W = Math.max(360, 140 * axes.length), H = 280, top = 36, bottom = 28, left = 60;
+  const step = (W - 2 * left) / Math.max(1, axes.length - 1);
+  for (const a of axes) {
+    const vals = done.map(a.value);
+    a.numeric = vals.every(v => v !== undefined && v !== "" && Number.isFinite(Number(v)));
+    if (a.numeric) {
+      const nums = vals.map(Number);
+      a.lo = Math.min(...nums); a.hi = Math.max(...nums);
+      a.y = v => a.hi === a.lo ? (top + H - bottom) / 2
+                               : H - bottom - (Number(v) - a.lo) / (a.hi - a.lo) * (H - bottom - top);
+      a.ticks = a.hi === a.lo ? [a.lo] : [a.lo, (a.lo + a.hi) / 2, a.hi];
+    } else {
+      const cats = [...new Set(vals.map(v => String(v ?? "")))].sort();
+      a.y = v => cats.length < 2 ? (top + H - bottom) / 2
+                                 : H - bottom - cats.indexOf(String(v ?? "")) / (cats.length - 1) * (H - bottom - top);
+      a.ticks = cats;
+    }
+  }
+  const fmt = v => typeof v === "number" ? Number(v.toPrecision(4)).toString() : v;
+  const better = goal === "maximize" ? Math.max : Math.min;
+  const best = done.length ? better(...done.map(t => t.objective)) : null;
+  const root = svg("svg", { class: "parcoords", width: W, height: H, role: "img",
+    "aria-label": `Parallel coordinates of ${done.length} trials over ${names.join(", ")} and ${metric}; ` +
+                  `the best trial's line is the thick one (the trials table below has every value)` });
+  for (const t of done) {  // the best trial last, so its line is on top
+    if (t.objective === best) continue;
+    root.append(svg("polyline", { class: "trial", points: axes.map((a, i) => `${left + i * step},${a.y(a.value(t))}`).join(" ") }));
+  }
+  for (const t of done.filter(t => t.objective === best)) {
+    root.append(svg("polyline", { class: "trial best", points: axes.map((a, i) => `${left + i * step},${a.y(a.value(t))}`).join(" ") }));
+  }
+  axes.forEach((a, i) => {
+    const x = left + i * step;
+    root.append(svg("line", { class: "axis", x1: x, x2: x, y1: top, y2: H - bottom }));
+    const name = svg("text", { x, y: top - 14, "text-anchor": "middle", class: "axis-name" });
+    name.textContent = a.label;
+    root.append(name);
+    for (const v of a.ticks) {
+      const tick = svg("text", { x: x - 6, y: a.y(v) + 4, "text-anchor": "end" });
+      tick.textContent = fmt(v);
+      root.append(tick);
+    }
+  });
+  return root;
+}
+
+const EXAMPLES = {
+  v1: '{"instances": [[6.8, 2.8, 4.8, 1.4]]}',
+  v2: '{"inputs": [{"name": "input-0", "shape": [1, 4], "datatype": "FP64",\n             "data": [6.8, 2.8, 4.8, 1.4]}]}',
+};
+const drafts = {};  // per service: protocol, body, answer: kept when a live redraw comes
+let csrf = null;
+
+function tryForm(s) {
+  const d = drafts[s.name] ??= { protocol: s.protocols[0], body: null, answer: "" };
+  const body = el("textarea", { id: "tryit-body", rows: 6, cols: 72, spellcheck: "false",
+                                "aria-describedby": "tryit-help" });
+  body.value = d.body ?? EXAMPLES[d.protocol];
+  body.addEventListener("input", () => { d.body = body.value; });
+  const radios = s.protocols.map(p => {
+    const input = el("input", { type: "radio", name: "protocol", id: `tryit-${p}`, value: p });
+    input.checked = p === d.protocol;
+    input.addEventListener("change", () => {
+      d.protocol = p;
+      if (d.body === null) body.value = EXAMPLES[p];  // untouched: show this protocol's example
+    });
+    return el("span", {}, input, el("label", { for: `tryit-${p}` }, p.toUpperCase()), " ");
+  });
+  const answer = el("pre", { id: "tryit-out", class: "log", tabindex: "0", "aria-live": "polite",
+                             "aria-label": "answer of the model server" }, d.answer);
+  const form = el("form", { id: "tryit", "aria-labelledby": "tryit-h" },
+    el("fieldset", {}, el("legend", {}, "Protocol"), ...radios),
+    el("p", {}, el("label", { for: "tryit-body" }, "Request body (JSON)")), body,
+    el("p", { id: "tryit-help" }, "V1: one row of feature values per instance; V2: tensors with " +
+                                  "name, shape, datatype and data. Sent to the model server on 127.0.0.1."),
+    el("button", { type: "submit" }, "Send"), answer);
+  form.addEventListener("submit", async ev => {
+    ev.preventDefault();
+    d.answer = answer.textContent = "sending…";
+    try {
+      csrf ??= (await (await fetch("/ui-api/csrf", { credentials: "same-origin" })).json()).csrf;
+      const res = await fetch(`/ui-api/inferenceservices/${encodeURIComponent(s.name)}/predict?protocol=${d.protocol}`, {
+        method: "POST", credentials: "same-origin", body: body.value,
+        headers: { "Content-Type": "application/json", "X-Kflab-Csrf": csrf || "" } });
+      const data = await res.json();
+      d.answer = res.ok ? `predictions: ${JSON.stringify(data.predictions)}\n\n${JSON.stringify(data.response, null, 2)}`
+                        : `error ${res.status}: ${data.message}`;
+    } catch (err) {
+      d.answer = `error: ${err.message || err}`;
+    }
+    answer.textContent = d.answer;
+  });
+  return form;
+}
+
 function artifactUrl(run, task, output) {
   return "/ui-api/runs/" + [run, "artifacts", task, output].map(encodeURIComponent).join("/");
 }
@@ -179,6 +283,7 @@ const views = {
     return [el("h1", {}, `Experiment ${e.name} `, stateCell(e.state)),
             el("p", {}, `Objective: ${e.goal} ${e.metric} · best trial ${e.best || "none yet"}`),
             el("h2", {}, "Objective over trials"), pts.length ? chart(pts, e.metric, e.goal) : el("p", {}, "no objective value yet"),
+            el("h2", {}, "Parallel coordinates"), pts.length ? parcoords(e.trials, e.metric, e.goal) : el("p", {}, "no objective value yet"),
             el("h2", {}, "Trials"), table("Trials in creation order", [
               ["Trial", t => t.name], ["State", t => stateCell(t.state)],
               ["Parameters", t => json(t.parameters)], [e.metric || "Objective", t => t.objective],
@@ -212,8 +317,44 @@ const views = {
   async inferenceservices() {
     const rows = await get("inferenceservices");
     return [el("h1", {}, "InferenceServices"), table("Model servers", [
-      ["Name", r => r.name], ["State", r => stateCell(r.state)], ["URL", r => r.url], ["Created", r => r.created_at],
+      ["Name", r => link("#/inferenceservices/" + encodeURIComponent(r.name), r.name)],
+      ["State", r => stateCell(r.state)], ["URL", r => r.url], ["Created", r => r.created_at],
     ], rows)];
+  },
+  async inferenceservice(name) {
+    const s = await get("inferenceservices/" + encodeURIComponent(name));
+    const out = [el("h1", {}, `InferenceService ${s.name} `, stateCell(s.state)),
+                 el("p", {}, [`model format ${s.format || "?"}`, `protocol ${s.protocol}`,
+                              s.runtime && `runtime ${s.runtime}`, s.url && `URL ${s.url}`].filter(Boolean).join(" · "))];
+    if (s.message) out.push(el("p", {}, s.message));
+    out.push(el("h2", { id: "tryit-h" }, "Try it"));
+    if (!s.can_try) return [...out, el("p", {}, "Send requests with `kflab predict` on this backend.")];
+    return [...out, tryForm(s)];
+  },
+  async labs() {
+    const rows = await get("labs");
+    return [el("h1", {}, "Guided labs"), table("Labs started in this state folder", [
+      ["Lab", r => link("#/labs/" + encodeURIComponent(r.id), r.id)], ["Title", r => r.title],
+      ["Progress", r => r.finished ? "complete" : `step ${r.step} of ${r.steps ?? "?"}`],
+      ["Active", r => r.active ? "yes (kflab check works on it)" : ""],
+      ["Started", r => r.started_at],
+    ], rows)];
+  },
+  async lab(id) {
+    const p = await get("labs/" + encodeURIComponent(id));
+    const done = p.steps.filter(s => ["passed", "solved", "skipped"].includes(s.status)).length;
+    return [el("h1", {}, `Lab ${p.id} `, el("span", { class: "state" }, p.finished ? "complete" : "in progress")),
+            el("p", {}, [p.title, `${done} of ${p.steps.length} steps done`,
+                         p.active ? "the active lab" : "not the active lab", `work folder ${p.workdir}`].join(" · ")),
+            el("progress", { max: p.steps.length, value: done, "aria-label": "steps done" }),
+            table("Steps", [
+              ["#", s => s.n], ["Step", s => s.title],
+              ["Status", s => el("span", { class: "step " + s.status }, s.status + (s.skipped ? `: ${s.skipped}` : ""))],
+              ["Checks", s => el("ul", {}, ...s.checks.map(c => el("li", {}, c)))],
+              ["Check attempts", s => s.attempts ? `${s.attempts} (${s.failed} failed)` : ""],
+              ["Last check", s => s.last ? `${s.last.ok ? "passed" : "failed"} at ${s.last.t}` : ""],
+              ["Hints used", s => `${s.hints} of ${s.hints_total}`],
+            ], p.steps)];
   },
   async notebooks() {
     const rows = await get("notebooks");
@@ -231,7 +372,8 @@ let shown = null;  // the data last drawn: a poll that brings nothing new leaves
 async function render() {
   const [, view, name, ...rest] = (location.hash || "#/runs").split("/").map(decodeURIComponent);
   const sub = view === "jobs" ? rest : rest[0];
-  const fn = name ? { runs: views.run, experiments: views.experiment, jobs: views.job }[view]
+  const fn = name ? { runs: views.run, experiments: views.experiment, jobs: views.job,
+                      labs: views.lab, inferenceservices: views.inferenceservice }[view]
                   : views[view];
   try {
     fetched = [];
@@ -240,7 +382,15 @@ async function render() {
     document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
     if (key === shown) return;
     shown = key;
+    // a redraw keeps the keyboard focus: the same link (or log) in the new page gets it back
+    const had = main.contains(document.activeElement) ? document.activeElement : null;
+    const href = had && had.getAttribute("href"), label = had && had.getAttribute("aria-label");
+    const id = had && had.id;
     main.replaceChildren(...nodes);
+    const back = id ? document.getElementById(id)
+               : href ? main.querySelector(`[href="${CSS.escape(href)}"]`)
+               : label ? main.querySelector(`[aria-label="${CSS.escape(label)}"]`) : null;
+    if (back) back.focus({ preventScroll: true });
     main.setAttribute("data-view", [view, name, ...rest].filter(Boolean).join("/"));
   } catch (err) {
     shown = null;
@@ -248,12 +398,28 @@ async function render() {
   }
 }
 
-function start() {
-  clearInterval(timer);
-  shown = null;
-  render();
-  timer = setInterval(render, 2000);
+let busy = false, again = false;
+
+async function refresh() {
+  // one render at a time; a change that comes during one is drawn right after it
+  if (busy) { again = true; return; }
+  busy = true;
+  try { await render(); } finally { busy = false; }
+  if (again) { again = false; refresh(); }
 }
 
-window.addEventListener("hashchange", start);
-start();
+function listen() {
+  // one stream per page, kept across views; the browser reconnects it by itself (retry: 2 s).
+  // A browser without EventSource polls every 2 s instead.
+  if (!window.EventSource) return setInterval(refresh, 2000);
+  stream = new EventSource("/events");
+  stream.addEventListener("change", refresh);
+  stream.addEventListener("ready", refresh);  // also after a reconnect: catch up
+  stream.onerror = () => {
+    document.getElementById("updated").textContent = "not live: reconnecting to kflab ui…";
+  };
+}
+
+window.addEventListener("hashchange", () => { shown = null; refresh(); });
+refresh();
+listen();

@@ -39,9 +39,8 @@ from lab.errors import LabError
 MANIFEST = "bundle.json"
 IMAGES, WHEELS = "images", "wheels"
 FORMAT = 1
-# The lock the wheelhouse is built against: the one place its path is read (per-platform lock
-# files replace constraints.txt: change this line when they land).
-LOCK_FILE = "constraints.txt"
+# The lock the wheelhouse is built from (scripts/lock.py writes it): locks/<platform>/<group>.txt.
+LOCKS = "locks"
 Say = Callable[[str], None]
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -154,21 +153,68 @@ def fetch_image(image: str, dest: Path, skopeo: str = "skopeo") -> tuple[str, st
     return f"{IMAGES}/{name}", digest
 
 
-def build_wheels(dest: Path, source: Path, extras: str, say: Say,
-                 pip_args: tuple[str, ...] = ()) -> None:
-    """`pip wheel` of kflab (from its source tree) and its locked dependencies."""
-    lock = source / LOCK_FILE
-    if not lock.is_file():
-        raise LabError(f"no lock file at {lock}", hint="build the bundle from a kflab checkout")
-    spec = f"{source}[{extras}]" if extras else str(source)
-    argv = [sys.executable, "-m", "pip", "wheel", "--quiet", "-w", str(dest / WHEELS),
-            "-c", str(lock), *pip_args, spec]
-    say(f"  pip wheel {spec} (locked by {LOCK_FILE})")
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
-    if proc.returncode != 0:
-        raise LabError("pip could not build the wheelhouse: "
-                       f"{(proc.stderr.strip().splitlines() or ['?'])[-1]}",
-                       hint="this step needs the package index")
+def lock_files(source: Path, extras: str, platform: str) -> list[Path]:
+    """The lock files of `platform` for kflab's core and `extras` (comma-separated)."""
+    folder = source / LOCKS / platform
+    if not folder.is_dir():
+        known = sorted(p.name for p in (source / LOCKS).iterdir() if p.is_dir()) \
+            if (source / LOCKS).is_dir() else []
+        raise LabError(f"no lock for platform {platform!r} in {source / LOCKS}",
+                       hint=f"use one of: {', '.join(known) or 'none (not a kflab checkout)'}")
+    files = [folder / "base.txt"]
+    for extra in filter(None, (e.strip() for e in extras.split(","))):
+        path = folder / f"{extra}.txt"
+        if not path.is_file():
+            raise LabError(f"no lock for the extra {extra!r} ({path})",
+                           hint="the extras are: " + ", ".join(
+                               sorted(p.stem for p in folder.glob("*.txt") if p.stem != "base")))
+        files.append(path)
+    return files
+
+
+def this_platform() -> str:
+    """The lock folder name of this machine (as scripts/install_locked.py names it)."""
+    import platform as pf
+
+    machine = pf.machine().lower()
+    machine = {"amd64": "x86_64",
+               "arm64": "arm64" if sys.platform == "darwin" else "aarch64"}.get(machine, machine)
+    system = "macos" if sys.platform == "darwin" else sys.platform
+    return f"{system}-{machine}"
+
+
+def build_wheels(dest: Path, source: Path, extras: str, say: Say, *,
+                 deps: bool = True) -> None:
+    """kflab's own wheel (built from its checkout, no build isolation: setuptools is locked)
+    and, with `deps`, every locked dependency of `extras` for this platform, downloaded with
+    the lock's hashes (`pip download --no-deps --require-hashes`): what students install with
+    `pip install --no-index --find-links wheels --no-deps -r <the same lock files>`. torch is
+    not in the lock (a GPU user keeps their own): the wheelhouse takes [tool.kflab] torch."""
+    files = lock_files(source, extras, this_platform())
+    out = dest / WHEELS
+    steps = [[sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+              "--no-build-isolation", "-w", str(out), str(source)]]
+    if deps:
+        steps.append([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                      "--require-hashes", "--only-binary=:all:", "-d", str(out),
+                      *[a for f in files for a in ("-r", str(f))]])
+        if "local" in extras.split(","):
+            import tomllib
+
+            torch = tomllib.loads((source / "pyproject.toml").read_text()).get(
+                "tool", {}).get("kflab", {}).get("torch")
+            if torch:
+                steps.append([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                              "-d", str(out), f"torch=={torch}"])
+    say(f"  wheels of kflab{f'[{extras}]' if extras else ''}, locked by "
+        + ", ".join(str(f.relative_to(source)) for f in files)
+        + ("" if deps else " (kflab only)"))
+    for argv in steps:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
+        if proc.returncode != 0:
+            raise LabError("pip could not build the wheelhouse: "
+                           f"{(proc.stderr.strip().splitlines() or ['?'])[-1]}",
+                           hint="this step needs the package index")
 
 
 def source_tree() -> Path | None:
@@ -176,13 +222,12 @@ def source_tree() -> Path | None:
     from lab.content import import_root
 
     root = import_root()
-    return root if (root / "pyproject.toml").is_file() and (root / LOCK_FILE).is_file() \
-        else None
+    return root if (root / "pyproject.toml").is_file() and (root / LOCKS).is_dir() else None
 
 
 def create(dest: Path, *, arch: str, images: list[str], say: Say,
            source: Path | None = None, extras: str = "local",
-           wheels: bool = True, pip_args: tuple[str, ...] = ()) -> dict[str, Any]:
+           wheels: bool = True, deps: bool = True) -> dict[str, Any]:
     """Fetch and verify everything into `dest` (a new or empty folder); write bundle.json."""
     if dest.exists() and any(dest.iterdir()):
         raise LabError(f"{dest} is not empty", hint="give a new folder")
@@ -203,7 +248,7 @@ def create(dest: Path, *, arch: str, images: list[str], say: Say,
             raise LabError("kflab is not running from a source checkout: no lock to build "
                            "the wheelhouse from", hint="run it from a kflab checkout, or "
                                                        "pass --no-wheels")
-        build_wheels(dest, src, extras, say, pip_args)
+        build_wheels(dest, src, extras, say, deps=deps)
     files = {str(p.relative_to(dest)): sha256_file(p) for p in sorted(dest.rglob("*"))
              if p.is_file() and p.name != MANIFEST}
     manifest = {"kind": "kflab-bundle", "format": FORMAT, "kflab": __version__, "arch": arch,

@@ -126,7 +126,7 @@ def github(tmp_path_factory) -> Iterator[dict]:
         srv.put(f"{K3S_RELEASE}/sha256sum-{ARCH}.txt",
                 sums({k3s["file"]: sha256(STANDIN), airgap["file"]: sha256(AIRGAP)}))
         k3s["sha256"], airgap["sha256"] = sha256(STANDIN), sha256(AIRGAP)
-        for name in ("kubeflow-manifests", "argo-workflows"):
+        for name in [n for n, a in arts.items() if "tree" in a]:  # the git sources
             repo = root / name
             repo.mkdir()
             (repo / "README.md").write_text(f"kflab test STAND-IN for {name}\n")
@@ -238,19 +238,19 @@ def test_k3s_installs_from_the_bundle_with_no_network(made, github, tmp_path):
 
 
 def test_wheelhouse_is_built_against_the_lock(github, tmp_path, monkeypatch):
-    """The wheelhouse step, wired as `bundle create` runs it: pip wheel of this checkout with
-    the lock file as constraints. --no-deps and --no-build-isolation keep this test off the
-    package index (the full wheelhouse is measured in docs/teaching.md)."""
+    """The wheelhouse step, wired as `bundle create` runs it: kflab's wheel from this checkout
+    and the platform's lock files named. deps=False keeps this test off the package index (the
+    locked dependencies are a `pip download --require-hashes` of the same files)."""
     from lab.teaching import bundle
 
     monkeypatch.setenv("KFLAB_VERSIONS_FILE", str(github["versions"]))
     monkeypatch.setenv("KFLAB_GITHUB_URL", github["server"].url)
     said: list[str] = []
     manifest = bundle.create(tmp_path / "b", arch=ARCH, images=[], say=said.append,
-                             extras="", pip_args=("--no-deps", "--no-build-isolation"))
+                             extras="", deps=False)
     wheels = [f for f in manifest["files"] if f.startswith("wheels/")]
     assert len(wheels) == 1 and wheels[0].startswith("wheels/kflab-")
-    assert any(f"locked by {bundle.LOCK_FILE}" in s for s in said)
+    assert any(f"locked by locks/{bundle.this_platform()}/base.txt" in s for s in said), said
     bundle.verify(tmp_path / "b")
 
 

@@ -53,10 +53,10 @@ FASTEST = "kserve-serving"  # the quickest scenario end to end (about a minute h
 
 
 def run(argv: list[str], *, cwd: Path, env: dict[str, str] | None = None,
-        timeout: float = 900) -> subprocess.CompletedProcess[str]:
+        timeout: float = 900, rc: int = 0) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout, check=False)
-    assert proc.returncode == 0, f"{argv} -> {proc.returncode}\n{proc.stdout[-3000:]}\n" \
+    assert proc.returncode == rc, f"{argv} -> {proc.returncode}\n{proc.stdout[-3000:]}\n" \
                                  f"{proc.stderr[-3000:]}"
     return proc
 
@@ -209,13 +209,14 @@ print("Vagrant.configure" in vagrant.render(profile))
 
 def test_installed_up_dry_run_reads_its_roles(installed: dict) -> None:
     """`kflab up --dry-run` from elsewhere: the profile validated, the roles' tasks and
-    defaults read from the packaged playbooks; no vagrant on PATH, so it stops there."""
+    defaults read from the packaged playbooks; no vagrant on PATH, so it stops there, and
+    says so with exit code 2."""
     (installed["cwd"] / "lab.yaml").write_text("provider: vagrant-virtualbox\nname: wheel\n"
                                                "gpu: off\n")
     env = {**installed["env"], "PATH": str(installed["venv"] / "bin")}
     try:
         res = run([installed["kflab"], "up", "--dry-run"], cwd=installed["cwd"], env=env,
-                  timeout=300)
+                  timeout=300, rc=2)  # a plan that would stop exits 2
     finally:
         (installed["cwd"] / "lab.yaml").unlink()
     assert "kflab up would stop here: vagrant is not installed" in res.stdout

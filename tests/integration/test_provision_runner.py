@@ -51,7 +51,7 @@ def test_run_streams_events_and_converges(tmp_path: Path) -> None:
     # cert-manager first: KServe's and Katib's webhooks need its certificates
     assert config.COMPONENTS[0] == "cert-manager"
     assert set(config.COMPONENTS) == {"cert-manager", "pipelines", "katib", "training-operator",
-                                      "kserve", "notebooks"}
+                                      "trainer", "kserve", "notebooks"}
     assert stat.S_IMODE((tmp_path / "kc").stat().st_mode) == 0o600
     started = [e["task"] for e in events if e["event"] == "task"]
     assert started[0] == "Create the node's marker folder"

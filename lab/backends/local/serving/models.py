@@ -62,68 +62,75 @@ class SKLearnModel(kserve.Model):
         return get_predict_response(payload, result, self.name)
 
 
-class XGBoostModel(kserve.Model):
-    """An XGBoost Booster saved with save_model (.bst binary, .json or .ubj)."""
+class _BoosterModel(kserve.Model):
+    """A gradient-boosting Booster read from the model folder as its KServe server reads it;
+    subclasses name the framework, the default runtime, how to open the file and predict."""
 
-    def __init__(self, name: str, model_dir: Path, runtime: str = "kserve-xgbserver",
+    framework = ""
+    default_runtime = ""
+
+    def __init__(self, name: str, model_dir: Path, runtime: str | None = None,
                  nthread: int = 1) -> None:
         super().__init__(name)
         self.model_dir = model_dir
-        self.runtime = runtime
+        self.runtime = runtime or self.default_runtime
         self.nthread = nthread
         self._booster: Any = None
         self.ready = False
 
     def load(self) -> bool:
-        import xgboost as xgb
-
-        path = model_file(self.runtime, "xgboost", self.model_dir).path
-        self._booster = xgb.Booster(params={"nthread": self.nthread}, model_file=str(path))
+        path = model_file(self.runtime, self.framework, self.model_dir).path
+        self._booster = self._open(str(path))
         self.ready = True
         return self.ready
 
+    def _open(self, path: str) -> Any:
+        raise NotImplementedError
+
+    def _predict(self, payload: Any) -> Any:
+        raise NotImplementedError
+
     def predict(self, payload: Any, headers: dict[str, str] | None = None,
                 response_headers: dict[str, str] | None = None) -> Any:
-        import xgboost as xgb
-
         try:
-            dmatrix = xgb.DMatrix(get_predict_input(payload), nthread=self.nthread)
-            result = self._booster.predict(dmatrix)
+            result = self._predict(payload)
         except Exception as exc:
             raise InferenceError(str(exc)) from exc
         return get_predict_response(payload, result, self.name)
 
 
-class LightGBMModel(kserve.Model):
+class XGBoostModel(_BoosterModel):
+    """An XGBoost Booster saved with save_model (.bst binary, .json or .ubj)."""
+
+    framework, default_runtime = "xgboost", "kserve-xgbserver"
+
+    def _open(self, path: str) -> Any:
+        import xgboost as xgb
+
+        return xgb.Booster(params={"nthread": self.nthread}, model_file=path)
+
+    def _predict(self, payload: Any) -> Any:
+        import xgboost as xgb
+
+        return self._booster.predict(xgb.DMatrix(get_predict_input(payload),
+                                                 nthread=self.nthread))
+
+
+class LightGBMModel(_BoosterModel):
     """A LightGBM Booster saved with save_model (model.bst), read as KServe's lgbserver
     reads it (python/lgbserver/lgbserver/model.py: the input's columns named after the
     booster's features, predict() answering class probabilities)."""
 
-    def __init__(self, name: str, model_dir: Path, runtime: str = "kserve-lgbserver",
-                 nthread: int = 1) -> None:
-        super().__init__(name)
-        self.model_dir = model_dir
-        self.runtime = runtime
-        self.nthread = nthread
-        self._booster: Any = None
-        self.ready = False
+    framework, default_runtime = "lightgbm", "kserve-lgbserver"
 
-    def load(self) -> bool:
+    def _open(self, path: str) -> Any:
         import lightgbm as lgb
 
-        path = model_file(self.runtime, "lightgbm", self.model_dir).path
-        self._booster = lgb.Booster(params={"nthread": self.nthread}, model_file=str(path))
-        self.ready = True
-        return self.ready
+        return lgb.Booster(params={"nthread": self.nthread}, model_file=path)
 
-    def predict(self, payload: Any, headers: dict[str, str] | None = None,
-                response_headers: dict[str, str] | None = None) -> Any:
-        try:
-            inputs = get_predict_input(payload, columns=self._booster.feature_name())
-            result = self._booster.predict(inputs)
-        except Exception as exc:
-            raise InferenceError(str(exc)) from exc
-        return get_predict_response(payload, result, self.name)
+    def _predict(self, payload: Any) -> Any:
+        return self._booster.predict(
+            get_predict_input(payload, columns=self._booster.feature_name()))
 
 
 MODEL_CLASSES: dict[str, type[kserve.Model]] = {

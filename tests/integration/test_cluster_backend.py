@@ -30,21 +30,6 @@ REPO = Path(__file__).resolve().parents[2]
 SWAGGER = SHARED / "upstream" / "kfp-api-2.16.0" / "v2beta1" / "swagger"
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from tests.standins.cluster import missing_binaries, start_world
-
-    if missing_binaries():
-        pytest.skip(f"API-server stand-ins not built ({', '.join(missing_binaries())}): run "
-                    "scripts/standins/40-crd-apiserver.sh and 41-kube-apiserver.sh")
-    if not (SHARED / "upstream").is_dir():
-        pytest.skip(f"../shared not found at {SHARED} (set KFLAB_SHARED)")
-    w = start_world(tmp_path_factory.mktemp("world"), SHARED)
-    yield w
-    w.stop()
-    assert not w.controllers.errors, w.controllers.errors
-
-
 def _backend(world: Any, tmp_path: Path, ns: str, **kw: Any) -> ClusterBackend:
     return ClusterBackend(str(tmp_path / "state"), kubeconfig=str(world.kubeconfig),
                           namespace=ns, **kw)

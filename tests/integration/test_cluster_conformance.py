@@ -20,25 +20,9 @@ from typing import Any
 import pytest
 
 from lab.backends.cluster import ClusterBackend
-from tests.conftest import SHARED
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")]
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from tests.standins.cluster import missing_binaries, start_world
-
-    if missing_binaries():
-        pytest.skip(f"API-server stand-ins not built ({', '.join(missing_binaries())}): run "
-                    "scripts/standins/40-crd-apiserver.sh and 41-kube-apiserver.sh")
-    if not (SHARED / "upstream").is_dir():
-        pytest.skip(f"../shared not found at {SHARED} (set KFLAB_SHARED)")
-    w = start_world(tmp_path_factory.mktemp("world"), SHARED)
-    yield w
-    w.stop()
-    assert not w.controllers.errors, w.controllers.errors
 
 
 def _backend(world: Any, tmp_path: Path, ns: str) -> ClusterBackend:

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from lab.backends.cluster import ClusterBackend
-from tests.conftest import SHARED
 
 pytestmark = [pytest.mark.integration]
 NS = "tj-lab"
@@ -26,20 +25,6 @@ def report() -> None:
 
 SCRIPT = ("import os; print('NODE', os.environ['PET_NODE_RANK'], 'OF', os.environ['PET_NNODES'],"
           " 'AT', os.environ['PET_MASTER_ADDR'])")
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from tests.standins.cluster import missing_binaries, start_world
-
-    if missing_binaries():
-        pytest.skip(f"API-server stand-ins not built ({', '.join(missing_binaries())})")
-    if not (SHARED / "upstream").is_dir():
-        pytest.skip(f"../shared not found at {SHARED} (set KFLAB_SHARED)")
-    w = start_world(tmp_path_factory.mktemp("world"), SHARED)
-    yield w
-    w.stop()
-    assert not w.controllers.errors, w.controllers.errors
 
 
 def test_trainjob_on_the_cluster_and_the_sdk_reads_it(world: Any, tmp_path: Path) -> None:

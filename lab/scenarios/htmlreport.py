@@ -188,8 +188,14 @@ def save_last(result_data: dict[str, Any], kind: str = "run") -> None:
     if not workdir:
         return
     run = Path(workdir).parent
-    if run.is_dir():
-        state.write_json(run / SAVED, {"kind": kind, "data": result_data})
+    if run.parent.parent.name != "sandboxes":  # only runner.sandbox's folders keep reports
+        return
+    # The run's sandbox is unlocked once the run returns, so the next run of the scenario may
+    # be pruning it right now: write under the lock that pruning holds (runner.sandbox), and
+    # only while the folder is still there (a pruned run has no report to keep).
+    with state.held(run.parent.with_name(f"{run.parent.name}.lock")):
+        if run.is_dir():
+            state.write_json(run / SAVED, {"kind": kind, "data": result_data})
 
 
 def last(state_root: Path, sid: str) -> tuple[dict[str, Any], Path]:

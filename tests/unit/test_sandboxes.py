@@ -51,3 +51,37 @@ def test_two_cli_runs_at_once_both_pass(state: Path) -> None:
                              text=True) for _ in range(2)]
     outs = [r.communicate(timeout=120)[0] for r in runs]
     assert [r.returncode for r in runs] == [0, 0], outs
+
+
+def test_a_report_waits_for_a_prune_in_progress_and_is_dropped_with_its_sandbox(
+        state: Path) -> None:
+    """Two CLI runs at once: the second may prune the first's finished sandbox while the first
+    saves its report. Saving waits for the prune lock, then writes nothing and raises nothing."""
+    import threading
+
+    from lab import state as st
+    from lab.scenarios import htmlreport
+
+    result = run_scenario(load_scenario(HELLO), state, mode="test")
+    run = Path(result.workdir).parent
+    lock = state / "sandboxes" / "hello-files.lock"
+    errors: list[BaseException] = []
+
+    def save() -> None:
+        try:
+            htmlreport.save_last(result.to_dict())
+        except BaseException as exc:  # reported by the assertion below
+            errors.append(exc)
+
+    with st.held(lock):  # a pruning run holds it
+        saver = threading.Thread(target=save)
+        saver.start()
+        saver.join(1.0)
+        assert saver.is_alive() and not (run / htmlreport.SAVED).exists()
+        st.remove(state, run)
+    saver.join(30)
+    assert not saver.is_alive() and errors == [] and not run.exists()
+    again = run_scenario(load_scenario(HELLO), state, mode="test")
+    htmlreport.save_last(again.to_dict())
+    saved, folder = htmlreport.last(state, "hello-files")
+    assert folder == Path(again.workdir).parent and saved["kind"] == "run"

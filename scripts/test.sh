@@ -17,4 +17,12 @@ for standin in scripts/standins/*.sh; do
 done
 export PATH="$PWD/.venv/bin:$PATH"
 .venv/bin/ruff check lab tests bench scenarios scripts
-exec .venv/bin/python -m pytest "$@"
+# Test files run on several workers (pytest-xdist), a whole file per worker (--dist loadfile):
+# a module's stand-ins (its API servers, its one VM) start once, on the worker that runs it.
+# Workers: the machine's cores, at most 4 (each may hold a stand-in cluster); KFLAB_TEST_WORKERS
+# overrides it (0 or 1 runs everything in this process, as plain pytest does).
+workers="${KFLAB_TEST_WORKERS:-$(nproc)}"
+[ "$workers" -gt 4 ] && workers=4
+xdist=()
+[ "$workers" -gt 1 ] && xdist=(-n "$workers" --dist loadfile)
+exec .venv/bin/python -m pytest "${xdist[@]}" "$@"

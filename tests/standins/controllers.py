@@ -78,6 +78,7 @@ class Controllers:
         self.stop_flag = threading.Event()
         self.errors: list[str] = []
         self.lock = threading.Lock()
+        self.guards: list[threading.Thread] = []
 
     # --- plumbing ---------------------------------------------------------------------------
 
@@ -90,11 +91,15 @@ class Controllers:
         threading.Thread(target=self._loop, daemon=True).start()
 
     def stop(self) -> None:
+        """Stop reconciling, end the local engines, then wait for the reconcilers still running
+        (before the API servers stop: one still writing a status then would fail)."""
         self.stop_flag.set()
         try:
             self.local().down()
         except Exception as exc:
             log.warning("stopping local engines: %s", exc)
+        for guard in list(self.guards):
+            guard.join(30)
 
     def _loop(self) -> None:
         from lab.kube.objects import list_objects
@@ -116,8 +121,10 @@ class Controllers:
                     stamp = f"{meta['uid']}/{meta.get('generation')}"
                     if self.seen.get(key) != stamp and not meta.get("deletionTimestamp"):
                         self.seen[key] = stamp
-                        threading.Thread(target=self._guard, args=(kind, obj),
-                                         daemon=True).start()
+                        guard = threading.Thread(target=self._guard, args=(kind, obj),
+                                                 daemon=True)
+                        self.guards = [g for g in self.guards if g.is_alive()] + [guard]
+                        guard.start()
                 for key in [k for k in self.seen if k[0] == kind and k not in present]:
                     del self.seen[key]
                     self._guard_gone(key)
@@ -127,6 +134,9 @@ class Controllers:
         try:
             getattr(self, f"_run_{kind.lower()}")(obj)
         except Exception as exc:
+            if self.stop_flag.is_set():  # the world is being torn down under it
+                log.info("stand-in controller for %s stopped: %r", kind, exc)
+                return
             log.exception("stand-in controller for %s", kind)
             self.errors.append(f"{kind} {obj['metadata']['name']}: {exc!r}")
 

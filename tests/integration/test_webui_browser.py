@@ -105,8 +105,11 @@ def ui(tmp_path_factory: pytest.TempPathFactory) -> Any:
     exp = experiment(maxTrialCount=3, parallelTrialCount=3)
     exp["metadata"]["name"] = "tiny-random"
     backend.apply(exp, base_dir=work)
+    # the chief outlives the worker's failure (the job then fails and stops it): a chief that
+    # ended first would make the job Succeeded, as TFJob's success policy says, on a slow host
     chief = {"replicas": 1, "restartPolicy": "Never", "template": {"spec": {"containers": [
-        {"name": "tensorflow", "image": "x", "command": [sys.executable, "-c", "print('ok')"]}]}}}
+        {"name": "tensorflow", "image": "x",
+         "command": [sys.executable, "-c", "import time; time.sleep(30); print('ok')"]}]}}}
     worker = {"replicas": 1, "restartPolicy": "Never", "template": {"spec": {"containers": [
         {"name": "tensorflow", "image": "x",
          "command": [sys.executable, "-c", "import sys; sys.exit('loss is nan')"]}]}}}

@@ -6,16 +6,17 @@ closed and with the UI open, side by side in one run (interleaved repetitions, m
   objects, the suggestion) plus what the UI's reads take from it;
 - pipeline: a pipeline run of --tasks small tasks in a chain, caching off (every task runs).
 
-"UI open" is what a browser tab does, made harsher: one server-sent event stream connected to
-`/events` for the whole run (the watch on the state folder scans it once a second while a page
-listens), the workload's page fetched again on every `change` event the stream sends (as the
-page does), and on top of that the page and its list polled every --poll seconds (the page
-itself never polls; 0.2 s by default, 0 for none: exactly what an open page does).
+"UI open" is `kflab ui`'s server and what a browser tab does to it, in a process of their own
+(as in use: no interpreter lock shared with the workload): one server-sent event stream
+connected to `/events` for the whole run (the watch on the state folder scans it once a
+second while a page listens), the workload's page and its list fetched again on every
+`change` event the stream sends (as the page does), and, harsher than a page, the same two
+polled every --poll seconds (the page itself never polls; 0.2 s by default, 0 for none:
+exactly what an open page does).
 
 Prints each condition's median wall time, the UI's reads and events, the ratios open/closed,
-the CPU time this process spent (kflab's in-process bookkeeping, and with the UI open also
-its server and the simulated tab: an upper bound on what the UI costs, less noisy than wall
-time on a busy machine), and the load average before and after.
+the CPU time kflab's own process spent (its bookkeeping: less noisy than wall time on a busy
+machine) and the UI process's, and the load average before and after.
 
 Usage: python bench/ui_overhead.py [--trials 8] [--tasks 4] [--reps 3] [--poll 0.2]
 """
@@ -132,30 +133,54 @@ class Tab:
         self.stop.set()
 
 
+def tab_process(root: str, pages: list[str], poll: float) -> None:
+    """`--tab ROOT POLL PAGE...`: `kflab ui`'s server and the open tab, in a process of their
+    own as they are in use (the UI is its own command, the browser its own program), so they
+    share no interpreter lock with the workload. Prints `ready` once the stream is connected;
+    stops when stdin closes, printing its page reads, change events and CPU seconds."""
+    server = UiServer(LocalBackend(root), Path(root)).start()
+    tab = Tab(server, pages, poll)
+    deadline = time.monotonic() + 30
+    while server.watcher.clients < 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    cpu0 = time.process_time()
+    print("ready", flush=True)
+    sys.stdin.read()
+    tab.close()
+    cpu = time.process_time() - cpu0
+    server.stop()
+    print(tab.reads, tab.events, f"{cpu:.4f}", flush=True)
+
+
 def timed(work: Path, label: str, ui_open: bool, poll: float,
           pages: list[str], run: Callable[[LocalBackend], None]
-          ) -> tuple[float, float, int, int]:
+          ) -> tuple[float, float, float, int, int]:
+    """Wall time and this process's CPU time of one run; with the UI open also the UI's CPU
+    time, page reads and change events."""
+    import subprocess
+
     root = work / f"state-{label}-{int(ui_open)}"
     backend = LocalBackend(str(root))
-    server = tab = None
+    proc = None
     if ui_open:
-        server = UiServer(LocalBackend(str(root)), root).start()
-        tab = Tab(server, pages, poll)
-        deadline = time.monotonic() + 10
-        while server.watcher.clients < 1 and time.monotonic() < deadline:
-            time.sleep(0.02)  # the stream is connected before the workload starts
+        root.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.Popen([sys.executable, __file__, "--tab", str(root), str(poll),
+                                 *pages], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                text=True)
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     t0, cpu0 = time.perf_counter(), time.process_time()
     run(backend)
     took, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-    reads = events = 0
-    if tab and server:
-        tab.close()
-        server.stop()
-        reads, events = tab.reads, tab.events
-    return took, cpu, reads, events
+    if proc is None:
+        return took, cpu, 0.0, 0, 0
+    out, _ = proc.communicate("", timeout=120)
+    reads, events, ui_cpu = out.split()
+    return took, cpu, float(ui_cpu), int(reads), int(events)
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--tab"]:
+        return tab_process(sys.argv[2], sys.argv[4:], float(sys.argv[3]))
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=8)
     ap.add_argument("--tasks", type=int, default=4)
@@ -179,18 +204,20 @@ def main() -> None:
             "experiment": ("experiments", trials), "pipeline": ("runs", pipeline)}
         results: dict[tuple[str, bool], list[float]] = {}
         cpus: dict[tuple[str, bool], list[float]] = {}
+        ui_cpus: dict[str, list[float]] = {}
         seen: dict[str, list[tuple[int, int]]] = {}
         for rep in range(args.reps):
             for name, (view, run) in workloads.items():
                 for ui_open in (False, True) if rep % 2 == 0 else (True, False):
                     obj = f"bench-{rep}-{int(ui_open)}"
-                    took, cpu, reads, events = timed(work, f"{name}-{rep}", ui_open,
-                                                     args.poll, [f"{view}/{obj}", view],
-                                                     lambda b, r=run, o=obj: r(b, o))
+                    took, cpu, ui_cpu, reads, events = timed(
+                        work, f"{name}-{rep}", ui_open, args.poll, [f"{view}/{obj}", view],
+                        lambda b, r=run, o=obj: r(b, o))
                     results.setdefault((name, ui_open), []).append(took)
                     cpus.setdefault((name, ui_open), []).append(cpu)
                     if ui_open:
                         seen.setdefault(name, []).append((reads, events))
+                        ui_cpus.setdefault(name, []).append(ui_cpu)
     load1 = os.getloadavg()
     print(f"trials={args.trials} tasks={args.tasks} reps={args.reps} poll={args.poll}s "
           f"cpus={os.cpu_count()}")
@@ -204,9 +231,10 @@ def main() -> None:
               f"{[round(t, 2) for t in results[(name, True)]]}  "
               f"(page reads, change events) per run {seen[name]}")
         cc, co = (statistics.median(cpus[(name, u)]) for u in (False, True))
-        print(f"{name:10s} open/closed: {o / c:.3f}   CPU time of this process (kflab's "
-              f"bookkeeping, plus the UI server and the simulated tab when open): median "
-              f"{cc:.2f} s closed, {co:.2f} s open, ratio {co / cc:.3f}")
+        print(f"{name:10s} open/closed: {o / c:.3f}   kflab's own CPU time (in-process "
+              f"bookkeeping): median {cc:.3f} s closed, {co:.3f} s open, ratio {co / cc:.3f}; "
+              f"the UI and tab's CPU time per run: median "
+              f"{statistics.median(ui_cpus[name]):.3f} s")
 
 
 if __name__ == "__main__":

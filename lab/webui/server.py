@@ -42,9 +42,14 @@ TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=u
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
        "connect-src 'self'; frame-src 'self'; base-uri 'none'; form-action 'none'; "
        "frame-ancestors 'none'")
-# A component's HTML artifact (KFP renders it in a sandboxed frame): its own inline styles and
-# data: images, no script, no network, a unique origin; only the UI may frame it.
-ARTIFACT_CSP = ("sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+# A component's HTML artifact: KFP's HTMLViewer frames it with sandbox="allow-scripts" (no
+# allow-same-origin), so its own inline scripts run in a unique origin; here too, and also
+# without network: its inline scripts, styles and data: images only, no request anywhere
+# (the UI's API included), no cookie; only the UI may frame it.
+ARTIFACT_CSP = ("sandbox allow-scripts; default-src 'none'; script-src 'unsafe-inline'; "
+                "style-src 'unsafe-inline'; img-src data:; frame-ancestors 'self'")
+# A rendered Markdown artifact: no script at all.
+MARKDOWN_CSP = ("sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
                 "frame-ancestors 'self'")
 MAX_BODY = 32 * 1024 * 1024  # KFP's upload limit
 HEARTBEAT = 15.0  # seconds between an event stream's keep-alive comments
@@ -181,9 +186,10 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
                                          ui.root)
                 except views.NotFound as exc:
                     return self._json(404, {"message": str(exc)})
-                if isinstance(found, views.Page):  # a component's HTML: sandboxed, no script
+                if isinstance(found, views.Page):  # a component's HTML or Markdown: sandboxed
+                    csp = ARTIFACT_CSP if found.scripts else MARKDOWN_CSP
                     return self._send(200, found.body, found.ctype,
-                                      {"Content-Security-Policy": ARTIFACT_CSP})
+                                      {"Content-Security-Policy": csp})
                 return self._json(200, found)
             return self._send(404, b"not found\n", "text/plain")
 

@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from lab.kube.katib import objective_column
 
-LISTED = {"jobs": ("PyTorchJob", "TFJob"), "inferenceservices": ("InferenceService",),
+LISTED = {"jobs": ("PyTorchJob", "TFJob", "TrainJob"), "inferenceservices": ("InferenceService",),
           "notebooks": ("Notebook",), "experiments": ("Experiment",)}
 
 
@@ -55,34 +56,121 @@ def answer(backend: Any, api: Any, path: str, root: Path | None = None) -> Any:
 
 MAX_LOG_LINES = 2000
 MAX_ARTIFACT = 1024 * 1024
+MAX_MARKDOWN = 50 * 1000 * 8  # KFP's MarkdownViewer MAX_MARKDOWN_STR_LENGTH (characters)
 SHOWN = ("system.HTML", "system.Markdown")  # the artifact types whose file the page shows
+
+# How the KFP UI renders each output artifact type (kubeflow/pipelines 2.16.0 frontend,
+# src/components/viewers/MetricsVisualizations.tsx: ConfidenceMetricsSection,
+# ConfusionMatrixSection, ScalarMetricsSection, getHtmlViewerConfig,
+# getMarkdownViewerConfig; HTMLViewer.tsx, MarkdownViewer.tsx, ROCCurve.tsx), and what kflab
+# does the same way (docs/ui.md):
+# - system.ClassificationMetrics: "ROC Curve: NAME" from metadata.confidenceMetrics, each
+#   point x = falsePositiveRate, y = recall, labelled with confidenceThreshold, both axes 0..1
+#   with the dashed diagonal; "Confusion Matrix: NAME" from metadata.confusionMatrix, rows
+#   the true label, columns the predicted one. Malformed data is not drawn: an error names
+#   the artifact and the field, as KFP's banner does (validateConfidenceMetrics,
+#   validateConfusionMatrix).
+# - system.Metrics: "Scalar Metrics: NAME", a name/value table of every metadata entry but
+#   display_name, each value as JSON.
+# - system.HTML: the file in an iframe sandboxed with allow-scripts only (scripts run, in an
+#   opaque origin: no cookie, no call to the UI); here the page also gets no network.
+# - system.Markdown: rendered with raw HTML not parsed (markdown-to-jsx with
+#   disableParsingRawHTML), cut at MAX_MARKDOWN characters with a warning.
+
+
+def _numeric(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _roc(name: str, raw: Any) -> dict[str, Any]:
+    """ROC points sorted by false positive rate (uPlot needs x ascending), or an error."""
+    points = raw.get("list") if isinstance(raw, dict) else raw  # MLMD keeps it as {list: []}
+    keys = ("confidenceThreshold", "falsePositiveRate", "recall")
+    if not isinstance(points, list) or not all(
+            isinstance(p, dict) and all(_numeric(p.get(k)) for k in keys) for p in points):
+        return {"error": f"Error in {name} artifact's confidenceMetrics data format: each "
+                         "point needs numbers confidenceThreshold, falsePositiveRate and "
+                         "recall (log_roc_curve(fpr, tpr, threshold) writes them)"}
+    pts = sorted(({"threshold": p["confidenceThreshold"], "fpr": p["falsePositiveRate"],
+                   "tpr": p["recall"]} for p in points), key=lambda p: (p["fpr"], p["tpr"]))
+    return {"points": pts}
+
+
+def _confusion(name: str, raw: Any) -> dict[str, Any]:
+    cm = raw.get("struct", raw) if isinstance(raw, dict) else raw  # MLMD: {struct: {...}}
+    specs = cm.get("annotationSpecs") if isinstance(cm, dict) else None
+    rows = cm.get("rows") if isinstance(cm, dict) else None
+    ok = isinstance(specs, list) and isinstance(rows, list) and len(specs) == len(rows) \
+        and all(isinstance(a, dict) and isinstance(a.get("displayName"), str) for a in specs) \
+        and all(isinstance(r, dict) and isinstance(r.get("row"), list)
+                and len(r["row"]) == len(rows) and all(_numeric(v) for v in r["row"])
+                for r in rows)
+    if not ok:
+        return {"error": f"Error in {name} artifact's confusionMatrix data format: one "
+                         "annotationSpec per class and a square matrix of numbers "
+                         "(log_confusion_matrix(categories, matrix) writes them)"}
+    return {"labels": [a["displayName"] for a in specs], "rows": [r["row"] for r in rows]}
 
 
 def _artifact(name: str, art: Any) -> dict[str, Any]:
-    """What the run page draws of an output artifact: its type, and for
-    ClassificationMetrics the confusion matrix as the KFP UI draws it (a table)."""
+    """What the run page draws of an output artifact, by type, as the KFP UI draws it."""
     art = art if isinstance(art, dict) else {}
-    meta = art.get("metadata") or {}
-    out: dict[str, Any] = {"name": name, "type": art.get("type", ""),
-                           "shown": art.get("type") in SHOWN and bool(art.get("exists"))}
-    cm = meta.get("confusionMatrix") if isinstance(meta, dict) else None
-    if isinstance(cm, dict):
-        labels = [str(a.get("displayName", "")) for a in cm.get("annotationSpecs") or []]
-        rows = [list(r.get("row") or []) for r in cm.get("rows") or []]
-        out["confusion"] = {"labels": labels, "rows": rows}
+    meta = art.get("metadata") if isinstance(art.get("metadata"), dict) else {}
+    kind = art.get("type", "")
+    out: dict[str, Any] = {"name": name, "type": kind,
+                           "shown": kind in SHOWN and bool(art.get("exists"))}
+    if kind == "system.ClassificationMetrics" or "confusionMatrix" in meta:
+        if "confidenceMetrics" in meta:
+            out["roc"] = _roc(name, meta["confidenceMetrics"])
+        if "confusionMatrix" in meta:
+            out["confusion"] = _confusion(name, meta["confusionMatrix"])
+    elif kind == "system.Metrics":
+        out["scalars"] = [[k, json.dumps(v)] for k, v in meta.items() if k != "display_name"]
     return out
 
 
 class Page:
     """An artifact's file, served to a sandboxed frame (never run as the UI's own page)."""
 
-    def __init__(self, body: bytes, ctype: str) -> None:
-        self.body, self.ctype = body, ctype
+    def __init__(self, body: bytes, ctype: str, scripts: bool = False) -> None:
+        self.body, self.ctype, self.scripts = body, ctype, scripts
+
+
+MARKDOWN_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title><style>
+body {{ font: 15px/1.5 system-ui, sans-serif; color: #1b1b1b; margin: 8px 12px; }}
+h1, h2 {{ border-bottom: 1px solid #eee; padding-bottom: .3em; }}
+h1, h2, h3, h4, h5, h6 {{ font-size: initial; font-weight: 700; margin: 1em 0 16px; }}
+code, pre {{ background: #f8f8f8; border-radius: 5px; }}
+pre {{ border: 1px solid #eee; margin: 7px 0; padding: 7px; overflow: auto; }}
+table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ccc; padding: 2px 6px; }}
+.warning {{ background: #fff4ce; border: 1px solid #e0b000; padding: 6px; }}
+</style></head><body>
+{warning}{body}</body></html>
+"""
+
+
+def render_markdown(text: str, title: str) -> bytes:
+    """A Markdown artifact as the KFP UI shows it: raw HTML left as text, at most
+    MAX_MARKDOWN characters. markdown-it-py (a kflab dependency, with rich) renders it in the
+    markdown-it "js-default" preset: CommonMark plus tables and strikethrough, html off, and
+    its link check drops javascript:, vbscript: and data: (but image) URLs."""
+    from html import escape
+
+    from markdown_it import MarkdownIt
+
+    warning = ""
+    if len(text) > MAX_MARKDOWN:
+        text = text[:MAX_MARKDOWN]
+        warning = '<p class="warning">This markdown is too large to render completely.</p>\n'
+    body = MarkdownIt("js-default").render(text)
+    return MARKDOWN_PAGE.format(title=escape(title), warning=warning, body=body).encode()
 
 
 def artifact_page(backend: Any, run: str, task: str, output: str) -> Page:
-    """An HTML or Markdown artifact's file (at most 1 MiB), read only from inside the
-    state folder's pipeline root: a record edited to point elsewhere is refused."""
+    """An HTML artifact's file, or a Markdown artifact rendered (a file of at most 1 MiB
+    read), only from inside the state folder's pipeline root: a record edited to point
+    elsewhere is refused."""
     from lab import state
 
     obj = backend.get("PipelineRun", run)
@@ -100,9 +188,10 @@ def artifact_page(backend: Any, run: str, task: str, output: str) -> Page:
         raise NotFound(f"artifact '{output}' of task '{task}' is not readable here") from None
     if len(body) > MAX_ARTIFACT:
         body = body[:MAX_ARTIFACT] + b"\n[cut at 1 MiB]"
-    ctype = "text/html; charset=utf-8" if art["type"] == "system.HTML" \
-        else "text/plain; charset=utf-8"
-    return Page(body, ctype)
+    if art["type"] == "system.HTML":
+        return Page(body, "text/html; charset=utf-8", scripts=True)
+    text = body.decode("utf-8", errors="replace")
+    return Page(render_markdown(text, f"{task} / {output}"), "text/html; charset=utf-8")
 
 
 def _log_lines(backend: Any, run: str, task: str) -> list[str]:
@@ -198,6 +287,14 @@ def _row(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
         row["open"] = f"kflab open notebook {obj['metadata']['name']}"
     if kind in ("PyTorchJob", "TFJob"):
         row["replicas"] = {k: v for k, v in (status.get("replicaStatuses") or {}).items()}
+    if kind == "TrainJob":  # Trainer v2 writes counts per replicated Job (jobsStatus)
+        row["replicas"] = {j.get("name", ""): {k: v for k, v in j.items()
+                                               if k != "name" and v}
+                           for j in status.get("jobsStatus") or []}
+        if not last:  # no condition until it ends: the node Job's counts say how it goes
+            from lab.backends.local.training.sdk import node_phase
+
+            row["state"] = node_phase(obj)
     return row
 
 
@@ -212,11 +309,29 @@ def _job_page(backend: Any, kind: str, name: str, replica: str | None = None
 
     from lab.errors import LabError
 
-    if kind not in REPLICA_SPECS:
+    if kind not in (*REPLICA_SPECS, "TrainJob"):
         raise NotFound(f"no job kind '{kind}'")
     obj = backend.get(kind, name)
     if obj is None:
         raise NotFound(f"no {kind} '{name}'")
+    out = _trainjob_page(backend, obj) if kind == "TrainJob" else _replica_page(kind, obj)
+    if replica is not None:
+        try:
+            out["log"] = [line.rstrip("\n") for line in deque(
+                backend.logs(kind, name, replica=replica), maxlen=MAX_LOG_LINES)]
+        except LabError as exc:
+            raise NotFound(str(exc)) from None
+        out["replica"] = replica
+    return out
+
+
+def _message(obj: dict[str, Any]) -> str:
+    return next((c.get("message", "") for c in reversed(
+        (obj.get("status") or {}).get("conditions") or []) if c.get("status") == "True"), "")
+
+
+def _replica_page(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+    """A Training Operator job's replicas, with their type's counts (replicaStatuses)."""
     specs = (obj.get("spec") or {}).get(REPLICA_SPECS[kind]) or {}
     statuses = (obj.get("status") or {}).get("replicaStatuses") or {}
     replicas = []
@@ -226,18 +341,36 @@ def _job_page(backend: Any, kind: str, name: str, replica: str | None = None
         replicas += [{"name": f"{rtype.lower()}-{i}", "type": rtype,
                       "active": st.get("active", 0), "succeeded": st.get("succeeded", 0),
                       "failed": st.get("failed", 0)} for i in range(count)]
-    out = {**_row(kind, obj), "replica_list": replicas,
-           "message": next((c.get("message", "") for c in reversed(
-               (obj.get("status") or {}).get("conditions") or [])
-               if c.get("status") == "True"), "")}
-    if replica is not None:
+    return {**_row(kind, obj), "replica_list": replicas, "message": _message(obj)}
+
+
+def _trainjob_page(backend: Any, obj: dict[str, Any]) -> dict[str, Any]:
+    """A TrainJob (Kubeflow Trainer v2): its runtime, and each node (`node-0`, `node-1`, as
+    `kflab logs --replica` names them) with its pod's phase. Trainer's status has no per-node
+    state (only jobsStatus counts per replicated Job), so the phase is the pod's: read from
+    the cluster, or on the local backend derived from the status as the local TrainerClient
+    derives it (lab/backends/local/training/sdk.py)."""
+    meta, spec = obj["metadata"], obj.get("spec") or {}
+    trainer = spec.get("trainer") or {}
+    if getattr(backend, "name", "") == "cluster":
+        from lab.backends.cluster.training.trainjob import nodes
+        from lab.errors import LabError
+
         try:
-            out["log"] = [line.rstrip("\n") for line in deque(
-                backend.logs(kind, name, replica=replica), maxlen=MAX_LOG_LINES)]
-        except LabError as exc:
-            raise NotFound(str(exc)) from None
-        out["replica"] = replica
-    return out
+            found = nodes(backend, meta["name"], meta.get("namespace", "default"))
+        except LabError:  # pods not readable (RBAC, gone): the counts still show
+            found = []
+    else:
+        from lab.backends.local.training import sdk
+
+        found = sdk.nodes(obj)
+    replicas = [{"name": f"node-{n['index']}", "type": "Node", "pod": n["pod"],
+                 "phase": n["phase"], "restarts": n.get("restarts")} for n in found]
+    return {**_row("TrainJob", obj), "replica_list": replicas, "message": _message(obj),
+            "runtime": (spec.get("runtimeRef") or {}).get("name", ""),
+            "num_nodes": trainer.get("numNodes") or len(replicas),
+            "nproc_per_node": trainer.get("numProcPerNode", ""),
+            "jobs_status": (obj.get("status") or {}).get("jobsStatus") or []}
 
 
 def _experiment_page(backend: Any, name: str) -> dict[str, Any]:

@@ -41,6 +41,15 @@ def test_trainjob_on_the_cluster_and_the_sdk_reads_it(world: Any, tmp_path: Path
     assert status["jobsStatus"] == [{"name": "node", "ready": 0, "succeeded": 1, "failed": 0,
                                      "active": 0, "suspended": 0}]
     assert any("NODE 1 OF 2" in line for line in backend.logs("TrainJob", "pets", NS, "node-1"))
+    # `kflab ui`'s job page on this backend: each node's pod and phase, read from the cluster
+    from lab.webui import views
+
+    page = views.answer(backend, None, "jobs/TrainJob/pets/node-1")
+    assert [(r["name"], r["pod"], r["phase"]) for r in page["replica_list"]] == [
+        ("node-0", "pets-node-0-0", "Succeeded"), ("node-1", "pets-node-0-1", "Succeeded")]
+    assert page["state"] == "Complete" and page["jobs_status"] == status["jobsStatus"]
+    assert any("NODE 1 OF 2" in line for line in page["log"])
+    assert "pets" in [r["name"] for r in views.answer(backend, None, "jobs")]
 
     pytest.importorskip("kubeflow.trainer")
     from kubeflow.common.types import KubernetesBackendConfig

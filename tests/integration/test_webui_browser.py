@@ -44,10 +44,22 @@ def add(a: int, b: int) -> int:
 
 
 @dsl.component
-def report(n: int, page: dsl.Output[dsl.HTML], cm: dsl.Output[dsl.ClassificationMetrics]):
+def report(n: int, page: dsl.Output[dsl.HTML], cm: dsl.Output[dsl.ClassificationMetrics],
+           notes: dsl.Output[dsl.Markdown], scores: dsl.Output[dsl.Metrics]):
     with open(page.path, "w") as fh:
-        fh.write(f"<h1>Report</h1><p>n is {n}</p><script>document.title='ran'</script>")
+        # its script tells the page (tests/data/webui/frame-messages.js writes it down)
+        # where it runs, whether it can read the UI's cookie and reach the UI's API
+        fh.write(f"<h1>Report</h1><p>n is {n}</p>"
+                 "<script>let cookie; try { cookie = document.cookie; } catch (e) { "
+                 "cookie = 'blocked: ' + e.name; } "
+                 "fetch('/ui-api/runs').then(r => 'answered ' + r.status, e => 'refused')"
+                 ".then(got => parent.postMessage({origin: String(self.origin), cookie, "
+                 "fetch: got}, '*'));</script>")
     cm.log_confusion_matrix(["cat", "dog"], [[n, 1], [2, 7]])
+    cm.log_roc_curve([0.0, 0.25, 1.0], [0.0, 0.75, 1.0], [2.0, 0.5, 0.0])
+    with open(notes.path, "w") as fh:
+        fh.write("# Notes\\n\\n| class | f1 |\\n|---|---|\\n| cat | 0.8 |\\n\\n<b>raw</b>\\n")
+    scores.log_metric("accuracy", 0.9)
 
 
 @dsl.pipeline(name="two-adds")
@@ -93,8 +105,11 @@ def ui(tmp_path_factory: pytest.TempPathFactory) -> Any:
     exp = experiment(maxTrialCount=3, parallelTrialCount=3)
     exp["metadata"]["name"] = "tiny-random"
     backend.apply(exp, base_dir=work)
+    # the chief outlives the worker's failure (the job then fails and stops it): a chief that
+    # ended first would make the job Succeeded, as TFJob's success policy says, on a slow host
     chief = {"replicas": 1, "restartPolicy": "Never", "template": {"spec": {"containers": [
-        {"name": "tensorflow", "image": "x", "command": [sys.executable, "-c", "print('ok')"]}]}}}
+        {"name": "tensorflow", "image": "x",
+         "command": [sys.executable, "-c", "import time; time.sleep(30); print('ok')"]}]}}}
     worker = {"replicas": 1, "restartPolicy": "Never", "template": {"spec": {"containers": [
         {"name": "tensorflow", "image": "x",
          "command": [sys.executable, "-c", "import sys; sys.exit('loss is nan')"]}]}}}
@@ -102,12 +117,21 @@ def ui(tmp_path_factory: pytest.TempPathFactory) -> Any:
                    "metadata": {"name": "broken"},
                    "spec": {"tfReplicaSpecs": {"Chief": chief, "Worker": worker}}},
                   base_dir=work)
+    node = ("import os; print('NODE', os.environ['PET_NODE_RANK'], 'OF', "
+            "os.environ['PET_NNODES'])")
+    backend.apply({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                   "metadata": {"name": "pets"},
+                   "spec": {"runtimeRef": {"name": "torch-distributed"},
+                            "trainer": {"numNodes": 2,
+                                        "command": [sys.executable, "-c", node]}}},
+                  base_dir=work)
     from lab.scenarios import guided, loader
 
     lab = guided.start(loader.find("katib-hpo"), root, work / "lab", restart=False)
     guided.hint(lab)  # a hint taken on step 1: the Labs view shows it
     server = UiServer(backend, root, static=static_copy(
-        tmp_path_factory.mktemp("static") / "static", "no-stream.js")).start()
+        tmp_path_factory.mktemp("static") / "static", "no-stream.js",
+        "frame-messages.js")).start()
     yield server
     server.stop()
 
@@ -150,21 +174,81 @@ def test_run_page_shows_the_finished_tasks_and_graph(ui: Any, tmp_path: Path) ->
     assert dom.count("<rect") == 3
     assert dom.count('marker-end="url(#arrow)"') == 2
     assert '<a href="#/runs/two-adds/add-2"' in dom  # a box is a link (keyboard reachable)
-    # report's artifacts: the confusion matrix as a table, the HTML in a sandboxed frame
-    assert "Confusion matrix: report / cm" in dom and "<td>9</td><td>1</td>" in dom
-    frame = re.search(r'<iframe src="([^"]+)" sandbox=""', dom)
-    assert frame, dom[dom.find("<main"):]
-    page = urllib.request.urlopen(urllib.request.Request(
-        ui.host + frame.group(1), headers={"Cookie": f"kflab_token={ui.token}"}))
-    assert b"<p>n is 9</p>" in page.read()
-    assert page.headers["Content-Security-Policy"].startswith("sandbox;")
-    assert "script-src" not in page.headers["Content-Security-Policy"]
     log = chromium(tmp_path, f"{ui.url}#/runs/two-adds/add-2", "--dump-dom").stdout
     assert 'data-view="runs/two-adds/add-2"' in log and '<pre class="log"' in log
     assert "Log of add-2" in log
     shot = tmp_path / "run-page.png"
     out = chromium(tmp_path, url, f"--screenshot={shot}", "--window-size=1280,900")
     assert shot.exists() and shot.stat().st_size > 5000, out.stderr[-2000:]
+
+
+def test_artifacts_as_the_kfp_ui_renders_them(ui: Any, tmp_path: Path,
+                                              record_property: Any) -> None:
+    """report's outputs, each as KFP's viewers draw it (lab/webui/views.py cites them): the
+    ROC curve (uPlot) with its points, the confusion matrix, the scalar metrics, the HTML in
+    a frame where its script runs but in an opaque origin (no cookie, no request reaches
+    the UI), and the Markdown rendered, raw HTML left as text."""
+    import json
+
+    url = f"{ui.url}#/runs/two-adds"
+    dom = chromium(tmp_path, url, "--dump-dom", "--window-size=1280,6000").stdout
+    main = dom[dom.find("<main"):]
+    assert "Visualizations: report" in dom, main
+    assert "ROC Curve: report / cm" in dom and 'class="chart roc"' in dom
+    roc = dom[dom.find('class="chart roc"'):]
+    assert '<div class="uplot' in roc[:3000] and "<canvas" in roc[:3000]
+    assert "fpr 0.25 tpr 0.75" in roc[:400]
+    assert "<td>0.5</td><td>0.25</td><td>0.75</td>" in dom  # threshold, fpr, tpr
+    assert "Confusion Matrix: report / cm" in dom and "<td>9</td><td>1</td>" in dom
+    assert "Scalar Metrics: report / scores" in dom and "<td>accuracy</td><td>0.9</td>" in dom
+    html = re.search(r'<iframe src="([^"]+)" sandbox="allow-scripts"', dom)
+    md = re.search(r'<iframe src="([^"]+)" sandbox=""', dom)
+    assert html and md, main
+    # the HTML's script ran in an opaque origin: no cookie, its request to the UI refused
+    said = re.search(r'<pre id="frame-messages">(.*?)</pre>', dom, re.S)
+    assert said, "the HTML artifact's script did not report"
+    msg = json.loads(said.group(1).replace("&quot;", '"').splitlines()[0])
+    assert msg["from"] == "null" and msg["data"]["origin"] == "null", msg
+    assert msg["data"]["cookie"].startswith("blocked") and msg["data"]["fetch"] == "refused"
+    cookie = {"Cookie": f"kflab_token={ui.token}"}
+    page = urllib.request.urlopen(urllib.request.Request(ui.host + html.group(1),
+                                                         headers=cookie))
+    assert b"<p>n is 9</p>" in page.read()
+    assert page.headers["Content-Security-Policy"].startswith("sandbox allow-scripts;")
+    page = urllib.request.urlopen(urllib.request.Request(ui.host + md.group(1), headers=cookie))
+    body = page.read()
+    assert b"<h1>Notes</h1>" in body and b"<td>0.8</td>" in body
+    assert b"&lt;b&gt;raw&lt;/b&gt;" in body
+    assert "script-src" not in page.headers["Content-Security-Policy"]
+    shot = tmp_path / "run-artifacts.png"
+    chromium(tmp_path, url, f"--screenshot={shot}", "--window-size=1280,2600")
+    assert shot.exists() and shot.stat().st_size > 5000
+    record_property("screenshot", str(shot))
+
+
+def test_a_trainjob_its_nodes_and_a_log(ui: Any, tmp_path: Path,
+                                        record_property: Any) -> None:
+    """A Kubeflow Trainer v2 TrainJob in the jobs view: listed with the PyTorchJobs and
+    TFJobs, its page shows the runtime, each node's pod and phase, jobsStatus, and a node's
+    log."""
+    job = ui.backend.get("TrainJob", "pets")
+    assert job["status"]["conditions"][-1]["type"] == "Complete"
+    dom = chromium(tmp_path, f"{ui.url}#/jobs", "--dump-dom").stdout
+    assert '<a href="#/jobs/TrainJob/pets">pets</a>' in dom, dom[-1500:]
+    assert 'class="state Complete"' in dom
+    url = f"{ui.url}#/jobs/TrainJob/pets/node-1"
+    dom = chromium(tmp_path, url, "--dump-dom").stdout
+    assert 'data-view="jobs/TrainJob/pets/node-1"' in dom, dom[-1500:]
+    assert "runtime torch-distributed · 2 node(s)" in dom
+    for i in (0, 1):
+        assert f">node-{i}</a></td><td>pets-node-0-{i}</td>" in dom
+    assert dom.count('class="state Succeeded"') == 2
+    assert "<td>node</td><td>0</td><td>0</td><td>1</td><td>0</td><td>0</td>" in dom  # jobsStatus
+    assert "Log of node-1" in dom and "NODE 1 OF 2" in dom
+    shot = tmp_path / "trainjob.png"
+    chromium(tmp_path, url, f"--screenshot={shot}", "--window-size=1280,900")
+    assert shot.exists() and shot.stat().st_size > 5000
+    record_property("screenshot", str(shot))
 
 
 def test_a_run_in_progress_then_finished(ui: Any, tmp_path: Path) -> None:
@@ -294,7 +378,7 @@ def axe_ui(ui: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 @pytest.mark.parametrize("view", ["runs", "runs/two-adds", "experiments/tiny-random",
-                                  "jobs/TFJob/broken/worker-0",
+                                  "jobs/TFJob/broken/worker-0", "jobs/TrainJob/pets/node-1",
                                   "notebooks", "labs", "labs/katib-hpo"])
 def test_views_pass_axe(axe_ui: Any, tmp_path: Path, view: str) -> None:
     import json

@@ -15,7 +15,8 @@ from lab.webui.server import STATIC
 
 LINE = re.compile(r"^In `kflab ui`, open (\w+) -> (\S+) to (?:see|send) [^`]+\.$", re.M)
 VIEWS = {"PipelineRun": "Runs", "Experiment": "Experiments", "PyTorchJob": "Jobs",
-         "TFJob": "Jobs", "InferenceService": "InferenceServices", "Notebook": "Notebooks"}
+         "TFJob": "Jobs", "TrainJob": "Jobs", "InferenceService": "InferenceServices",
+         "Notebook": "Notebooks"}
 
 
 def _checked(step: Step) -> tuple[str, str] | None:

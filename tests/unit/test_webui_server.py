@@ -153,9 +153,53 @@ def test_an_artifact_outside_the_pipeline_root_is_refused(ui: UiServer, tmp_path
     cookie = {"Cookie": f"kflab_token={ui.token}"}
     status, body, headers = call(ui, "/ui-api/runs/r/artifacts/t/good", cookie)
     assert status == 200 and body == b"<p>fine</p>"
-    assert headers["Content-Security-Policy"].startswith("sandbox;")
+    # as KFP's HTMLViewer: scripts run, in an opaque origin (no allow-same-origin); no network
+    csp = headers["Content-Security-Policy"]
+    assert csp.startswith("sandbox allow-scripts;") and "allow-same-origin" not in csp
+    assert "default-src 'none'" in csp and "connect-src" not in csp
     status, body, _ = call(ui, "/ui-api/runs/r/artifacts/t/bad", cookie)
     assert status == 404 and b"secret" not in body
+
+
+def test_markdown_and_metrics_artifacts_as_kfp_renders_them(ui: UiServer,
+                                                            tmp_path: Path) -> None:
+    """Markdown is rendered with raw HTML left as text and no script in its frame;
+    ClassificationMetrics and Metrics come as KFP's viewers draw them, malformed data as an
+    error naming the artifact (MetricsVisualizations.tsx validateConfusionMatrix)."""
+    notes = tmp_path / "pipeline-root" / "default" / "m" / "t" / "notes"
+    notes.parent.mkdir(parents=True)
+    notes.write_text("# Title\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n<script>x()</script> "
+                     "[bad](javascript:alert(1))\n")
+    roc = [{"confidenceThreshold": t, "recall": r, "falsePositiveRate": f}
+           for t, r, f in ((0.0, 1.0, 1.0), (2.0, 0.0, 0.0), (0.5, 0.8, 0.3))]
+    arts = {"notes": {"type": "system.Markdown", "path": str(notes), "exists": True,
+                      "metadata": {}},
+            "cm": {"type": "system.ClassificationMetrics", "exists": False, "metadata": {
+                "confidenceMetrics": roc,
+                "confusionMatrix": {"annotationSpecs": [{"displayName": "a"}],
+                                    "rows": [{"row": [1, 2]}]}}},
+            "scores": {"type": "system.Metrics", "exists": False,
+                       "metadata": {"display_name": "scores", "accuracy": 0.5}}}
+    ui.backend.store.put({"apiVersion": "kflab.dev/v1", "kind": "PipelineRun",
+                          "metadata": {"name": "m", "namespace": "default"}, "spec": {},
+                          "status": {"state": "SUCCEEDED", "run_details": {"task_details": [
+                              {"display_name": "t", "state": "SUCCEEDED",
+                               "outputs": {"artifacts": arts}}]}}})
+    cookie = {"Cookie": f"kflab_token={ui.token}"}
+    status, body, headers = call(ui, "/ui-api/runs/m/artifacts/t/notes", cookie)
+    assert status == 200 and b"<h1>Title</h1>" in body and b"<td>1</td>" in body
+    assert b"&lt;script&gt;" in body and b"<script>" not in body
+    assert b'href="javascript' not in body
+    assert headers["Content-Security-Policy"].startswith("sandbox;")
+    assert "script-src" not in headers["Content-Security-Policy"]
+    status, body, _ = call(ui, "/ui-api/runs/m", cookie)
+    task = json.loads(body)["tasks"][0]
+    by_name = {a["name"]: a for a in task["artifacts"]}
+    assert [(p["fpr"], p["tpr"], p["threshold"]) for p in by_name["cm"]["roc"]["points"]] == [
+        (0.0, 0.0, 2.0), (0.3, 0.8, 0.5), (1.0, 1.0, 0.0)]  # sorted by fpr for the chart
+    assert by_name["cm"]["confusion"]["error"].startswith(
+        "Error in cm artifact's confusionMatrix data format")
+    assert by_name["scores"]["scalars"] == [["accuracy", "0.5"]]
 
 
 def _record(name: str) -> dict[str, Any]:

@@ -207,23 +207,71 @@ function artifactUrl(run, task, output) {
 }
 
 function artifactList(run, t) {
-  const span = el("span");
-  t.artifacts.forEach((a, i) => {
-    if (i) span.append(", ");
-    span.append(a.shown && a.type === "system.Markdown"
-      ? link(artifactUrl(run, t.name, a.name), a.name) : `${a.name} (${a.type})`);
-  });
-  return span;
+  return t.artifacts.map(a => `${a.name} (${a.type})`).join(", ");
 }
 
+function errorNote(text) { return el("p", { class: "error" }, text); }
+
 function confusion(cm) {
-  // rows are the true class, columns the predicted one (KFP's ConfusionMatrix viewer)
-  const head = el("tr", {}, el("th", { scope: "col" }, "true \\ predicted"),
+  // rows are the true label, columns the predicted one (KFP's ConfusionMatrix viewer)
+  const head = el("tr", {}, el("th", { scope: "col" }, "true label \\ predicted label"),
                   ...cm.labels.map(l => el("th", { scope: "col" }, l)));
   const rows = cm.rows.map((r, i) => el("tr", {}, el("th", { scope: "row" }, cm.labels[i] ?? ""),
                                          ...r.map(v => el("td", {}, v))));
   return el("table", { class: "confusion" }, el("caption", {}, "Confusion matrix"),
             el("thead", {}, head), el("tbody", {}, ...rows));
+}
+
+function roc(points, name) {
+  // KFP's ROCCurve viewer: x false positive rate, y true positive rate (recall), both 0..1,
+  // a dashed diagonal; drawn by uPlot. The points, with their thresholds, also as a table.
+  const xs = [...new Set([0, ...points.map(p => p.fpr), 1])].sort((a, b) => a - b);
+  const at = new Map(points.map(p => [p.fpr, p.tpr]));  // the last point of a repeated fpr
+  const ys = xs.map(x => at.has(x) ? at.get(x) : null);
+  const box = el("div", { class: "chart roc", role: "img",
+                          "aria-label": `ROC curve of ${name}: ` + points.map(p => `fpr ${p.fpr} tpr ${p.tpr}`).join(", ") });
+  const opts = {
+    width: 420, height: 320, legend: { show: false }, cursor: { show: false },
+    scales: { x: { time: false, range: [0, 1] }, y: { range: [0, 1] } },
+    axes: [{ label: "fpr (false positive rate)" }, { label: "tpr (true positive rate)" }],
+    series: [{}, { label: "ROC", stroke: "#0b4f94", width: 2, spanGaps: true, points: { size: 5 } },
+             { label: "chance", stroke: "#6b6b6b", width: 1, dash: [4, 4], points: { show: false } }],
+  };
+  requestAnimationFrame(() => new uPlot(opts, [xs, ys, xs], box));
+  const rows = points.map(p => el("tr", {}, el("td", {}, p.threshold), el("td", {}, p.fpr), el("td", {}, p.tpr)));
+  const details = el("details", {}, el("summary", {}, "ROC points"),
+    el("table", {}, el("caption", {}, `ROC points of ${name}`),
+       el("thead", {}, el("tr", {}, ...["threshold", "fpr", "tpr"].map(h => el("th", { scope: "col" }, h)))),
+       el("tbody", {}, ...rows)));
+  return [box, details];
+}
+
+function visualizations(r, t) {
+  // one task's artifacts, in the KFP UI's order: ROC and confusion matrix of each
+  // ClassificationMetrics, each Metrics' scalars, the HTML, the Markdown
+  const out = [];
+  for (const a of t.artifacts) {
+    const name = `${t.name} / ${a.name}`;
+    if (a.roc) out.push(el("h3", {}, `ROC Curve: ${name}`),
+                        ...(a.roc.error ? [errorNote(a.roc.error)] : roc(a.roc.points, name)));
+    if (a.confusion) out.push(el("h3", {}, `Confusion Matrix: ${name}`),
+                              a.confusion.error ? errorNote(a.confusion.error) : confusion(a.confusion));
+  }
+  for (const a of t.artifacts.filter(a => a.scalars)) {
+    out.push(el("h3", {}, `Scalar Metrics: ${t.name} / ${a.name}`),
+             table(`Scalar metrics of ${a.name}`, [["name", m => m[0]], ["value", m => m[1]]], a.scalars));
+  }
+  for (const [type, title, sandbox] of [["system.HTML", "Static HTML", "allow-scripts"],
+                                        ["system.Markdown", "Static Markdown", ""]]) {
+    for (const a of t.artifacts.filter(a => a.shown && a.type === type)) {
+      out.push(el("h3", {}, `${title}: ${t.name} / ${a.name}`),
+               el("iframe", { src: artifactUrl(r.name, t.name, a.name), sandbox,
+                              title: `${title} written by ${t.name} (${a.name})`,
+                              class: "artifact " + (type === "system.HTML" ? "html" : "markdown"),
+                              loading: "lazy" }));
+    }
+  }
+  return out.length ? [el("h2", {}, `Visualizations: ${t.name}`), ...out] : [];
 }
 
 const views = {
@@ -249,18 +297,7 @@ const views = {
       ["Cache", t => t.cached ? "reused from cache" : ""], ["Output parameters", t => json(t.parameters)],
       ["Metrics", t => json(t.metrics)], ["Artifacts", t => artifactList(r.name, t)],
     ], r.tasks));
-    for (const t of r.tasks) {
-      for (const a of t.artifacts) {
-        if (a.confusion) out.push(el("h2", {}, `Confusion matrix: ${t.name} / ${a.name}`),
-                                  confusion(a.confusion));
-        if (a.shown && a.type === "system.HTML") {
-          out.push(el("h2", {}, `${t.name} / ${a.name}`),
-                   el("iframe", { src: artifactUrl(r.name, t.name, a.name), sandbox: "",
-                                  title: `HTML written by ${t.name} (${a.name})`,
-                                  class: "artifact", loading: "lazy" }));
-        }
-      }
-    }
+    for (const t of r.tasks) out.push(...visualizations(r, t));
     if (task) {
       const log = await get(`runs/${encodeURIComponent(name)}/logs/${encodeURIComponent(task)}`);
       out.push(el("h2", { id: "log" }, `Log of ${task}`),
@@ -291,7 +328,7 @@ const views = {
   },
   async jobs() {
     const rows = await get("jobs");
-    return [el("h1", {}, "Training jobs"), table("PyTorchJobs and TFJobs", [
+    return [el("h1", {}, "Training jobs"), table("PyTorchJobs, TFJobs and TrainJobs", [
       ["Kind", r => r.kind],
       ["Job", r => link(`#/jobs/${encodeURIComponent(r.kind)}/${encodeURIComponent(r.name)}`, r.name)],
       ["State", r => stateCell(r.state)],
@@ -305,10 +342,25 @@ const views = {
     const base = `#/jobs/${encodeURIComponent(kind)}/${encodeURIComponent(name)}`;
     const out = [el("h1", {}, `${kind} ${j.name} `, stateCell(j.state))];
     if (j.message) out.push(el("p", {}, j.message));
-    out.push(el("h2", {}, "Replicas"), table("Replicas (select one for its log)", [
-      ["Replica", r => link(`${base}/${encodeURIComponent(r.name)}`, r.name)], ["Type", r => r.type],
-      ["Active", r => r.active], ["Succeeded", r => r.succeeded], ["Failed", r => r.failed],
-    ], j.replica_list));
+    if (kind === "TrainJob") {
+      // Kubeflow Trainer v2: a runtime, numNodes node pods (one Indexed Job of the JobSet)
+      out.push(el("p", {}, [`runtime ${j.runtime}`, `${j.num_nodes} node(s)`,
+                            j.nproc_per_node !== "" && `numProcPerNode ${j.nproc_per_node}`]
+                           .filter(Boolean).join(" · ")),
+               el("h2", {}, "Nodes"), table("Nodes (select one for its log)", [
+                 ["Node", r => link(`${base}/${encodeURIComponent(r.name)}`, r.name)], ["Pod", r => r.pod],
+                 ["Phase", r => stateCell(r.phase)], ["Restarts", r => r.restarts ?? ""],
+               ], j.replica_list),
+               el("h2", {}, "Jobs status"), table("jobsStatus: the JobSet's replicated Jobs", [
+                 ["Job", r => r.name], ["Ready", r => r.ready], ["Active", r => r.active],
+                 ["Succeeded", r => r.succeeded], ["Failed", r => r.failed], ["Suspended", r => r.suspended],
+               ], j.jobs_status));
+    } else {
+      out.push(el("h2", {}, "Replicas"), table("Replicas (select one for its log)", [
+        ["Replica", r => link(`${base}/${encodeURIComponent(r.name)}`, r.name)], ["Type", r => r.type],
+        ["Active", r => r.active], ["Succeeded", r => r.succeeded], ["Failed", r => r.failed],
+      ], j.replica_list));
+    }
     if (j.replica) out.push(el("h2", {}, `Log of ${j.replica}`),
                             el("pre", { class: "log", tabindex: "0", "aria-label": `log of ${j.replica}` },
                                j.log.join("\n") || "(no output)"));

@@ -106,3 +106,21 @@ def logs(backend: Any, kind: str, name: str, namespace: str,
             raise LabError(f"unknown node {replica!r}", hint="e.g. node-0 or node-1")
         selector += f",{INDEX_LABEL}={int(index)}"
     return common.pod_lines(backend, namespace, selector, container=CONTAINER, **opts)
+
+
+def nodes(backend: Any, name: str, namespace: str) -> list[dict[str, Any]]:
+    """The TrainJob's node pods as JobSet made them (`kflab ui`'s job page): the pod, its
+    completion index (the node's rank), phase and restarts, lowest rank first."""
+    from lab.kube.logs import pods
+
+    found = pods(backend.kube, namespace, f"{JOBSET_LABEL}={name},{RJOB_LABEL}=node")
+    out = []
+    for pod in found:
+        index = (pod["metadata"].get("labels") or {}).get(INDEX_LABEL, "")
+        status = pod.get("status") or {}
+        restarts = sum(int(c.get("restartCount") or 0)
+                       for c in status.get("containerStatuses") or [])
+        out.append({"pod": pod["metadata"]["name"],
+                    "index": int(index) if str(index).isdigit() else -1,
+                    "phase": status.get("phase") or "Pending", "restarts": restarts})
+    return sorted(out, key=lambda n: (n["index"], n["pod"]))

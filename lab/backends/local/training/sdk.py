@@ -134,7 +134,9 @@ class CustomObjects:
         return _Done(fn) if async_req else fn()
 
 
-def _phase(obj: dict[str, Any]) -> str:
+def node_phase(obj: dict[str, Any]) -> str:
+    """A node pod's phase, read from the TrainJob's status (the local backend keeps no pod
+    objects; the module docstring gives the rule)."""
     conditions = {c.get("type"): c.get("status") for c in
                   (obj.get("status") or {}).get("conditions") or []}
     if conditions.get("Complete") == "True":
@@ -144,6 +146,16 @@ def _phase(obj: dict[str, Any]) -> str:
     node = next((j for j in (obj.get("status") or {}).get("jobsStatus") or []
                  if j.get("name") == "node"), {})
     return "Running" if node.get("active") else "Pending"
+
+
+def nodes(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """The TrainJob's node pods as `list_namespaced_pod` answers them: name, rank, phase."""
+    from lab.backends.local.training.trainjob import FLAVOR
+
+    name = obj["metadata"]["name"]
+    phase = node_phase(obj)
+    return [{"pod": f"{name}-node-0-{i}", "index": i, "phase": phase}
+            for i in range(len(FLAVOR.replica_names(obj)))]
 
 
 class Core:
@@ -160,17 +172,15 @@ class Core:
             if obj is None:
                 return _Answer({"items": []})
             trainer = obj["spec"].get("trainer") or {}
-            nodes = int(trainer.get("numNodes") or 1)
             created = obj["metadata"].get("creationTimestamp")
-            phase = _phase(obj)
             return _Answer({"items": [{
-                "metadata": {"name": f"{name}-node-0-{i}", "namespace": namespace,
+                "metadata": {"name": n["pod"], "namespace": namespace,
                              "creationTimestamp": created,
                              "labels": {JOBSET_NAME: name, RJOB_NAME: "node",
-                                        JOB_INDEX: str(i)}},
+                                        JOB_INDEX: str(n["index"])}},
                 "spec": {"containers": [{"name": "node",
                                          "resources": trainer.get("resourcesPerNode") or {}}]},
-                "status": {"phase": phase}} for i in range(nodes)]})
+                "status": {"phase": n["phase"]}} for n in nodes(obj)]})
         return _Done(pods) if async_req else pods().to_dict()
 
     def read_namespaced_pod_log(self, name: str, namespace: str, container: str = "node",

@@ -55,6 +55,8 @@ class Plan:
     spec: Any  # pipeline_spec_pb2.PipelineSpec
     executors: dict[str, Any]
     programs: dict[str, taskproc.Program] = field(default_factory=dict)
+    # what compiling it read: {"files": {path: sha256}, "env": {name: value}} (replay.py)
+    inputs: dict[str, Any] = field(default_factory=dict)
 
 
 def plan(spec: Any, platform_spec: Any = None) -> Plan:
@@ -271,6 +273,10 @@ class Run:
         self.cancel = threading.Event()
         self.running: dict[str, Any] = {}
         self.errors: list[str] = []
+        # replay.py: the cache entry behind each task node (id(node) -> key, types, folder);
+        # False once a task ran that a re-run could not take from the cache
+        self.memo: dict[int, dict[str, Any]] = {}
+        self.replayable = cache is not None
 
     # --- records --------------------------------------------------------------------------
 
@@ -398,6 +404,8 @@ class Run:
         spec.CopyFrom(task.inputs)
         for k in final:
             del spec.parameters[k]
+        if final:
+            self.replayable = False  # its input names the run: its key never repeats
         args = OrchestratorUtils.make_task_arguments(task_inputs_spec=spec, io_store=store)
         for k, v in final.items():
             producer = v.task_final_status.producer_task
@@ -483,6 +491,7 @@ class Run:
         if ex.WhichOneof("spec") == "importer":
             from kfp.local import importer_handler, status
 
+            self.replayable = False
             node = self._node(display, "RUNNING", start_time=stamp())
             outputs, st = importer_handler.run_importer(
                 pipeline_resource_name=self.run_id, component_name=task.component_ref.name,
@@ -515,9 +524,14 @@ class Run:
                 # KFP's API reports a task reused from the cache as SKIPPED (v2beta1
                 # RuntimeState: "skipped, for example, due to caching"); MLMD keeps CACHED
                 now = stamp()
-                self._node(display, SKIPPED, cached=True, start_time=now, end_time=now,
-                           outputs=read_task_outputs(hit, _artifact_types(comp)))
+                hit_node = self._node(display, SKIPPED, cached=True, start_time=now,
+                                      end_time=now,
+                                      outputs=read_task_outputs(hit, _artifact_types(comp)))
+                self.memo[id(hit_node)] = {"key": key, "types": _artifact_types(comp),
+                                           "task_root": str(hit)}
                 return SUCCEEDED, outputs  # to its DAG, a cache hit is a success
+        if key is None:
+            self.replayable = False  # caching off for this task: it runs every time
         taskproc.warm_up_async()  # a task to run: start the fork server (an all-cached run
         # never pays for it)
         args_resolved = placeholder_utils.replace_placeholders(
@@ -569,8 +583,12 @@ class Run:
             self._set(node, state=FAILED, end_time=ended)
             return FAILED, {}
         if key is not None:
-            with contextlib.suppress(Exception):
+            try:
                 self.cache.put(key, task_root, self.run_id)  # type: ignore[union-attr]
+                self.memo[id(node)] = {"key": key, "types": _artifact_types(comp),
+                                       "task_root": str(task_root)}
+            except Exception:
+                self.replayable = False
         self._set(node, state=SUCCEEDED, end_time=ended,
                   outputs=read_task_outputs(task_root, _artifact_types(comp)))
         return SUCCEEDED, outputs

@@ -37,6 +37,9 @@ from lab.backends.local.pipelines.cache import Cache, fingerprint
 from lab.errors import LabError
 
 SUCCEEDED, FAILED, SKIPPED, CANCELED = "SUCCEEDED", "FAILED", "SKIPPED", "CANCELED"
+# a task's state as MLMD records its execution (ml_metadata Execution.State names), which
+# is what a PipelineTaskFinalStatus reports on a cluster
+MLMD_STATE = {SUCCEEDED: "COMPLETE", FAILED: "FAILED", CANCELED: "CANCELED"}
 
 
 def stamp() -> str:
@@ -262,6 +265,11 @@ class Run:
                  lease: Any, env: dict[str, str], on_change: Callable[[], None],
                  sink: Callable[[dict[str, Any]], None] | None) -> None:
         self.plan, self.run_id = the_plan, run_id
+        # the Argo workflow's name on a cluster (generateName: "<pipeline name>-"), which the
+        # driver passes as the run name
+        self.workflow_name = f"{the_plan.spec.pipeline_info.name}-{run_id[:5]}"
+        self.display_name = run_id  # the run's name, set by the runner
+        self.created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         self.root = pipeline_root / run_id
         self.logs, self.run_log, self.tmp = logs, run_log, tmp
         self.slots = threading.BoundedSemaphore(max(1, parallelism))
@@ -408,20 +416,44 @@ class Run:
             self.replayable = False  # its input names the run: its key never repeats
         args = OrchestratorUtils.make_task_arguments(task_inputs_spec=spec, io_store=store)
         for k, v in final.items():
+            # as KFP 2.16's driver builds it (backend/src/v2/driver/resolve.go,
+            # resolveInputParameter, TaskFinalStatus case): the producer's MLMD execution
+            # state (COMPLETE, FAILED, CANCELED, ...), the run's workflow name, and an empty
+            # error ("TODO: Implement fields Message and Code" there)
             producer = v.task_final_status.producer_task
             state = states.get(producer, SUCCEEDED)
-            args[k] = {"state": state,
-                       "pipelineJobResourceName": f"runs/{self.run_id}",
+            args[k] = {"state": MLMD_STATE.get(state, state),
+                       "pipelineJobResourceName": self.workflow_name,
                        "pipelineTaskName": producer,
-                       "error": ({"code": 2, "message": f"task {producer} {state.lower()}"}
-                                 if state != SUCCEEDED else {})}
+                       "error": {}}
         return args
+
+    def _runtime_values(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        """An input given one of the run's placeholders as its whole value gets the value,
+        as KFP 2.16's driver resolves it (backend/src/v2/driver/resolve.go,
+        resolveInputParameter: `{{$.pipeline_job_name}}` the run's display name,
+        `..._resource_name` the workflow's name, `..._uuid` the run id, `{{$.pipeline_task_name}}`
+        the task's name, `{{$.pipeline_task_uuid}}` its DAG's execution id (a number), the
+        create/schedule times); kfp.local knows only some of them."""
+        values = {"{{$.pipeline_job_name}}": self.display_name,
+                  "{{$.pipeline_job_resource_name}}": self.workflow_name,
+                  "{{$.pipeline_job_uuid}}": self.run_id,
+                  "{{$.pipeline_task_name}}": name,
+                  "{{$.pipeline_task_uuid}}": str(abs(hash((self.run_id, name))) % 10**6),
+                  "{{$.pipeline_job_create_time_utc}}": self.created,
+                  "{{$.pipeline_job_schedule_time_utc}}": self.created}
+        out = dict(args)
+        for key, value in args.items():
+            if isinstance(value, str) and value in values:
+                out[key] = values[value]
+                self.replayable = False  # a value of this run: its key never repeats
+        return out
 
     def _task(self, name: str, task: Any, store: Any, suffix: str, states: dict[str, str]
               ) -> tuple[str, dict[str, Any]]:
         display = name + suffix
         comp = self.plan.spec.components[task.component_ref.name]
-        args = self._arguments(task, store, states)
+        args = self._runtime_values(name, self._arguments(task, store, states))
         if task.trigger_policy.condition and not cel.evaluate(
                 task.trigger_policy.condition, args):
             self._node(display, SKIPPED, start_time=stamp(), end_time=stamp())

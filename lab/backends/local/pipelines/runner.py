@@ -342,6 +342,7 @@ def run(obj: dict[str, Any], run_dir: Path, base_dir: Path, save: Callable[[dict
                              cache=cache, lease=lease, env=env,
                              on_change=lambda: _save_progress(obj, the_run, save),
                              sink=sink)
+        the_run.display_name, the_run.created = meta["name"], status["created_at"]
         try:
             ok, _ = the_run.execute(arguments)
             status["state"] = "SUCCEEDED" if ok else "FAILED"

@@ -112,9 +112,12 @@ def _platform_settings(platform_spec: Any) -> list[str]:
     from google.protobuf import json_format
 
     data = json_format.MessageToDict(platform_spec)
-    execs = (((data.get("platforms") or {}).get("kubernetes") or {})
-             .get("deploymentSpec") or {}).get("executors") or {}
-    return sorted({f"{label}: {', '.join(cfg)}" for label, cfg in execs.items() if cfg})
+    k8s = (data.get("platforms") or {}).get("kubernetes") or {}
+    execs = (k8s.get("deploymentSpec") or {}).get("executors") or {}
+    found = sorted({f"{label}: {', '.join(cfg)}" for label, cfg in execs.items() if cfg})
+    if (k8s.get("pipelineConfig") or {}).get("workspace"):
+        found.append("dsl.PipelineConfig's workspace: a PVC the run's tasks share")
+    return found
 
 
 def _json_numbers(value: Any) -> Any:
@@ -506,7 +509,14 @@ class Run:
         if ok:
             for _, outs in results:
                 for key, value in outs.items():
-                    collected.setdefault(key, []).append(value)
+                    if isinstance(value, list) and value and all(
+                            hasattr(v, "uri") for v in value):
+                        # artifacts collected by an inner loop: one flat list, as KFP 2.16's
+                        # driver collects them (backend/src/v2/driver/resolve.go,
+                        # CollectInputs: a breadth-first walk into one ArtifactList)
+                        collected.setdefault(key, []).extend(value)
+                    else:
+                        collected.setdefault(key, []).append(value)
         self._set(node, state=SUCCEEDED if ok else (
             CANCELED if self.cancel.is_set() else FAILED), end_time=stamp())
         return node["state"], collected

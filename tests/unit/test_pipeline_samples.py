@@ -7,6 +7,8 @@ sdk_compiled_pipelines, sdk-2.17.0-1) check on a cluster, in one small pipeline 
 - critical/pipeline_with_input_status_state.py: an exit task's PipelineTaskFinalStatus has
   state COMPLETE and names the exit handler's DAG;
 - collected_artifacts.py: dsl.Collected over nested ParallelFors gives one flat list;
+- parallel_and_nested/nested_pipeline_opt_inputs_nil.py: an optional input a nested pipeline
+  passes on unset reaches the component unset (its own default applies);
 - critical/pipeline_with_workspace.py: a pipeline workspace (a PVC) is refused before the run.
 
 A real run, as `kflab pipeline run` runs it."""
@@ -47,8 +49,17 @@ def count(items: List[Artifact]) -> int:
 def status(s: dsl.PipelineTaskFinalStatus) -> str:
     return f"{s.state} {s.pipeline_task_name} {s.pipeline_job_resource_name}"
 
+@dsl.component(install_kfp_package=False)
+def opt(n: int = None) -> str:
+    return "unset" if n is None else str(n)
+
+@dsl.pipeline
+def nested(n: int = None):
+    opt(n=n)
+
 @dsl.pipeline(name="samples")
 def samples():
+    nested()
     exit_task = status()
     with dsl.ExitHandler(exit_task):
         names(job_name=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
@@ -85,6 +96,7 @@ def test_upstream_sample_checks_hold(state: Path, tmp_path: Path) -> None:
            for t in shapes.tasks(obj)}
     assert out["names"]["Output"] == "smp"
     assert out["count"]["Output"] == 6  # 2 x 3, one flat list
+    assert out["opt"]["Output"] == "unset"
     state_, task, resource = out["status"]["Output"].split()
     assert (state_, task) == ("COMPLETE", "exit-handler-1")
     assert resource.startswith("samples-")

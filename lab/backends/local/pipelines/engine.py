@@ -546,6 +546,11 @@ class Run:
         executor_input = executor_input_utils.construct_executor_input(
             component_spec=comp, arguments=args, task_root=str(task_root),
             block_input_artifact=False)
+        values = executor_input.inputs.parameter_values
+        for unset in [k for k, v in values.items() if v.WhichOneof("kind") in (None, "null_value")]:
+            # an optional input nothing was given for (an optional DAG input passed on):
+            # not passed at all, the component's own default applies, as on a cluster
+            del values[unset]
         ex_dict = _json_numbers(executor_input_utils.executor_input_to_dict(
             executor_input=executor_input, component_spec=comp))
         (task_root / "executor_input.json").write_text(json.dumps(ex_dict))

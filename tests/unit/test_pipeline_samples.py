@@ -89,8 +89,8 @@ def ws():
 
 def test_upstream_sample_checks_hold(state: Path, tmp_path: Path) -> None:
     (tmp_path / "samples.py").write_text(SAMPLE)
-    obj = LocalBackend(str(state)).apply(pipeline_run_manifest("samples.py", "smp"),
-                                         base_dir=tmp_path)
+    obj = LocalBackend(str(state)).apply(
+        pipeline_run_manifest("samples.py", "smp", function="samples"), base_dir=tmp_path)
     assert shapes.state(obj) == "SUCCEEDED", shapes.error_message(obj)
     out = {t["display_name"]: (t.get("outputs") or {}).get("parameters", {})
            for t in shapes.tasks(obj)}

@@ -9,6 +9,8 @@ sdk_compiled_pipelines, sdk-2.17.0-1) check on a cluster, in one small pipeline 
 - collected_artifacts.py: dsl.Collected over nested ParallelFors gives one flat list;
 - parallel_and_nested/nested_pipeline_opt_inputs_nil.py: an optional input a nested pipeline
   passes on unset reaches the component unset (its own default applies);
+- pipeline_with_string_machine_fields_task_output.py: a resource limit taken from a task's
+  output makes the task wait for that one (no dependent_tasks entry in the IR);
 - critical/pipeline_with_workspace.py: a pipeline workspace (a PVC) is refused before the run.
 
 A real run, as `kflab pipeline run` runs it."""
@@ -50,6 +52,10 @@ def status(s: dsl.PipelineTaskFinalStatus) -> str:
     return f"{s.state} {s.pipeline_task_name} {s.pipeline_job_resource_name}"
 
 @dsl.component(install_kfp_package=False)
+def cpu() -> str:
+    return "1"
+
+@dsl.component(install_kfp_package=False)
 def opt(n: int = None) -> str:
     return "unset" if n is None else str(n)
 
@@ -62,11 +68,12 @@ def samples():
     nested()
     exit_task = status()
     with dsl.ExitHandler(exit_task):
+        limit = cpu()
         names(job_name=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
               resource=dsl.PIPELINE_JOB_RESOURCE_NAME_PLACEHOLDER,
               job_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
               task=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
-              task_id=dsl.PIPELINE_TASK_ID_PLACEHOLDER)
+              task_id=dsl.PIPELINE_TASK_ID_PLACEHOLDER).set_cpu_limit(limit.output)
         with dsl.ParallelFor(["a", "b"]) as outer:
             with dsl.ParallelFor(["x", "y", "z"]) as inner:
                 made = make(text=inner)

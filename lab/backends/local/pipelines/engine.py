@@ -120,6 +120,20 @@ def _platform_settings(platform_spec: Any) -> list[str]:
     return found
 
 
+def _depends(task: Any, tasks: dict[str, Any]) -> list[str]:
+    """The tasks `task` waits for: its dependent_tasks plus the producer of every task
+    output it takes, as KFP 2.16's Argo compiler adds them (backend/src/v2/compiler/
+    argocompiler/dag.go, addImplicitDependencies: a resource limit set from a task's output
+    is such an input, with no dependent_tasks entry)."""
+    deps = list(task.dependent_tasks)
+    producers = [p.task_output_parameter.producer_task for p in task.inputs.parameters.values()
+                 if p.WhichOneof("kind") == "task_output_parameter"]
+    producers += [a.task_output_artifact.producer_task for a in task.inputs.artifacts.values()
+                  if a.WhichOneof("kind") == "task_output_artifact"]
+    deps += [p for p in producers if p in tasks and p not in deps]
+    return deps
+
+
 def _json_numbers(value: Any) -> Any:
     """Whole numbers written as JSON integers, as the KFP backend's protojson writes a
     protobuf Value (`1`, not Python's `1.0`): a list of ints collected from a ParallelFor
@@ -361,7 +375,7 @@ class Run:
             for name, task in tasks.items():
                 if name in states or name in running:
                     continue
-                deps = list(task.dependent_tasks)
+                deps = _depends(task, tasks)
                 if not all(d in states for d in deps):
                     continue
                 completes = task.trigger_policy.strategy == all_done

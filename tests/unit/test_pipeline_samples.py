@@ -11,6 +11,8 @@ sdk_compiled_pipelines, sdk-2.17.0-1) check on a cluster, in one small pipeline 
   passes on unset reaches the component unset (its own default applies);
 - pipeline_with_string_machine_fields_task_output.py: a resource limit taken from a task's
   output makes the task wait for that one (no dependent_tasks entry in the IR);
+- critical/pipeline_with_artifact_custom_path.py: an output written at a custom path
+  (Artifact.set_path) reaches the consumer;
 - critical/pipeline_with_workspace.py: a pipeline workspace (a PVC) is refused before the run.
 
 A real run, as `kflab pipeline run` runs it."""
@@ -29,7 +31,7 @@ from lab.scenarios.actions import pipeline_run_manifest
 SAMPLE = '''
 from typing import List
 from kfp import dsl
-from kfp.dsl import Artifact, Output
+from kfp.dsl import Artifact, Dataset, Input, Output
 
 @dsl.component(install_kfp_package=False)
 def names(job_name: str, resource: str, job_id: str, task: str, task_id: str) -> str:
@@ -52,6 +54,18 @@ def status(s: dsl.PipelineTaskFinalStatus) -> str:
     return f"{s.state} {s.pipeline_task_name} {s.pipeline_job_resource_name}"
 
 @dsl.component(install_kfp_package=False)
+def custom(out: Output[Dataset]):
+    import os, tempfile
+    path = os.path.join(tempfile.gettempdir(), "custom-out")
+    out.set_path(path)
+    with open(path, "w") as fh:
+        fh.write("hi")
+
+@dsl.component(install_kfp_package=False)
+def read(d: Input[Dataset]) -> str:
+    return open(d.path).read()
+
+@dsl.component(install_kfp_package=False)
 def cpu() -> str:
     return "1"
 
@@ -66,6 +80,7 @@ def nested(n: int = None):
 @dsl.pipeline(name="samples")
 def samples():
     nested()
+    read(d=custom().outputs["out"])
     exit_task = status()
     with dsl.ExitHandler(exit_task):
         limit = cpu()
@@ -104,6 +119,7 @@ def test_upstream_sample_checks_hold(state: Path, tmp_path: Path) -> None:
     assert out["names"]["Output"] == "smp"
     assert out["count"]["Output"] == 6  # 2 x 3, one flat list
     assert out["opt"]["Output"] == "unset"
+    assert out["read"]["Output"] == "hi"
     state_, task, resource = out["status"]["Output"].split()
     assert (state_, task) == ("COMPLETE", "exit-handler-1")
     assert resource.startswith("samples-")

@@ -134,6 +134,29 @@ def _depends(task: Any, tasks: dict[str, Any]) -> list[str]:
     return deps
 
 
+def _upload_custom_paths(task_root: Path) -> None:
+    """An output artifact written at a path of the component's choosing (Artifact.set_path)
+    is copied to its URI, as KFP 2.16's launcher uploads it from there
+    (backend/src/v2/component/launcher_v2.go, uploadOutputArtifacts with
+    retrieveArtifactPath: the custom path when set, else the URI's local path)."""
+    import shutil
+
+    try:
+        data = json.loads((task_root / "executor_output.json").read_text())
+    except (OSError, ValueError):
+        return
+    for group in (data.get("artifacts") or {}).values():
+        for art in group.get("artifacts") or []:
+            src, uri = art.get("custom_path"), art.get("uri", "")
+            if not src or not uri or not Path(src).exists() or Path(uri).exists():
+                continue
+            Path(uri).parent.mkdir(parents=True, exist_ok=True)
+            if Path(src).is_dir():
+                shutil.copytree(src, uri)
+            else:
+                shutil.copyfile(src, uri)
+
+
 def _json_numbers(value: Any) -> Any:
     """Whole numbers written as JSON integers, as the KFP backend's protojson writes a
     protobuf Value (`1`, not Python's `1.0`): a list of ints collected from a ParallelFor
@@ -637,6 +660,7 @@ class Run:
             self._set(node, state=FAILED, end_time=ended)
             return FAILED, {}
         try:
+            _upload_custom_paths(task_root)
             outputs = executor_output_utils.get_outputs_for_task(
                 executor_input=executor_input, component_spec=comp)
         except Exception as exc:

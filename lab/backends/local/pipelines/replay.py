@@ -32,6 +32,7 @@ import hashlib
 import json
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,7 @@ class Inputs:
 
     _active: Inputs | None = None
     _hooked = False
+    _lock = threading.Lock()  # one compile at a time: os.environ is swapped meanwhile
 
     def __init__(self) -> None:
         self.files: set[str] = set()
@@ -125,6 +127,7 @@ class Inputs:
             cls._active.files.add(args[0])
 
     def __enter__(self) -> Inputs:
+        Inputs._lock.acquire()
         if not Inputs._hooked:  # an audit hook cannot be removed: one, gated by _active
             sys.addaudithook(Inputs._hook)
             Inputs._hooked = True
@@ -139,6 +142,7 @@ class Inputs:
         if self._probe is not None:
             os.environ = self._probe.real  # noqa: B003 - the real one back
             self.env = dict(self._probe.read)
+        Inputs._lock.release()
         for name in set(sys.modules) - self._before:
             file = getattr(sys.modules.get(name), "__file__", None)
             if isinstance(file, str):

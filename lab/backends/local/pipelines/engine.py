@@ -37,6 +37,9 @@ from lab.backends.local.pipelines.cache import Cache, fingerprint
 from lab.errors import LabError
 
 SUCCEEDED, FAILED, SKIPPED, CANCELED = "SUCCEEDED", "FAILED", "SKIPPED", "CANCELED"
+# a task's state as MLMD records its execution (ml_metadata Execution.State names), which
+# is what a PipelineTaskFinalStatus reports on a cluster
+MLMD_STATE = {SUCCEEDED: "COMPLETE", FAILED: "FAILED", CANCELED: "CANCELED"}
 
 
 def stamp() -> str:
@@ -55,6 +58,8 @@ class Plan:
     spec: Any  # pipeline_spec_pb2.PipelineSpec
     executors: dict[str, Any]
     programs: dict[str, taskproc.Program] = field(default_factory=dict)
+    # what compiling it read: {"files": {path: sha256}, "env": {name: value}} (replay.py)
+    inputs: dict[str, Any] = field(default_factory=dict)
 
 
 def plan(spec: Any, platform_spec: Any = None) -> Plan:
@@ -107,9 +112,49 @@ def _platform_settings(platform_spec: Any) -> list[str]:
     from google.protobuf import json_format
 
     data = json_format.MessageToDict(platform_spec)
-    execs = (((data.get("platforms") or {}).get("kubernetes") or {})
-             .get("deploymentSpec") or {}).get("executors") or {}
-    return sorted({f"{label}: {', '.join(cfg)}" for label, cfg in execs.items() if cfg})
+    k8s = (data.get("platforms") or {}).get("kubernetes") or {}
+    execs = (k8s.get("deploymentSpec") or {}).get("executors") or {}
+    found = sorted({f"{label}: {', '.join(cfg)}" for label, cfg in execs.items() if cfg})
+    if (k8s.get("pipelineConfig") or {}).get("workspace"):
+        found.append("dsl.PipelineConfig's workspace: a PVC the run's tasks share")
+    return found
+
+
+def _depends(task: Any, tasks: dict[str, Any]) -> list[str]:
+    """The tasks `task` waits for: its dependent_tasks plus the producer of every task
+    output it takes, as KFP 2.16's Argo compiler adds them (backend/src/v2/compiler/
+    argocompiler/dag.go, addImplicitDependencies: a resource limit set from a task's output
+    is such an input, with no dependent_tasks entry)."""
+    deps = list(task.dependent_tasks)
+    producers = [p.task_output_parameter.producer_task for p in task.inputs.parameters.values()
+                 if p.WhichOneof("kind") == "task_output_parameter"]
+    producers += [a.task_output_artifact.producer_task for a in task.inputs.artifacts.values()
+                  if a.WhichOneof("kind") == "task_output_artifact"]
+    deps += [p for p in producers if p in tasks and p not in deps]
+    return deps
+
+
+def _upload_custom_paths(task_root: Path) -> None:
+    """An output artifact written at a path of the component's choosing (Artifact.set_path)
+    is copied to its URI, as KFP 2.16's launcher uploads it from there
+    (backend/src/v2/component/launcher_v2.go, uploadOutputArtifacts with
+    retrieveArtifactPath: the custom path when set, else the URI's local path)."""
+    import shutil
+
+    try:
+        data = json.loads((task_root / "executor_output.json").read_text())
+    except (OSError, ValueError):
+        return
+    for group in (data.get("artifacts") or {}).values():
+        for art in group.get("artifacts") or []:
+            src, uri = art.get("custom_path"), art.get("uri", "")
+            if not src or not uri or not Path(src).exists() or Path(uri).exists():
+                continue
+            Path(uri).parent.mkdir(parents=True, exist_ok=True)
+            if Path(src).is_dir():
+                shutil.copytree(src, uri)
+            else:
+                shutil.copyfile(src, uri)
 
 
 def _json_numbers(value: Any) -> Any:
@@ -260,6 +305,11 @@ class Run:
                  lease: Any, env: dict[str, str], on_change: Callable[[], None],
                  sink: Callable[[dict[str, Any]], None] | None) -> None:
         self.plan, self.run_id = the_plan, run_id
+        # the Argo workflow's name on a cluster (generateName: "<pipeline name>-"), which the
+        # driver passes as the run name
+        self.workflow_name = f"{the_plan.spec.pipeline_info.name}-{run_id[:5]}"
+        self.display_name = run_id  # the run's name, set by the runner
+        self.created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         self.root = pipeline_root / run_id
         self.logs, self.run_log, self.tmp = logs, run_log, tmp
         self.slots = threading.BoundedSemaphore(max(1, parallelism))
@@ -271,6 +321,10 @@ class Run:
         self.cancel = threading.Event()
         self.running: dict[str, Any] = {}
         self.errors: list[str] = []
+        # replay.py: the cache entry behind each task node (id(node) -> key, types, folder);
+        # False once a task ran that a re-run could not take from the cache
+        self.memo: dict[int, dict[str, Any]] = {}
+        self.replayable = cache is not None
 
     # --- records --------------------------------------------------------------------------
 
@@ -344,7 +398,7 @@ class Run:
             for name, task in tasks.items():
                 if name in states or name in running:
                     continue
-                deps = list(task.dependent_tasks)
+                deps = _depends(task, tasks)
                 if not all(d in states for d in deps):
                     continue
                 completes = task.trigger_policy.strategy == all_done
@@ -398,22 +452,48 @@ class Run:
         spec.CopyFrom(task.inputs)
         for k in final:
             del spec.parameters[k]
+        if final:
+            self.replayable = False  # its input names the run: its key never repeats
         args = OrchestratorUtils.make_task_arguments(task_inputs_spec=spec, io_store=store)
         for k, v in final.items():
+            # as KFP 2.16's driver builds it (backend/src/v2/driver/resolve.go,
+            # resolveInputParameter, TaskFinalStatus case): the producer's MLMD execution
+            # state (COMPLETE, FAILED, CANCELED, ...), the run's workflow name, and an empty
+            # error ("TODO: Implement fields Message and Code" there)
             producer = v.task_final_status.producer_task
             state = states.get(producer, SUCCEEDED)
-            args[k] = {"state": state,
-                       "pipelineJobResourceName": f"runs/{self.run_id}",
+            args[k] = {"state": MLMD_STATE.get(state, state),
+                       "pipelineJobResourceName": self.workflow_name,
                        "pipelineTaskName": producer,
-                       "error": ({"code": 2, "message": f"task {producer} {state.lower()}"}
-                                 if state != SUCCEEDED else {})}
+                       "error": {}}
         return args
+
+    def _runtime_values(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        """An input given one of the run's placeholders as its whole value gets the value,
+        as KFP 2.16's driver resolves it (backend/src/v2/driver/resolve.go,
+        resolveInputParameter: `{{$.pipeline_job_name}}` the run's display name,
+        `..._resource_name` the workflow's name, `..._uuid` the run id, `{{$.pipeline_task_name}}`
+        the task's name, `{{$.pipeline_task_uuid}}` its DAG's execution id (a number), the
+        create/schedule times); kfp.local knows only some of them."""
+        values = {"{{$.pipeline_job_name}}": self.display_name,
+                  "{{$.pipeline_job_resource_name}}": self.workflow_name,
+                  "{{$.pipeline_job_uuid}}": self.run_id,
+                  "{{$.pipeline_task_name}}": name,
+                  "{{$.pipeline_task_uuid}}": str(abs(hash((self.run_id, name))) % 10**6),
+                  "{{$.pipeline_job_create_time_utc}}": self.created,
+                  "{{$.pipeline_job_schedule_time_utc}}": self.created}
+        out = dict(args)
+        for key, value in args.items():
+            if isinstance(value, str) and value in values:
+                out[key] = values[value]
+                self.replayable = False  # a value of this run: its key never repeats
+        return out
 
     def _task(self, name: str, task: Any, store: Any, suffix: str, states: dict[str, str]
               ) -> tuple[str, dict[str, Any]]:
         display = name + suffix
         comp = self.plan.spec.components[task.component_ref.name]
-        args = self._arguments(task, store, states)
+        args = self._runtime_values(name, self._arguments(task, store, states))
         if task.trigger_policy.condition and not cel.evaluate(
                 task.trigger_policy.condition, args):
             self._node(display, SKIPPED, start_time=stamp(), end_time=stamp())
@@ -466,7 +546,14 @@ class Run:
         if ok:
             for _, outs in results:
                 for key, value in outs.items():
-                    collected.setdefault(key, []).append(value)
+                    if isinstance(value, list) and value and all(
+                            hasattr(v, "uri") for v in value):
+                        # artifacts collected by an inner loop: one flat list, as KFP 2.16's
+                        # driver collects them (backend/src/v2/driver/resolve.go,
+                        # CollectInputs: a breadth-first walk into one ArtifactList)
+                        collected.setdefault(key, []).extend(value)
+                    else:
+                        collected.setdefault(key, []).append(value)
         self._set(node, state=SUCCEEDED if ok else (
             CANCELED if self.cancel.is_set() else FAILED), end_time=stamp())
         return node["state"], collected
@@ -483,6 +570,7 @@ class Run:
         if ex.WhichOneof("spec") == "importer":
             from kfp.local import importer_handler, status
 
+            self.replayable = False
             node = self._node(display, "RUNNING", start_time=stamp())
             outputs, st = importer_handler.run_importer(
                 pipeline_resource_name=self.run_id, component_name=task.component_ref.name,
@@ -495,6 +583,11 @@ class Run:
         executor_input = executor_input_utils.construct_executor_input(
             component_spec=comp, arguments=args, task_root=str(task_root),
             block_input_artifact=False)
+        values = executor_input.inputs.parameter_values
+        for unset in [k for k, v in values.items() if v.WhichOneof("kind") in (None, "null_value")]:
+            # an optional input nothing was given for (an optional DAG input passed on):
+            # not passed at all, the component's own default applies, as on a cluster
+            del values[unset]
         ex_dict = _json_numbers(executor_input_utils.executor_input_to_dict(
             executor_input=executor_input, component_spec=comp))
         (task_root / "executor_input.json").write_text(json.dumps(ex_dict))
@@ -515,9 +608,14 @@ class Run:
                 # KFP's API reports a task reused from the cache as SKIPPED (v2beta1
                 # RuntimeState: "skipped, for example, due to caching"); MLMD keeps CACHED
                 now = stamp()
-                self._node(display, SKIPPED, cached=True, start_time=now, end_time=now,
-                           outputs=read_task_outputs(hit, _artifact_types(comp)))
+                hit_node = self._node(display, SKIPPED, cached=True, start_time=now,
+                                      end_time=now,
+                                      outputs=read_task_outputs(hit, _artifact_types(comp)))
+                self.memo[id(hit_node)] = {"key": key, "types": _artifact_types(comp),
+                                           "task_root": str(hit)}
                 return SUCCEEDED, outputs  # to its DAG, a cache hit is a success
+        if key is None:
+            self.replayable = False  # caching off for this task: it runs every time
         taskproc.warm_up_async()  # a task to run: start the fork server (an all-cached run
         # never pays for it)
         args_resolved = placeholder_utils.replace_placeholders(
@@ -562,6 +660,7 @@ class Run:
             self._set(node, state=FAILED, end_time=ended)
             return FAILED, {}
         try:
+            _upload_custom_paths(task_root)
             outputs = executor_output_utils.get_outputs_for_task(
                 executor_input=executor_input, component_spec=comp)
         except Exception as exc:
@@ -569,8 +668,12 @@ class Run:
             self._set(node, state=FAILED, end_time=ended)
             return FAILED, {}
         if key is not None:
-            with contextlib.suppress(Exception):
+            try:
                 self.cache.put(key, task_root, self.run_id)  # type: ignore[union-attr]
+                self.memo[id(node)] = {"key": key, "types": _artifact_types(comp),
+                                       "task_root": str(task_root)}
+            except Exception:
+                self.replayable = False
         self._set(node, state=SUCCEEDED, end_time=ended,
                   outputs=read_task_outputs(task_root, _artifact_types(comp)))
         return SUCCEEDED, outputs

@@ -19,7 +19,7 @@ ACTIVE = ("RUNNING", "PENDING")
 def validate(backend: Any, obj: dict[str, Any], *, base_dir: Path) -> None:
     """The run's spec and its pipeline, checked before anything is replaced or runs (a .py
     pipeline is code: it is imported here, to compile it)."""
-    pipelines.prepare(obj, base_dir)
+    pipelines.prepare(obj, base_dir, backend.root)
 
 
 def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = True,

@@ -25,6 +25,7 @@ import sys
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -226,29 +227,69 @@ def artifacts_root(store_root: Path, namespace: str) -> Path:
 _prepared: dict[int, tuple[dict[str, Any], Any]] = {}  # id -> (the object, its plan)
 
 
-def prepare(obj: dict[str, Any], base_dir: Path) -> Any:
+@dataclass
+class Replay:
+    """An unchanged pipeline whose earlier run was all cacheable (replay.py)."""
+
+    memo: dict[str, Any]
+    memo_path: Path
+
+
+def _remember(obj: dict[str, Any], prepared: Any) -> Any:
+    while len(_prepared) >= 8:  # checked but never run: forget the oldest
+        _prepared.pop(next(iter(_prepared)))
+    _prepared[id(obj)] = (obj, prepared)
+    return prepared
+
+
+def _memo_path(obj: dict[str, Any], path: Path, store_root: Path | None) -> Path | None:
+    spec = obj.get("spec") or {}
+    if store_root is None or not spec.get("cache", True):
+        return None
+    from lab.backends.local.pipelines import replay
+
+    try:
+        return replay.memo_file(store_root, obj["metadata"].get("namespace", "default"),
+                                path, spec.get("function"), spec.get("arguments") or {})
+    except (LabError, TypeError, ValueError):
+        return None
+
+
+def prepare(obj: dict[str, Any], base_dir: Path, store_root: Path | None = None,
+            *, compile_: bool = False) -> Any:
     """Load and check the pipeline before anything is replaced or run: the compiled IR, the
-    arguments, and what every task would run (engine.plan refuses what cannot run here)."""
-    from lab.backends.local.pipelines import engine, taskproc
+    arguments, and what every task would run (engine.plan refuses what cannot run here).
+    An unchanged pipeline whose last run was all cacheable is not compiled: a Replay
+    (replay.py) stands for it, unless `compile_`."""
+    from lab.backends.local.pipelines import engine, replay, taskproc
 
     known = _prepared.get(id(obj))
-    if known is not None and known[0] is obj:  # `kflab apply` checks, then applies
-        return known[1]
-    taskproc.import_kfp()
+    if known is not None and known[0] is obj and not (compile_ and isinstance(known[1], Replay)):
+        return known[1]  # `kflab apply` checks, then applies
     spec = obj.get("spec") or {}
     path = check_spec(obj, base_dir)
+    memo_path = _memo_path(obj, path, store_root)
+    if memo_path is not None and not compile_:
+        memo = replay.load(memo_path)
+        if memo is not None:
+            return _remember(obj, Replay(memo, memo_path))
+    taskproc.import_kfp()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ir, platform = load_spec(path, spec.get("function"))
+        if path.suffix.lower() in YAML_SUFFIXES:
+            ir, platform = load_spec(path, spec.get("function"))
+            inputs = {"files": {str(path): replay._sha(str(path))}, "env": {}}
+        else:
+            with replay.Inputs() as read:
+                ir, platform = load_spec(path, spec.get("function"))
+            inputs = {"files": read.digests(), "env": read.env}
     check_arguments(ir, spec.get("arguments") or {}, str(path))
     try:
         the_plan = engine.plan(ir, platform)
     except engine.Refused as exc:
         raise InputError(str(path), None, str(exc.args[0]), hint=exc.hint) from None
-    while len(_prepared) >= 8:  # checked but never run: forget the oldest
-        _prepared.pop(next(iter(_prepared)))
-    _prepared[id(obj)] = (obj, the_plan)
-    return the_plan
+    the_plan.inputs = inputs
+    return _remember(obj, the_plan)
 
 
 def run(obj: dict[str, Any], run_dir: Path, base_dir: Path, save: Callable[[dict], None],
@@ -257,12 +298,19 @@ def run(obj: dict[str, Any], run_dir: Path, base_dir: Path, save: Callable[[dict
     from lab.backends.local.pipelines import engine
     from lab.backends.local.pipelines.cache import Cache
 
-    plan = prepare(obj, base_dir)
-    _prepared.pop(id(obj), None)
-    ir = plan.spec
+    plan = prepare(obj, base_dir, store_root)
     spec = obj.get("spec") or {}
     meta = obj["metadata"]
     namespace = meta.get("namespace", "default")
+    if isinstance(plan, Replay):
+        _prepared.pop(id(obj), None)
+        done = _replay(obj, plan, run_dir, save, sink, store_root)
+        if done is not None:
+            return done
+        replay_forget(plan.memo_path)  # an entry it names is gone: compile and run
+        plan = prepare(obj, base_dir, store_root, compile_=True)
+    _prepared.pop(id(obj), None)
+    ir = plan.spec
     arguments = spec.get("arguments") or {}
     log, tmp, logs = (state.path(run_dir, p) for p in ("run.log", "tmp", "logs"))
     root = artifacts_root(store_root, namespace)
@@ -294,6 +342,7 @@ def run(obj: dict[str, Any], run_dir: Path, base_dir: Path, save: Callable[[dict
                              cache=cache, lease=lease, env=env,
                              on_change=lambda: _save_progress(obj, the_run, save),
                              sink=sink)
+        the_run.display_name, the_run.created = meta["name"], status["created_at"]
         try:
             ok, _ = the_run.execute(arguments)
             status["state"] = "SUCCEEDED" if ok else "FAILED"
@@ -308,6 +357,7 @@ def run(obj: dict[str, Any], run_dir: Path, base_dir: Path, save: Callable[[dict
         finally:
             status["finished_at"] = now()
             status["run_details"]["task_details"] = _details(the_run)
+            _memorize(obj, plan, the_run, base_dir, store_root)
             try:
                 save(obj)
             except StateError:
@@ -315,6 +365,91 @@ def run(obj: dict[str, Any], run_dir: Path, base_dir: Path, save: Callable[[dict
                     raise  # nothing else is on its way up: report the full or read-only folder
             if sink:
                 sink({"event": "run-finished", "run": meta["name"], "state": status["state"]})
+    return obj
+
+
+def replay_forget(memo_path: Path) -> None:
+    from lab.backends.local.pipelines import replay
+
+    replay.forget(memo_path)
+
+
+def _memorize(obj: dict[str, Any], plan: Any, the_run: Any, base_dir: Path,
+              store_root: Path) -> None:
+    """After a run that succeeded with every task cacheable, the memo an unchanged re-run
+    is answered from (replay.py); otherwise no memo (a stale one is removed)."""
+    from lab.backends.local.pipelines import replay
+
+    status = obj["status"]
+    try:
+        memo_path = _memo_path(obj, check_spec(obj, base_dir), store_root)
+    except LabError:
+        return
+    if memo_path is None:
+        return
+    if status["state"] != "SUCCEEDED" or not the_run.replayable or not plan.inputs:
+        replay.forget(memo_path)
+        return
+    tasks = []
+    with the_run.lock:
+        for node in the_run.details:
+            entry = the_run.memo.get(id(node))
+            extra = {k: v for k, v in node.items() if k not in (
+                "display_name", "state", "outputs", "start_time", "end_time", "cached")}
+            tasks.append({"display_name": node["display_name"], "state": node["state"],
+                          "extra": extra, "timed": "start_time" in node, **(entry or {})})
+    roots: dict[str, set[str]] = {}
+    for task in tasks:
+        if task.get("key"):
+            roots.setdefault(task["key"], set()).add(task["task_root"])
+    if any(len(found) > 1 for found in roots.values()):
+        # two tasks with one key ran side by side: the entry names one of them, so a re-run
+        # would hand the other's consumers different outputs; the next (engine) run, whose
+        # tasks all hit that one entry, leaves the memo
+        replay.forget(memo_path)
+        return
+    replay.save(memo_path, files=plan.inputs["files"], env=plan.inputs["env"],
+                pipeline_name=status["pipeline_name"], dag=status["dag"], tasks=tasks)
+
+
+def _replay(obj: dict[str, Any], rep: Replay, run_dir: Path, save: Callable[[dict], None],
+            sink: EventSink | None, store_root: Path) -> dict[str, Any] | None:
+    """The record of an unchanged, all-cached run, written as the engine would write it;
+    None when a cache entry the memo names is gone (nothing is written then)."""
+    from lab.backends.local.pipelines import replay
+    from lab.backends.local.pipelines.cache import Cache
+    from lab.backends.local.pipelines.engine import stamp
+
+    spec = obj.get("spec") or {}
+    meta = obj["metadata"]
+    namespace = meta.get("namespace", "default")
+    memo = rep.memo
+    pipeline_name = str(memo.get("pipeline_name") or "")
+    cache = Cache(store_root, namespace, pipeline_name)
+    created = now()
+    details = replay.details(memo, cache, stamp())
+    if details is None:
+        return None
+    log, tmp, logs = (state.path(run_dir, p) for p in ("run.log", "tmp", "logs"))
+    root = artifacts_root(store_root, namespace)
+    for folder in (root, tmp, logs):
+        folder.mkdir(parents=True, exist_ok=True)
+    log.write_text("")
+    run_id = str(uuid.uuid4())
+    (root / run_id).mkdir(parents=True, exist_ok=True)
+    dag = memo.get("dag") or {}
+    obj["status"] = {
+        "run_id": run_id, "display_name": meta["name"], "pipeline_name": pipeline_name,
+        "state": "SUCCEEDED", "created_at": created, "finished_at": now(), "error": None,
+        "pipeline_root": str(root / run_id), "log": str(log),
+        "parallelism": int(spec.get("parallelism") or default_parallelism()),
+        "cache": True, "run_details": {"task_details": details}, "dag": dag,
+    }
+    if sink:
+        sink({"event": "run-started", "run": meta["name"], "tasks": list(dag)})
+    save(obj)
+    if sink:
+        sink({"event": "run-finished", "run": meta["name"], "state": "SUCCEEDED"})
     return obj
 
 

@@ -175,7 +175,7 @@ def read_json(target: Path, *, expect: type | None = dict,
         data = json.loads(raw.decode("utf-8"))
         if expect is not None and not isinstance(data, expect):
             raise ValueError(f"expected a JSON {expect.__name__}, got {type(data).__name__}")
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError
         detail = str(exc).splitlines()[0][:200] or "empty file"
         if not raw.strip():
             detail = "the file is empty (truncated)"

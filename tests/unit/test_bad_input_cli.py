@@ -203,8 +203,9 @@ CASES = [
     Case("pipeline-sys-exit", {"p.py": "import sys\nsys.exit(3)\n"},
          ["pipeline", "run", "{p_py}"], ["called sys.exit(3)", "__main__"]),
     Case("pipeline-yaml-alias-bomb", {"p.yaml": "pipelineInfo: {name: p}\n"
-                                      "x: &x [a, a, a, a, a, a, a, a]\n" + "".join(f"{c}: &{c} [{', '.join([f'*{p}'] * 8)}]\n"
-                                                for p, c in zip("xbcdefgh", "bcdefghi"))},
+                                      "x: &x [a, a, a, a, a, a, a, a]\n" + "".join(
+                                          f"{c}: &{c} [{', '.join([f'*{p}'] * 8)}]\n"
+                                          for p, c in zip("xbcdefgh", "bcdefghi"))},
          ["pipeline", "run", "{p_yaml}", "--backend", "local"], ["MAX_NODES"]),
     Case("pipeline-yaml-python-tag", {"p.yaml": "root: !!python/object/apply:os.system [id]\n"},
          ["pipeline", "run", "{p_yaml}", "--backend", "local"], ["!!python"]),

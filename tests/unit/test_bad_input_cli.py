@@ -144,6 +144,11 @@ CASES = [
           "spec.pytorchReplicaSpecs"),
     apply("name-300", SUB(JOB, "name: job", "name: " + "a" * 300), "metadata.name",
           "300 characters"),
+    apply("command-empty", SUB(JOB, "command: [python3, -c, \"print('ran')\"]", "command: []"),
+          "containers[0].command", "empty"),
+    apply("trainjob-command-empty", "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\n"
+          "metadata: {name: tj}\nspec:\n  runtimeRef: {name: torch-distributed}\n"
+          "  trainer: {numNodes: 1, command: []}\n", "spec.trainer.command", "empty"),
     # --- Experiment fields ---
     apply("trial-env-5", SUB(EXPERIMENT, 'env: [{name: A, value: "1"}]', "env: 5"),
           "spec.trialTemplate.trialSpec.spec.template.spec.containers[0].env"),

@@ -29,6 +29,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,7 @@ FORMAT = 1
 # refuses privileged pods, host namespaces and hostPath volumes, so a student's pod cannot
 # take over the shared node. `privileged` is needed only for KFLAB_WHEELHOUSE (a hostPath).
 POD_SECURITY = ("baseline", "privileged")
+_ID = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")  # a student id: a DNS-1123 label
 
 RW = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
 RO = ["get", "list", "watch"]
@@ -115,8 +117,40 @@ class ClassRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ClassRecord:
-        seats = [Seat(**s) for s in data.get("seats") or []]
-        return cls(**{**{k: v for k, v in data.items() if k != "seats"}, "seats": seats})
+        """The record as class.json holds it; ValueError names the first field that is
+        missing or of the wrong type (a hand-edited or foreign file)."""
+        def text(d: dict[str, Any], key: str, where: str, optional: bool = False) -> Any:
+            value = d.get(key)
+            if not (isinstance(value, str) or (optional and value is None)):
+                raise ValueError(f"field '{where}{key}': expected text, got "
+                                 f"{type(value).__name__}")
+            return value
+
+        seats_raw = data.get("seats")
+        if not isinstance(seats_raw, list):
+            raise ValueError("field 'seats': expected a list")
+        seats = []
+        for i, s in enumerate(seats_raw):
+            if not isinstance(s, dict):
+                raise ValueError(f"field 'seats[{i}]': expected a mapping")
+            seat = Seat(*(text(s, k, f"seats[{i}].") for k in
+                          ("id", "name", "email", "namespace", "kubeconfig")),
+                        text(s, "expires", f"seats[{i}].", optional=True))
+            if not _ID.match(seat.id) or seat.namespace != f"{data.get('name')}-{seat.id}":
+                raise ValueError(f"field 'seats[{i}]': id {seat.id!r} and namespace "
+                                 f"{seat.namespace!r} are not the class's")
+            seats.append(seat)
+        quota = data.get("quota")
+        if not isinstance(quota, dict) or not all(isinstance(v, str) for v in quota.values()):
+            raise ValueError("field 'quota': expected a mapping of quantities")
+        if not isinstance(data.get("kfp"), bool):
+            raise ValueError("field 'kfp': expected true or false")
+        fmt = data.get("format", FORMAT)
+        if fmt != FORMAT:
+            raise ValueError(f"field 'format': {fmt!r}; this kflab reads format {FORMAT}")
+        return cls(check_class_name(text(data, "name", "")), text(data, "created_at", ""),
+                   text(data, "server", ""), dict(quota), data["kfp"],
+                   text(data, "kubeconfigs", ""), seats)
 
 
 def record_path(state: Path, name: str) -> Path:
@@ -133,7 +167,18 @@ def load_record(state: Path, name: str) -> ClassRecord:
     if data is None:
         raise LabError(f"no class named {name!r} here",
                        hint="create it with `kflab class create ROSTER.csv --class NAME`")
-    return ClassRecord.from_dict(data)
+    try:
+        record = ClassRecord.from_dict(data)
+    except (ValueError, LabError) as exc:
+        raise LabError(f"{record_path(state, name)}: not a class record kflab wrote: "
+                       f"{str(exc).splitlines()[0]}",
+                       hint="restore it from a backup, or delete the class's namespaces by "
+                            f"label {CLASS_LABEL}={name}, remove the file and create the "
+                            "class again") from None
+    if record.name != name:
+        raise LabError(f"{record_path(state, name)}: holds class {record.name!r}, not {name!r}",
+                       hint="restore the file, or remove it and create the class again")
+    return record
 
 
 def _labels(class_name: str, student: Student | None = None) -> dict[str, str]:
@@ -325,12 +370,22 @@ def delete_class(kube: Any, state: Path, class_name: str) -> list[str]:
         done.append(f"ClusterRole/{STUDENT_ROLE}")
     target = record_path(state, class_name)
     if target.exists():
-        record = load_record(state, class_name)
+        try:
+            record = load_record(state, class_name)
+        except LabError as exc:  # the cluster side is gone already: say so, keep going
+            done.append(f"not removed (unreadable record): the kubeconfig files; {exc}")
+            record = ClassRecord(class_name, "", "", {}, False, "")
+        folder = Path(record.kubeconfigs)
         for seat in record.seats:
+            # only the file `create` wrote: <kubeconfigs>/<id>.kubeconfig (an edited record
+            # must not make `class delete` remove some other file)
+            path = folder / f"{seat.id}.kubeconfig"
+            if Path(seat.kubeconfig) != path or not folder.is_absolute():
+                continue
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(seat.kubeconfig)
-                done.append(f"file {seat.kubeconfig}")
-        target.unlink()
+                os.unlink(path)
+                done.append(f"file {path}")
+        target.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             target.parent.rmdir()
     return done

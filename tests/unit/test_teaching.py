@@ -166,3 +166,13 @@ def test_class_create_checks_the_roster_before_any_cluster(tmp_path: Path) -> No
     assert isinstance(out.exception, InputError)
     assert f"{p}:3: field 'student'" in str(out.exception)
     assert not (tmp_path / "kubeconfigs-class").exists()
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "0"])
+def test_class_plan_refuses_absurd_server_sizes(tmp_path: Path, value: str) -> None:
+    """click's FloatRange lets nan through; it would reach Decimal comparisons."""
+    (tmp_path / "applications").mkdir()
+    out = CliRunner().invoke(cli, ["--state", str(tmp_path / "s"), "class", "plan",
+                                   "--students", "2", "--upstream", str(tmp_path),
+                                   "--cpus", value])
+    assert out.exit_code == 2 and "--cpus" in out.output, out.output

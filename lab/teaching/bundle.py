@@ -26,6 +26,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -44,6 +45,7 @@ LOCKS = "locks"
 Say = Callable[[str], None]
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+MAX_MANIFEST = 64 * 1024 * 1024  # bundle.json lists a few thousand files: ~1 MB
 
 
 def sha256_file(path: Path) -> str:
@@ -273,11 +275,17 @@ def verify(dest: Path) -> dict[str, Any]:
         raise LabError(f"{dest}: not a folder", hint="give the folder `kflab bundle create` "
                                                      "made")
     try:
+        info = path.lstat()
+        if not stat.S_ISREG(info.st_mode):  # a symlink to /dev/zero, a FIFO: never read
+            raise LabError(f"{path}: not a plain file", hint="copy the bundle again")
+        if info.st_size > MAX_MANIFEST:
+            raise LabError(f"{path}: {info.st_size} bytes; a bundle manifest is at most "
+                           f"{MAX_MANIFEST}", hint="copy the bundle again")
         manifest = load_json(path.read_bytes().decode("utf-8"), str(path))
     except FileNotFoundError:
         raise LabError(f"{dest}: no {MANIFEST}: not a kflab bundle",
                        hint="make one with `kflab bundle create DIR`") from None
-    except InputError:
+    except (InputError, LabError):
         raise
     except (OSError, ValueError) as exc:
         raise LabError(f"{path}: unreadable ({exc})", hint="copy the bundle again") from None

@@ -55,6 +55,11 @@ CASES: dict[str, tuple[Callable[[Path], None], str]] = {
                   "MAX_DEPTH"),
     "truncated": (lambda r: (r / MANIFEST).write_text('{"kind": "kf'), "invalid JSON"),
     "not-utf8": (lambda r: (r / MANIFEST).write_bytes(b"\xff\xfe"), "unreadable"),
+    "manifest-to-dev-zero": (lambda r: ((r / MANIFEST).unlink(),
+                                        os.symlink("/dev/zero", r / MANIFEST)),
+                             "bundle.json: not a plain file"),
+    "manifest-fifo": (lambda r: ((r / MANIFEST).unlink(), os.mkfifo(r / MANIFEST)),
+                      "bundle.json: not a plain file"),
     "files-list": (lambda r: (r / MANIFEST).write_text('{"kind": "kflab-bundle", "files": []}'),
                    "not a kflab bundle manifest"),
 }

@@ -288,7 +288,8 @@ def write_kubeconfig(path: Path, cluster: dict[str, Any], user: str, token: str,
            "contexts": [{"name": user, "context": {"cluster": "kflab-class", "user": user,
                                                    "namespace": namespace}}]}
     tmp = path.with_name(f".{path.name}.part")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    tmp.unlink(missing_ok=True)  # a stale one, or a symlink planted in a shared folder
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w") as fh:
         yaml.safe_dump(doc, fh, sort_keys=False)
     os.replace(tmp, path)
@@ -319,8 +320,9 @@ def create(kube: Any, state: Path, roster: Roster, class_name: str, out_dir: Pat
                        f"{', '.join(taken[:5])}{' ...' if len(taken) > 5 else ''}",
                        hint="choose another --class name")
     out_dir = out_dir.resolve()  # the record must find the files from any folder
-    out_dir.mkdir(parents=True, exist_ok=True)
-    os.chmod(out_dir, 0o700)
+    if not out_dir.is_dir():  # a folder of ours: private; an existing one keeps its mode
+        out_dir.mkdir(parents=True)  # (`--out .` must not chmod the current folder)
+        os.chmod(out_dir, 0o700)
     apply(kube, cluster_role(), manager=MANAGER)
     for student in roster.students:
         for obj in student_objects(class_name, student, quota, pod_security):

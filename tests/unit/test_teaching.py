@@ -176,3 +176,19 @@ def test_class_plan_refuses_absurd_server_sizes(tmp_path: Path, value: str) -> N
                                    "--students", "2", "--upstream", str(tmp_path),
                                    "--cpus", value])
     assert out.exit_code == 2 and "--cpus" in out.output, out.output
+
+
+def test_a_kubeconfig_never_follows_a_planted_symlink(tmp_path: Path) -> None:
+    """In a shared --out folder, a `.NAME.part` symlink planted by another user must not
+    make the token land in (or truncate) the file it points to."""
+    import os
+
+    from lab.teaching import class_
+
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    os.symlink(victim, tmp_path / ".ann.kubeconfig.part")
+    path = class_.write_kubeconfig(tmp_path / "ann.kubeconfig", {"server": "https://s"},
+                                   "c-ann", "tok", "c-ann")
+    assert victim.read_text() == "keep"
+    assert oct(path.stat().st_mode)[-3:] == "600" and "tok" in path.read_text()

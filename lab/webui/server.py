@@ -153,7 +153,8 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
                 self._reply_error(400 if isinstance(exc, InputError) else 500,
                                   str(exc).splitlines()[0])
             except Exception as exc:
-                sys.stderr.write(f"kflab ui: {method} {self.path[:200]}: unexpected "
+                where = urlsplit(self.path).path[:200]  # not the query: it may hold the token
+                sys.stderr.write(f"kflab ui: {method} {where}: unexpected "
                                  f"{type(exc).__name__}: {str(exc)[:200]}\n")
                 self._reply_error(500, f"unexpected {type(exc).__name__} (the terminal "
                                        "running `kflab ui` has the details)")

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import uuid
+from collections.abc import Callable
 from email.parser import BytesParser
 from email.policy import HTTP
 from pathlib import Path
@@ -108,7 +109,7 @@ class KfpApi:
 
     def _read(self, what: str, rid: str, label: str) -> dict[str, Any]:
         try:
-            found = state.read_json(self._rec(what, rid))
+            found = state.read_json(self._rec(what, rid), check=_shape(what))
         except state.StateError:
             found = None
         if found is None:
@@ -117,8 +118,12 @@ class KfpApi:
 
     def _all(self, what: str) -> list[dict[str, Any]]:
         folder = self.dir / what
-        out = [state.read_json(p) for p in sorted(folder.glob("*.json"))] \
-            if folder.is_dir() else []
+        out = []
+        for p in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            try:  # a damaged record (moved aside as NAME.corrupt) is left out of the list
+                out.append(state.read_json(p, check=_shape(what)))
+            except state.StateError:
+                continue
         return sorted((o for o in out if o), key=lambda o: o.get("created_at", ""))
 
     @staticmethod
@@ -341,7 +346,7 @@ class KfpApi:
 
     def get_run(self, rid: str, **_: Any) -> dict[str, Any]:
         try:
-            record = state.read_json(self._rec("runs", rid))
+            record = state.read_json(self._rec("runs", rid), check=_shape("runs"))
         except state.StateError:
             record = None
         if record is not None:
@@ -423,6 +428,20 @@ def _documents(spec: Any) -> list[dict[str, Any]]:
         raise ApiError(400, "pipeline_spec is not a compiled KFP pipeline (no 'root'): "
                             "give what kfp.compiler.Compiler().compile() writes")
     return docs
+
+
+# The fields every reader of a record indexes, per record folder.
+_KEYS = {"runs": ("run_id", "name", "display_name"),
+         "experiments": ("experiment_id", "display_name"),
+         "pipelines": ("pipeline_id", "name", "display_name"),
+         "versions": ("pipeline_version_id", "pipeline_id")}
+
+
+def _shape(what: str) -> Callable[[Any], str | None]:
+    def problem(data: Any) -> str | None:
+        bad = [k for k in _KEYS.get(what, ()) if not isinstance(data.get(k), str)]
+        return f"{', '.join(bad)}: missing or not text" if bad else None
+    return problem
 
 
 def _filtered(items: list[dict[str, Any]], raw: str | None) -> list[dict[str, Any]]:

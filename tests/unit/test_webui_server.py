@@ -328,3 +328,16 @@ def test_hostile_requests_get_an_answer(ui: UiServer, case: tuple, capfd: Any) -
                        body)
     assert status == want, out[:300]
     assert "Traceback" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("content", [b"[1]", b'{"run_id": 5}', b"{", b"[" * 100_000])
+def test_a_damaged_api_record_is_left_out_not_a_500(ui: UiServer, content: bytes) -> None:
+    """kfp-api/runs/ID.json edited by hand: the list still answers (the record is moved
+    aside as NAME.corrupt), and getting it by id is a 404."""
+    folder = ui.api.dir / "runs"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "bad.json").write_bytes(content)
+    status, body = _raw(ui, "GET", API + "/runs", {})
+    assert status == 200 and json.loads(body)["runs"] == [], body[:300]
+    (folder / "bad.json").write_bytes(content)
+    assert _raw(ui, "GET", API + "/runs/bad", {})[0] == 404

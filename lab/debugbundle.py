@@ -43,6 +43,13 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?i)\b(bearer|basic)\s+[\w.~+/=-]{8,}"), r"\1 " + REDACTED),
     # k3s join tokens: K10<hash>::server:<secret>
     (re.compile(r"\bK10[0-9a-f]{16,}::[\w.-]+:[\w.-]+"), REDACTED),
+    # URLs with a password: scheme://user:PASSWORD@host (proxies, registries, git remotes)
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@]+:)[^\s/@]+@"), r"\1" + REDACTED + "@"),
+    # CLI flags with the value after a space: --token SECRET, --password SECRET
+    (re.compile(r"(?i)(--" + _SECRET_NAME + r")([ \t]+)(?!-)([^\s]+)"), r"\1\2" + REDACTED),
+    # a registry's or docker config's `auth` (base64 of user:password), `identitytoken`
+    (re.compile(r"""(?i)(["']?\bauth["']?[ \t]*[:=][ \t]*)("[^"\n]*"|'[^'\n]*'|[^\s,}\]\n]+)"""),
+     r"\1" + REDACTED),
     # YAML / JSON / env / CLI: name: value, "name": "value", NAME=value, --name=value
     (re.compile(r"""(?ix)(?P<k>["']?(?:--)?""" + _SECRET_NAME + r"""["']?\s*[:=]\s*)
                     (?P<v>"[^"\n]*"|'[^'\n]*'|[^\s,}\]\n]+)"""), r"\g<k>" + REDACTED),

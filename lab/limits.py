@@ -66,3 +66,12 @@ MAX_PIPELINE_STEPS = 100
 MAX_STEP_CODE_BYTES = 1024 * 1024
 # Step names become component and task names (DNS labels): short enough for pod names.
 MAX_STEP_NAME = 40
+
+# --- compiled pipelines run on the local backend (`kflab pipeline run FILE.yaml`) ---
+
+# Iterations of one dsl.ParallelFor: each is a thread and a task folder here (a pod on a
+# cluster); the labs loop over a handful, a sweep over a few hundred.
+MAX_PARALLELFOR_ITEMS = 1_000
+# A dsl.If condition the compiler writes is one comparison per branch (Elif chains repeat
+# the earlier ones negated): a few hundred characters. 64 KiB is beyond any real pipeline.
+MAX_CONDITION_CHARS = 64 * 1024

@@ -22,7 +22,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -158,7 +158,8 @@ def write_json(target: Path, data: Any) -> None:
 
 
 def read_json(target: Path, *, expect: type | None = dict,
-              fix: str = "re-create it (apply or run again)") -> Any | None:
+              fix: str = "re-create it (apply or run again)",
+              check: Callable[[Any], str | None] | None = None) -> Any | None:
     """Read JSON, or None when the file does not exist.
 
     A corrupt or truncated file (not JSON, not UTF-8, or not a `expect`) is moved aside to
@@ -175,7 +176,10 @@ def read_json(target: Path, *, expect: type | None = dict,
         data = json.loads(raw.decode("utf-8"))
         if expect is not None and not isinstance(data, expect):
             raise ValueError(f"expected a JSON {expect.__name__}, got {type(data).__name__}")
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        problem = check(data) if check is not None else None
+        if problem:  # valid JSON of the wrong shape (a hand edit): as corrupt as a truncation
+            raise ValueError(problem)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError
         detail = str(exc).splitlines()[0][:200] or "empty file"
         if not raw.strip():
             detail = "the file is empty (truncated)"

@@ -83,8 +83,10 @@ def error_message(run: dict[str, Any] | None) -> str:
 
 
 def tasks(run: dict[str, Any] | None) -> list[dict[str, Any]]:
-    return ((((run or {}).get("status") or {}).get("run_details") or {})
-            .get("task_details") or [])
+    """The run's task records; a hand-edited record's other shapes read as none."""
+    details = ((run or {}).get("status") or {}).get("run_details")
+    found = details.get("task_details") if isinstance(details, dict) else None
+    return [t for t in found if isinstance(t, dict)] if isinstance(found, list) else []
 
 
 def task(run: dict[str, Any] | None, display_name: str) -> dict[str, Any] | None:

@@ -24,6 +24,13 @@ def _kube(f: object) -> object:
     return f
 
 
+def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """click's FloatRange lets nan through (every comparison with nan is false)."""
+    if value is not None and value != value:
+        raise click.BadParameter("not a number", ctx=ctx, param=param)
+    return value
+
+
 @cli.group("class")
 def class_group() -> None:
     """A class on one shared server: namespaces, quotas and kubeconfigs per student."""
@@ -163,12 +170,12 @@ def class_delete(obj: Obj, class_name: str, yes: bool, kubeconfig: str | None,
 @click.option("--upstream", envvar="KFLAB_UPSTREAM", required=True,
               type=click.Path(exists=True, file_okay=False),
               help="An extracted kubeflow/manifests release tree (env KFLAB_UPSTREAM).")
-@click.option("--cpus", type=click.FloatRange(0.5), help="The server's CPUs (default: this "
-                                                          "machine's).")
-@click.option("--memory", type=click.FloatRange(0.5), help="Its memory in GiB (default: this "
-                                                            "machine's).")
-@click.option("--disk", type=click.FloatRange(1), help="Its free disk in GiB (default: this "
-                                                        "machine's, under the state folder).")
+@click.option("--cpus", type=click.FloatRange(0.5, 1e6), callback=_finite,
+              help="The server's CPUs (default: this machine's).")
+@click.option("--memory", type=click.FloatRange(0.5, 1e9), callback=_finite,
+              help="Its memory in GiB (default: this machine's).")
+@click.option("--disk", type=click.FloatRange(1, 1e12), callback=_finite,
+              help="Its free disk in GiB (default: this machine's, under the state folder).")
 @pass_obj
 def class_plan(obj: Obj, students: int, upstream: str, cpus: float | None,
                memory: float | None, disk: float | None) -> None:

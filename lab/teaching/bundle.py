@@ -26,6 +26,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -43,6 +44,8 @@ FORMAT = 1
 LOCKS = "locks"
 Say = Callable[[str], None]
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+MAX_MANIFEST = 64 * 1024 * 1024  # bundle.json lists a few thousand files: ~1 MB
 
 
 def sha256_file(path: Path) -> str:
@@ -259,30 +262,72 @@ def create(dest: Path, *, arch: str, images: list[str], say: Say,
 
 def verify(dest: Path) -> dict[str, Any]:
     """Check every file against bundle.json (sha256), and that no file is missing or extra;
-    returns the manifest. Raises LabError naming the first file that differs."""
+    returns the manifest. Raises LabError naming the first file that differs.
+
+    The bundle is hostile input (copied from a USB stick or a share): a manifest path that
+    leaves the folder, a symlink (the roles would follow it out of the bundle) or anything
+    that is not a regular file is refused before a byte of it is read."""
+    from lab.errors import InputError
+    from lab.yamlio import load_json
+
     path = dest / MANIFEST
+    if not dest.is_dir():
+        raise LabError(f"{dest}: not a folder", hint="give the folder `kflab bundle create` "
+                                                     "made")
     try:
-        manifest = json.loads(path.read_text())
+        info = path.lstat()
+        if not stat.S_ISREG(info.st_mode):  # a symlink to /dev/zero, a FIFO: never read
+            raise LabError(f"{path}: not a plain file", hint="copy the bundle again")
+        if info.st_size > MAX_MANIFEST:
+            raise LabError(f"{path}: {info.st_size} bytes; a bundle manifest is at most "
+                           f"{MAX_MANIFEST}", hint="copy the bundle again")
+        manifest = load_json(path.read_bytes().decode("utf-8"), str(path))
     except FileNotFoundError:
         raise LabError(f"{dest}: no {MANIFEST}: not a kflab bundle",
                        hint="make one with `kflab bundle create DIR`") from None
+    except (InputError, LabError):
+        raise
     except (OSError, ValueError) as exc:
         raise LabError(f"{path}: unreadable ({exc})", hint="copy the bundle again") from None
     if not isinstance(manifest, dict) or manifest.get("kind") != "kflab-bundle" or \
             not isinstance(manifest.get("files"), dict):
         raise LabError(f"{path}: not a kflab bundle manifest", hint="copy the bundle again")
     listed: dict[str, str] = manifest["files"]
-    present = {str(p.relative_to(dest)) for p in dest.rglob("*")
-               if p.is_file() and p.name != MANIFEST}
+    for rel, want in sorted(listed.items()):
+        parts = Path(rel).parts
+        if not rel or ".." in parts or Path(rel).is_absolute() or "\\" in rel or \
+                "\0" in rel or rel == MANIFEST:
+            raise LabError(f"{path}: files: refusing the path {rel!r}",
+                           hint="a bundle lists only relative paths inside it: copy the "
+                                "bundle again")
+        if not isinstance(want, str) or not _SHA256.match(want):
+            raise LabError(f"{path}: files.{rel}: {want!r} is not a sha256",
+                           hint="copy the bundle again")
+    present = set()
+    for root, dirs, files in os.walk(dest):  # os.walk does not follow symlinked folders
+        for name in dirs + files:
+            full = Path(root) / name
+            rel = str(full.relative_to(dest))
+            if full.is_symlink():
+                raise LabError(f"{full}: a symlink (to {os.readlink(full)}) inside the bundle",
+                               hint="a bundle holds plain files only: copy it again "
+                                    "(cp -rL, or the original archive)")
+            if name in files and rel != MANIFEST:
+                if not full.is_file():
+                    raise LabError(f"{full}: not a regular file",
+                                   hint="remove it, or make the bundle again")
+                present.add(rel)
     for rel in sorted(set(listed) - present):
         raise LabError(f"{dest}: {rel} is missing", hint="copy the bundle again")
     for rel in sorted(present - set(listed)):
         raise LabError(f"{dest}: {rel} is not in {MANIFEST}",
                        hint="remove it, or make the bundle again")
     for rel, want in sorted(listed.items()):
-        if ".." in Path(rel).parts or Path(rel).is_absolute():
-            raise LabError(f"{path}: refusing the path {rel!r}", hint="copy the bundle again")
-        got = sha256_file(dest / rel)
+        try:
+            got = sha256_file(dest / rel)
+        except OSError as exc:
+            raise LabError(f"{dest / rel}: cannot read it ({exc.strerror or exc})",
+                           hint="copy the bundle again") from None
         if got != want:
             raise LabError(f"{dest / rel}: sha256 {got}, but {MANIFEST} says {want}",
                            hint="the file changed since the bundle was made: copy it again")

@@ -29,6 +29,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,7 @@ FORMAT = 1
 # refuses privileged pods, host namespaces and hostPath volumes, so a student's pod cannot
 # take over the shared node. `privileged` is needed only for KFLAB_WHEELHOUSE (a hostPath).
 POD_SECURITY = ("baseline", "privileged")
+_ID = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")  # a student id: a DNS-1123 label
 
 RW = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
 RO = ["get", "list", "watch"]
@@ -115,8 +117,40 @@ class ClassRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ClassRecord:
-        seats = [Seat(**s) for s in data.get("seats") or []]
-        return cls(**{**{k: v for k, v in data.items() if k != "seats"}, "seats": seats})
+        """The record as class.json holds it; ValueError names the first field that is
+        missing or of the wrong type (a hand-edited or foreign file)."""
+        def text(d: dict[str, Any], key: str, where: str, optional: bool = False) -> Any:
+            value = d.get(key)
+            if not (isinstance(value, str) or (optional and value is None)):
+                raise ValueError(f"field '{where}{key}': expected text, got "
+                                 f"{type(value).__name__}")
+            return value
+
+        seats_raw = data.get("seats")
+        if not isinstance(seats_raw, list):
+            raise ValueError("field 'seats': expected a list")
+        seats = []
+        for i, s in enumerate(seats_raw):
+            if not isinstance(s, dict):
+                raise ValueError(f"field 'seats[{i}]': expected a mapping")
+            seat = Seat(*(text(s, k, f"seats[{i}].") for k in
+                          ("id", "name", "email", "namespace", "kubeconfig")),
+                        text(s, "expires", f"seats[{i}].", optional=True))
+            if not _ID.match(seat.id) or seat.namespace != f"{data.get('name')}-{seat.id}":
+                raise ValueError(f"field 'seats[{i}]': id {seat.id!r} and namespace "
+                                 f"{seat.namespace!r} are not the class's")
+            seats.append(seat)
+        quota = data.get("quota")
+        if not isinstance(quota, dict) or not all(isinstance(v, str) for v in quota.values()):
+            raise ValueError("field 'quota': expected a mapping of quantities")
+        if not isinstance(data.get("kfp"), bool):
+            raise ValueError("field 'kfp': expected true or false")
+        fmt = data.get("format", FORMAT)
+        if fmt != FORMAT:
+            raise ValueError(f"field 'format': {fmt!r}; this kflab reads format {FORMAT}")
+        return cls(check_class_name(text(data, "name", "")), text(data, "created_at", ""),
+                   text(data, "server", ""), dict(quota), data["kfp"],
+                   text(data, "kubeconfigs", ""), seats)
 
 
 def record_path(state: Path, name: str) -> Path:
@@ -133,7 +167,18 @@ def load_record(state: Path, name: str) -> ClassRecord:
     if data is None:
         raise LabError(f"no class named {name!r} here",
                        hint="create it with `kflab class create ROSTER.csv --class NAME`")
-    return ClassRecord.from_dict(data)
+    try:
+        record = ClassRecord.from_dict(data)
+    except (ValueError, LabError) as exc:
+        raise LabError(f"{record_path(state, name)}: not a class record kflab wrote: "
+                       f"{str(exc).splitlines()[0]}",
+                       hint="restore it from a backup, or delete the class's namespaces by "
+                            f"label {CLASS_LABEL}={name}, remove the file and create the "
+                            "class again") from None
+    if record.name != name:
+        raise LabError(f"{record_path(state, name)}: holds class {record.name!r}, not {name!r}",
+                       hint="restore the file, or remove it and create the class again")
+    return record
 
 
 def _labels(class_name: str, student: Student | None = None) -> dict[str, str]:
@@ -243,7 +288,8 @@ def write_kubeconfig(path: Path, cluster: dict[str, Any], user: str, token: str,
            "contexts": [{"name": user, "context": {"cluster": "kflab-class", "user": user,
                                                    "namespace": namespace}}]}
     tmp = path.with_name(f".{path.name}.part")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    tmp.unlink(missing_ok=True)  # a stale one, or a symlink planted in a shared folder
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w") as fh:
         yaml.safe_dump(doc, fh, sort_keys=False)
     os.replace(tmp, path)
@@ -274,8 +320,9 @@ def create(kube: Any, state: Path, roster: Roster, class_name: str, out_dir: Pat
                        f"{', '.join(taken[:5])}{' ...' if len(taken) > 5 else ''}",
                        hint="choose another --class name")
     out_dir = out_dir.resolve()  # the record must find the files from any folder
-    out_dir.mkdir(parents=True, exist_ok=True)
-    os.chmod(out_dir, 0o700)
+    if not out_dir.is_dir():  # a folder of ours: private; an existing one keeps its mode
+        out_dir.mkdir(parents=True)  # (`--out .` must not chmod the current folder)
+        os.chmod(out_dir, 0o700)
     apply(kube, cluster_role(), manager=MANAGER)
     for student in roster.students:
         for obj in student_objects(class_name, student, quota, pod_security):
@@ -325,12 +372,22 @@ def delete_class(kube: Any, state: Path, class_name: str) -> list[str]:
         done.append(f"ClusterRole/{STUDENT_ROLE}")
     target = record_path(state, class_name)
     if target.exists():
-        record = load_record(state, class_name)
+        try:
+            record = load_record(state, class_name)
+        except LabError as exc:  # the cluster side is gone already: say so, keep going
+            done.append(f"not removed (unreadable record): the kubeconfig files; {exc}")
+            record = ClassRecord(class_name, "", "", {}, False, "")
+        folder = Path(record.kubeconfigs)
         for seat in record.seats:
+            # only the file `create` wrote: <kubeconfigs>/<id>.kubeconfig (an edited record
+            # must not make `class delete` remove some other file)
+            path = folder / f"{seat.id}.kubeconfig"
+            if Path(seat.kubeconfig) != path or not folder.is_absolute():
+                continue
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(seat.kubeconfig)
-                done.append(f"file {seat.kubeconfig}")
-        target.unlink()
+                os.unlink(path)
+                done.append(f"file {path}")
+        target.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             target.parent.rmdir()
     return done

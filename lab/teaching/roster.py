@@ -50,6 +50,9 @@ def check_class_name(name: str) -> str:
         raise InputError(None, "class", f"{name!r} is not a usable class name",
                          hint="use 1-20 lower-case letters, digits and '-', starting and "
                               "ending with a letter or digit (e.g. ml-101)")
+    if name == "kube" or name.startswith("kube-"):  # kube-system, kube-public, ...
+        raise InputError(None, "class", f"{name!r}: namespaces starting with 'kube-' are "
+                         "Kubernetes' own", hint="choose another class name (e.g. ml-101)")
     return name
 
 

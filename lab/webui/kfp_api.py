@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import uuid
+from collections.abc import Callable
 from email.parser import BytesParser
 from email.policy import HTTP
 from pathlib import Path
@@ -108,7 +109,7 @@ class KfpApi:
 
     def _read(self, what: str, rid: str, label: str) -> dict[str, Any]:
         try:
-            found = state.read_json(self._rec(what, rid))
+            found = state.read_json(self._rec(what, rid), check=_shape(what))
         except state.StateError:
             found = None
         if found is None:
@@ -117,8 +118,12 @@ class KfpApi:
 
     def _all(self, what: str) -> list[dict[str, Any]]:
         folder = self.dir / what
-        out = [state.read_json(p) for p in sorted(folder.glob("*.json"))] \
-            if folder.is_dir() else []
+        out = []
+        for p in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            try:  # a damaged record (moved aside as NAME.corrupt) is left out of the list
+                out.append(state.read_json(p, check=_shape(what)))
+            except state.StateError:
+                continue
         return sorted((o for o in out if o), key=lambda o: o.get("created_at", ""))
 
     @staticmethod
@@ -126,7 +131,10 @@ class KfpApi:
         try:
             data = json.loads(body or b"{}")
         except ValueError as exc:
-            raise ApiError(400, f"the request body is not JSON: {exc}") from None
+            raise ApiError(400, f"the request body is not JSON: {str(exc)[:200]}") from None
+        except RecursionError:
+            raise ApiError(400, "the request body is not JSON kflab reads: nested too "
+                                "deeply") from None
         if not isinstance(data, dict):
             raise ApiError(400, "the request body must be a JSON object")
         return data
@@ -147,10 +155,18 @@ class KfpApi:
         for part in msg.iter_parts():
             if part.get_param("name", header="content-disposition") == "uploadfile":
                 raw = part.get_payload(decode=True) or b""
+                # kflab's bounded loader: an alias bomb, deep nesting or a python tag is
+                # refused before it is expanded (yaml.safe_load_all would hand back a graph
+                # that saving or running expands to billions of values)
+                from lab.errors import InputError
+                from lab.yamlio import load_documents
+
                 try:
-                    docs = [d for d in yaml.safe_load_all(raw) if d]
-                except yaml.YAMLError as exc:
-                    raise ApiError(400, f"uploadfile is not YAML: {exc}") from None
+                    docs = [d.data for d in load_documents(raw, "uploadfile",
+                                                           duplicates="keep") if d.data]
+                except InputError as exc:
+                    raise ApiError(400, f"uploadfile: {str(exc).splitlines()[0]}"
+                                   ) from None
                 if len(docs) == 2:
                     docs = [{"pipeline_spec": docs[0], "platform_spec": docs[1]}]
                 spec = docs[0] if docs else None
@@ -248,6 +264,9 @@ class KfpApi:
             self._default_experiment()
         self._read("experiments", eid, "experiment")
         ref = data.get("pipeline_version_reference") or {}
+        if not isinstance(ref, dict):
+            raise ApiError(400, "pipeline_version_reference must be an object: "
+                                "{pipeline_id, pipeline_version_id}")
         spec = data.get("pipeline_spec")
         if bool(spec) == bool(ref):
             raise ApiError(400, "give either pipeline_spec or pipeline_version_reference")
@@ -255,6 +274,8 @@ class KfpApi:
             spec = self._version_spec(ref)
         docs = _documents(spec)
         config = data.get("runtime_config") or {}
+        if not isinstance(config, dict):
+            raise ApiError(400, "runtime_config must be an object: {parameters: {...}}")
         params = config.get("parameters") or {}
         if not isinstance(params, dict):
             raise ApiError(400, "runtime_config.parameters must be a mapping")
@@ -325,7 +346,7 @@ class KfpApi:
 
     def get_run(self, rid: str, **_: Any) -> dict[str, Any]:
         try:
-            record = state.read_json(self._rec("runs", rid))
+            record = state.read_json(self._rec("runs", rid), check=_shape("runs"))
         except state.StateError:
             record = None
         if record is not None:
@@ -409,6 +430,20 @@ def _documents(spec: Any) -> list[dict[str, Any]]:
     return docs
 
 
+# The fields every reader of a record indexes, per record folder.
+_KEYS = {"runs": ("run_id", "name", "display_name"),
+         "experiments": ("experiment_id", "display_name"),
+         "pipelines": ("pipeline_id", "name", "display_name"),
+         "versions": ("pipeline_version_id", "pipeline_id")}
+
+
+def _shape(what: str) -> Callable[[Any], str | None]:
+    def problem(data: Any) -> str | None:
+        bad = [k for k in _KEYS.get(what, ()) if not isinstance(data.get(k), str)]
+        return f"{', '.join(bad)}: missing or not text" if bad else None
+    return problem
+
+
 def _filtered(items: list[dict[str, Any]], raw: str | None) -> list[dict[str, Any]]:
     """KFP's filter (backend/api/v2beta1/filter.proto): EQUALS on string fields, which is
     what the SDK sends (get_experiment by name); other operations are refused."""
@@ -416,12 +451,16 @@ def _filtered(items: list[dict[str, Any]], raw: str | None) -> list[dict[str, An
         return items
     try:
         predicates = json.loads(raw).get("predicates") or []
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         raise ApiError(400, f"filter is not a JSON v2beta1Filter: {raw[:200]}") from None
+    if not isinstance(predicates, list) or not all(isinstance(p, dict) for p in predicates):
+        raise ApiError(400, f"filter.predicates is not a list of objects: {raw[:200]}")
     for p in predicates:
         if p.get("operation") not in ("EQUALS", 1):
             raise ApiError(501, f"filter operation {p.get('operation')} is not supported "
                                 "locally (only EQUALS)")
         key, value = p.get("key"), p.get("string_value", p.get("stringValue"))
+        if not isinstance(key, str):
+            raise ApiError(400, f"filter: a predicate's key must be a field name: {key!r}"[:200])
         items = [i for i in items if i.get(key) == value]
     return items

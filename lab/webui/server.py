@@ -23,9 +23,11 @@ Access rules (docs/ui.md):
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import secrets
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -52,6 +54,7 @@ ARTIFACT_CSP = ("sandbox allow-scripts; default-src 'none'; script-src 'unsafe-i
 MARKDOWN_CSP = ("sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
                 "frame-ancestors 'self'")
 MAX_BODY = 32 * 1024 * 1024  # KFP's upload limit
+REQUEST_TIMEOUT = 60.0  # seconds a client may stall mid-request
 HEARTBEAT = 15.0  # seconds between an event stream's keep-alive comments
 
 
@@ -72,7 +75,7 @@ class UiServer:
         self.api = KfpApi(root, backend) if local else None
         # live pages: one watch on the state folder (a cluster's objects are not there: a tick)
         self.watcher = Watcher(Path(root) if local else None)
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
+        self.httpd = _Server(("127.0.0.1", port), _handler(self))
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.host = f"http://127.0.0.1:{self.port}"
@@ -105,6 +108,15 @@ class UiServer:
         return bool(given) and hmac.compare_digest(given.encode(), self.token.encode())
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """One line, not socketserver's traceback dump (a request cut off mid-way)."""
+        exc = sys.exc_info()[1]
+        if not isinstance(exc, (BrokenPipeError, ConnectionResetError, TimeoutError)):
+            sys.stderr.write(f"kflab ui: a request from {client_address[0]} failed: "
+                             f"{type(exc).__name__}: {str(exc)[:200]}\n")
+
+
 def cookie(headers: Any, name: str) -> str | None:
     for part in (headers.get("Cookie") or "").split(";"):
         key, _, value = part.strip().partition("=")
@@ -120,14 +132,48 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:
             pass  # quiet: the terminal shows the URL, not every poll
 
+        # A client that stops sending (a body shorter than its Content-Length) frees its
+        # thread after this many seconds instead of holding it forever.
+        timeout = REQUEST_TIMEOUT
+
         def do_GET(self) -> None:
-            self._serve("GET")
+            self._guarded("GET")
 
         def do_POST(self) -> None:
-            self._serve("POST")
+            self._guarded("POST")
 
         def do_DELETE(self) -> None:
-            self._serve("DELETE")
+            self._guarded("DELETE")
+
+        def _guarded(self, method: str) -> None:
+            """Every request gets an answer: bad input a 4xx, a bug a 500 and one line on
+            the terminal (never a traceback, never a connection dropped without a reply)."""
+            from lab.errors import InputError, LabError
+
+            try:
+                self._serve(method)
+            except (BrokenPipeError, ConnectionResetError, TimeoutError):
+                return  # the client left
+            except LabError as exc:  # bad input: 400; the state folder (a corrupt file): 500
+                self._reply_error(400 if isinstance(exc, InputError) else 500,
+                                  str(exc).splitlines()[0])
+            except Exception as exc:
+                where = urlsplit(self.path).path[:200]  # not the query: it may hold the token
+                sys.stderr.write(f"kflab ui: {method} {where}: unexpected "
+                                 f"{type(exc).__name__}: {str(exc)[:200]}\n")
+                self._reply_error(500, f"unexpected {type(exc).__name__} (the terminal "
+                                       "running `kflab ui` has the details)")
+
+        def _reply_error(self, status: int, message: str) -> None:
+            with contextlib.suppress(OSError):  # the client left
+                self._json(status, {"code": 13 if status >= 500 else 3,
+                                    "message": message, "details": []})
+
+        def _length(self) -> int | None:
+            """Content-Length as a number of bytes, or None when it is not one (a negative
+            length would read until the client closes)."""
+            raw = (self.headers.get("Content-Length") or "0").strip()
+            return int(raw) if raw.isascii() and raw.isdigit() and len(raw) < 19 else None
 
         def _serve(self, method: str) -> None:
             parts = urlsplit(self.path)
@@ -148,7 +194,10 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
                 if (origin is not None or ui.api_token) and not token_ok:
                     return self._json(403, {"code": 7, "message": "token required",
                                             "details": []})
-                size = int(self.headers.get("Content-Length") or 0)
+                size = self._length()
+                if size is None:
+                    return self._json(400, {"code": 3, "message": "Content-Length is not a "
+                                            "number of bytes", "details": []})
                 if size > MAX_BODY:
                     return self._json(413, {"code": 8, "message": "body over 32 MB",
                                             "details": []})
@@ -209,7 +258,9 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
                                                    "on a cluster use `kflab predict`"})
             if "/" in name or not name:
                 return self._json(404, {"message": "no such InferenceService"})
-            size = int(self.headers.get("Content-Length") or 0)
+            size = self._length()
+            if size is None:
+                return self._json(400, {"message": "Content-Length is not a number of bytes"})
             if size > tryit.MAX_REQUEST:
                 return self._json(413, {"message": "the request is over 1 MiB"})
             status, out = tryit.predict(ui.backend, name, self.rfile.read(size),

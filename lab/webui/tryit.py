@@ -39,13 +39,18 @@ def predict(backend: Any, name: str, raw: bytes, protocol: str | None
     try:
         payload = json.loads(raw)
     except ValueError as exc:
-        return 400, {"message": f"the request is not JSON: {exc}"}
+        return 400, {"message": f"the request is not JSON: {str(exc)[:200]}"}
+    except RecursionError:
+        return 400, {"message": "the request is nested too deeply"}
     if protocol not in (None, "", *inference.PROTOCOLS):
         return 400, {"message": f"protocol: use one of {', '.join(inference.PROTOCOLS)}"}
     if inference.detect(payload) is None:
         return 400, {"message": 'not a V1 ({"instances": [...]}) or V2 ({"inputs": [...]}) '
                                 "request body"}
-    obj = backend.get("InferenceService", name)
+    try:
+        obj = backend.get("InferenceService", name)
+    except LabError:  # not a valid name: there is no such InferenceService
+        obj = None
     if obj is None:
         return 404, {"message": f"no InferenceService '{name}'"}
     host = urlsplit(str((obj.get("status") or {}).get("url") or "")).hostname

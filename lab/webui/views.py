@@ -20,7 +20,17 @@ class NotFound(Exception):
 
 def answer(backend: Any, api: Any, path: str, root: Path | None = None) -> Any:
     """`runs`, `runs/NAME`, `experiments`, `experiments/NAME`, `jobs`, `inferenceservices`,
-    `notebooks`, `labs`, `labs/ID` (the guided labs' progress in the state folder `root`)."""
+    `notebooks`, `labs`, `labs/ID` (the guided labs' progress in the state folder `root`).
+    A name the backend refuses (`..%2f`, a NUL, 5000 characters) is no such object."""
+    from lab.errors import InputError
+
+    try:
+        return _answer(backend, api, path, root)
+    except InputError as exc:
+        raise NotFound(exc.problem) from None
+
+
+def _answer(backend: Any, api: Any, path: str, root: Path | None = None) -> Any:
     parts = [p for p in path.split("/") if p]
     if parts and parts[0] == "labs" and len(parts) <= 2 and root is not None:
         from lab.webui import progress

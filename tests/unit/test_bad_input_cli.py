@@ -144,6 +144,11 @@ CASES = [
           "spec.pytorchReplicaSpecs"),
     apply("name-300", SUB(JOB, "name: job", "name: " + "a" * 300), "metadata.name",
           "300 characters"),
+    apply("command-empty", SUB(JOB, "command: [python3, -c, \"print('ran')\"]", "command: []"),
+          "containers[0].command", "empty"),
+    apply("trainjob-command-empty", "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\n"
+          "metadata: {name: tj}\nspec:\n  runtimeRef: {name: torch-distributed}\n"
+          "  trainer: {numNodes: 1, command: []}\n", "spec.trainer.command", "empty"),
     # --- Experiment fields ---
     apply("trial-env-5", SUB(EXPERIMENT, 'env: [{name: A, value: "1"}]', "env: 5"),
           "spec.trialTemplate.trialSpec.spec.template.spec.containers[0].env"),
@@ -202,6 +207,15 @@ CASES = [
          ["cannot write", "name too long"]),
     Case("pipeline-sys-exit", {"p.py": "import sys\nsys.exit(3)\n"},
          ["pipeline", "run", "{p_py}"], ["called sys.exit(3)", "__main__"]),
+    Case("pipeline-yaml-alias-bomb", {"p.yaml": "pipelineInfo: {name: p}\n"
+                                      "x: &x [a, a, a, a, a, a, a, a]\n" + "".join(
+                                          f"{c}: &{c} [{', '.join([f'*{p}'] * 8)}]\n"
+                                          for p, c in zip("xbcdefgh", "bcdefghi"))},
+         ["pipeline", "run", "{p_yaml}", "--backend", "local"], ["MAX_NODES"]),
+    Case("pipeline-yaml-python-tag", {"p.yaml": "root: !!python/object/apply:os.system [id]\n"},
+         ["pipeline", "run", "{p_yaml}", "--backend", "local"], ["!!python"]),
+    Case("bundle-manifest-deep", {"b/bundle.json": "[" * 100_000 + "]" * 100_000},
+         ["bundle", "verify", "{dir}/b"], ["MAX_DEPTH"]),
     Case("pipeline-arg-deep", {"p.py": "x = 1\n"},
          ["pipeline", "run", "{p_py}", "-p", "a=" + "[" * 100_000], ["nested too deeply"]),
 ]

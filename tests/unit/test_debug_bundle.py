@@ -24,6 +24,10 @@ from tests.conftest import run_kflab
     ("Authorization: Bearer abcdefghijklmnop", "abcdefghijklmnop"),
     ("x eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJlLXBhcnQ y", "eyJhbGci"),
     ("-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----", "MIIEow"),
+    # a flag's value after a space, a password in a URL, a registry's `auth` (base64)
+    ("k3s server --token planted-k3s-token --write-kubeconfig-mode 600", "planted-k3s-token"),
+    ("HTTPS_PROXY=http://user:pr0xy-pass@proxy:3128", "pr0xy-pass"),
+    ("configs:\n  ghcr.io:\n    auth: dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA"),
 ])
 def test_redact_removes_credentials(text: str, gone: str) -> None:
     out = redact(text)
@@ -33,6 +37,9 @@ def test_redact_removes_credentials(text: str, gone: str) -> None:
 def test_redact_keeps_ordinary_text() -> None:
     text = "TASK [kubeflow : wait for webhook] ok: [lab] => katib-controller 1/1 available"
     assert redact(text) == text
+    for text in ("author: me", "oauth2-proxy: 1/1", "https://example.com:8443/x",
+                 "--write-kubeconfig-mode 600"):
+        assert redact(text) == text
 
 
 def test_a_lab_that_never_came_up_still_gets_a_bundle(tmp_path: Path) -> None:

@@ -92,7 +92,13 @@ def test_link_to_inside_is_removed_not_followed(tmp_path: Path) -> None:
         state.remove(root, root)
 
 
-@pytest.mark.parametrize("content", [b"", b'{"kind": "Experi', b"\xff\xfe\x00", b"[1, 2]"])
+@pytest.mark.parametrize("content", [
+    b"", b'{"kind": "Experi', b"\xff\xfe\x00", b"[1, 2]", b"[" * 100_000 + b"]" * 100_000,
+    # valid JSON of the wrong shape (a hand edit): each was exit 70 in get/describe/delete
+    b'{"metadata": 5}', b'{"kind": "Experiment"}', b'{"metadata": {"name": "exp"}, "status": [1]}',
+    b'{"metadata": {"name": "exp"}, "spec": "x"}',
+    b'{"metadata": {"name": "exp"}, "status": {"run_details": {"task_details": 5}}}',
+    b'{"metadata": {"name": "exp"}, "status": {"run_details": 5}}'])
 def test_corrupt_state_file_is_reported_and_moved_aside(tmp_path: Path, content: bytes) -> None:
     backend = LocalBackend(str(tmp_path / "s"))
     file = backend.root / "resources" / "experiments" / "default" / "exp.json"

@@ -69,6 +69,47 @@ def test_roster_refuses_binary_and_huge_files_and_bad_class_names(tmp_path: Path
     for bad in ("ML", "-a", "a" * 21, "a_b", ""):
         with pytest.raises(InputError, match="class name"):
             roster.load(_roster(tmp_path, "student\nann\n"), bad)
+    for bad in ("kube", "kube-x"):  # `kube` + student `system` would be kube-system
+        with pytest.raises(InputError, match="Kubernetes' own"):
+            roster.load(_roster(tmp_path, "student\nsystem\n"), bad)
+
+
+GOOD_RECORD = {"name": "c1", "created_at": "t", "server": "https://s", "quota": {"cpu": "2"},
+               "kfp": False, "kubeconfigs": "/k", "format": 1,
+               "seats": [{"id": "a", "name": "A", "email": "", "namespace": "c1-a",
+                          "kubeconfig": "/k/a.kubeconfig", "expires": None}]}
+
+
+@pytest.mark.parametrize(("edit", "field"), [
+    ({"seats": 5}, "'seats'"),
+    ({"seats": [5]}, "'seats[0]'"),
+    ({"seats": [{"id": "a"}]}, "'seats[0].name'"),
+    ({"seats": [{**GOOD_RECORD["seats"][0], "namespace": "kube-system"}]}, "'seats[0]'"),
+    ({"seats": [{**GOOD_RECORD["seats"][0], "id": "../x", "namespace": "c1-../x"}]},
+     "'seats[0]'"),
+    ({"quota": [1]}, "'quota'"),
+    ({"kfp": "yes"}, "'kfp'"),
+    ({"server": None}, "'server'"),
+    ({"format": 9}, "'format'"),
+    ({"name": "c2", "seats": []}, "holds class 'c2'"),
+])
+def test_a_hand_edited_class_record_is_refused_naming_the_field(
+        tmp_path: Path, edit: dict, field: str) -> None:
+    """class.json of the wrong shape: one error naming the file and the field (each of
+    these was a TypeError, exit 70, in class status / grade / delete)."""
+    import json
+
+    from lab.errors import LabError
+    from lab.teaching import class_
+
+    path = class_.record_path(tmp_path, "c1")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(GOOD_RECORD))
+    assert class_.load_record(tmp_path, "c1").seats[0].namespace == "c1-a"
+    path.write_text(json.dumps({**GOOD_RECORD, **edit}))
+    with pytest.raises(LabError) as err:
+        class_.load_record(tmp_path, "c1")
+    assert field in str(err.value) and str(path) in str(err.value), str(err.value)
 
 
 def test_lab_need_counts_what_the_controllers_run() -> None:
@@ -125,3 +166,29 @@ def test_class_create_checks_the_roster_before_any_cluster(tmp_path: Path) -> No
     assert isinstance(out.exception, InputError)
     assert f"{p}:3: field 'student'" in str(out.exception)
     assert not (tmp_path / "kubeconfigs-class").exists()
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "0"])
+def test_class_plan_refuses_absurd_server_sizes(tmp_path: Path, value: str) -> None:
+    """click's FloatRange lets nan through; it would reach Decimal comparisons."""
+    (tmp_path / "applications").mkdir()
+    out = CliRunner().invoke(cli, ["--state", str(tmp_path / "s"), "class", "plan",
+                                   "--students", "2", "--upstream", str(tmp_path),
+                                   "--cpus", value])
+    assert out.exit_code == 2 and "--cpus" in out.output, out.output
+
+
+def test_a_kubeconfig_never_follows_a_planted_symlink(tmp_path: Path) -> None:
+    """In a shared --out folder, a `.NAME.part` symlink planted by another user must not
+    make the token land in (or truncate) the file it points to."""
+    import os
+
+    from lab.teaching import class_
+
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    os.symlink(victim, tmp_path / ".ann.kubeconfig.part")
+    path = class_.write_kubeconfig(tmp_path / "ann.kubeconfig", {"server": "https://s"},
+                                   "c-ann", "tok", "c-ann")
+    assert victim.read_text() == "keep"
+    assert oct(path.stat().st_mode)[-3:] == "600" and "tok" in path.read_text()

@@ -298,3 +298,90 @@ def test_guided_lab_progress_view(ui: UiServer, tmp_path: Path) -> None:
     assert second["attempts"] == 0 and second["last"] is None
     for bad in ("nope", "..%2Fresources", "katib-hpo.events"):
         assert call(ui, f"/ui-api/labs/{bad}", cookie)[0] == 404, bad
+
+
+def _raw(ui: UiServer, method: str, path: str, headers: dict[str, str], body: bytes = b""
+         ) -> tuple[int, bytes]:
+    """A request as a hostile client writes it (http.client would fix Content-Length)."""
+    import socket
+
+    if body and "Content-Length" not in headers:
+        headers = {**headers, "Content-Length": str(len(body))}
+    head = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{ui.port}\r\n" + "".join(
+        f"{k}: {v}\r\n" for k, v in headers.items()) + "Connection: close\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", ui.port), timeout=10) as s:
+        s.sendall(head.encode() + body)
+        out = b""
+        while chunk := s.recv(65536):
+            out += chunk
+    assert out, f"{method} {path}: connection dropped without an answer"
+    return int(out.split(b" ", 2)[1]), out.split(b"\r\n\r\n", 1)[1]
+
+
+BOMB = ("a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefg", "bcdefgh"))
+    + "root: [*h, *h]\n").encode()
+
+
+def _upload(content: bytes) -> tuple[dict[str, str], bytes]:
+    body = (b'--B\r\nContent-Disposition: form-data; name="uploadfile"; filename="p.yaml"\r\n'
+            b"\r\n" + content + b"\r\n--B--\r\n")
+    return {"Content-Type": "multipart/form-data; boundary=B"}, body
+
+
+JSON = {"Content-Type": "application/json"}
+API = "/apis/v2beta1"
+HOSTILE: list[tuple[str, str, str, dict[str, str], bytes, int]] = [
+    # (id, method, path, headers, body, status): every one an answer, none a dropped socket
+    ("run-name-encoded-dotdot", "GET", "/ui-api/runs/..%2f..%2fx", {}, b"", 404),
+    ("run-name-nul", "GET", "/ui-api/runs/%00", {}, b"", 404),
+    ("run-name-5000", "GET", "/ui-api/runs/" + "a" * 5000, {}, b"", 404),
+    ("job-name-dotdot", "GET", "/ui-api/jobs/PyTorchJob/..", {}, b"", 404),
+    ("experiment-name-bytes", "GET", "/ui-api/experiments/%ff%ff", {}, b"", 404),
+    ("isvc-name-upper", "GET", "/ui-api/inferenceservices/A_B", {}, b"", 404),
+    ("static-encoded-dotdot", "GET", "/static/..%2f..%2fserver.py", {}, b"", 404),
+    ("static-dotdot", "GET", "/static/../server.py", {}, b"", 404),
+    ("length-abc", "POST", API + "/runs", {"Content-Length": "abc"}, b"{}", 400),
+    ("length-negative", "POST", API + "/runs", {"Content-Length": "-5"}, b"{}", 400),
+    ("length-huge", "POST", API + "/runs", {"Content-Length": str(10**12)}, b"", 413),
+    ("body-deep", "POST", API + "/runs", JSON, b"[" * 100_000 + b"]" * 100_000, 400),
+    ("runtime-config-5", "POST", API + "/runs", JSON,
+     b'{"display_name": "r", "pipeline_spec": {"root": {}}, "runtime_config": 5}', 400),
+    ("version-ref-text", "POST", API + "/runs", JSON,
+     b'{"display_name": "r", "pipeline_version_reference": "x"}', 400),
+    ("filter-key-list", "GET", API + "/experiments?filter=%7B%22predicates%22%3A%5B%7B%22"
+     "operation%22%3A%22EQUALS%22%2C%22key%22%3A%5B1%5D%7D%5D%7D", {}, b"", 400),
+    ("filter-predicates-5", "GET", API + "/experiments?filter=%7B%22predicates%22%3A5%7D",
+     {}, b"", 400),
+    ("upload-alias-bomb", "POST", API + "/pipelines/upload?name=b", *_upload(BOMB), 400),
+    ("upload-deep", "POST", API + "/pipelines/upload?name=d",
+     *_upload(b"root: " + b"[" * 50_000 + b"]" * 50_000), 400),
+    ("upload-python-tag", "POST", API + "/pipelines/upload?name=t",
+     *_upload(b"root: !!python/object/apply:os.system [id]\n"), 400),
+    ("tryit-no-origin", "POST", "/ui-api/inferenceservices/x/predict", {}, b"{}", 403),
+]
+
+
+@pytest.mark.parametrize("case", HOSTILE, ids=lambda c: c[0])
+def test_hostile_requests_get_an_answer(ui: UiServer, case: tuple, capfd: Any) -> None:
+    """Bad ids, Content-Lengths, bodies and uploads: a 4xx with a message, never a dropped
+    connection, a hang, a 500 or a traceback on the `kflab ui` terminal (each of these used to
+    drop the connection and print socketserver's traceback, or hang the API's lock)."""
+    _, method, path, headers, body, want = case
+    status, out = _raw(ui, method, path, {"Authorization": f"Bearer {ui.token}", **headers},
+                       body)
+    assert status == want, out[:300]
+    assert "Traceback" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("content", [b"[1]", b'{"run_id": 5}', b"{", b"[" * 100_000])
+def test_a_damaged_api_record_is_left_out_not_a_500(ui: UiServer, content: bytes) -> None:
+    """kfp-api/runs/ID.json edited by hand: the list still answers (the record is moved
+    aside as NAME.corrupt), and getting it by id is a 404."""
+    folder = ui.api.dir / "runs"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "bad.json").write_bytes(content)
+    status, body = _raw(ui, "GET", API + "/runs", {})
+    assert status == 200 and json.loads(body)["runs"] == [], body[:300]
+    (folder / "bad.json").write_bytes(content)
+    assert _raw(ui, "GET", API + "/runs/bad", {})[0] == 404

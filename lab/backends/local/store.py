@@ -17,6 +17,25 @@ from lab.kube.kinds import lookup
 FIX = "apply the resource again"
 
 
+def shape_problem(obj: Any) -> str | None:
+    """What makes a record unusable as a Kubernetes object (every reader indexes these)."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+        return "metadata.name: missing or not text"
+    for key in ("spec", "status"):
+        if obj.get(key) is not None and not isinstance(obj[key], dict):
+            return f"{key}: expected a mapping, got {type(obj[key]).__name__}"
+    details = (obj.get("status") or {}).get("run_details")  # a PipelineRun's tasks
+    if details is not None:
+        if not isinstance(details, dict):
+            return "status.run_details: expected a mapping"
+        tasks = details.get("task_details")
+        if not isinstance(tasks, list | None) or not all(isinstance(t, dict)
+                                                         for t in tasks or []):
+            return "status.run_details.task_details: expected a list of mappings"
+    return None
+
+
 class Store:
     """`<state>/resources/<plural>/<namespace>/<name>.json` plus a run folder per resource."""
 
@@ -54,7 +73,7 @@ class Store:
         return state.path(self.root, "runs", plural, ns, name, filename)
 
     def get(self, kind: str, name: str, namespace: str = "default") -> dict[str, Any] | None:
-        return state.read_json(self._file(kind, name, namespace), fix=FIX)
+        return state.read_json(self._file(kind, name, namespace), fix=FIX, check=shape_problem)
 
     def put(self, obj: dict[str, Any]) -> dict[str, Any]:
         meta = obj.setdefault("metadata", {})
@@ -78,7 +97,7 @@ class Store:
             names.check_namespace(namespace)
         base = state.path(self.root, "resources", plural)
         pattern = f"{namespace}/*.json" if namespace else "*/*.json"
-        items = [state.read_json(state.confine(self.root, p), fix=FIX)
+        items = [state.read_json(state.confine(self.root, p), fix=FIX, check=shape_problem)
                  for p in sorted(base.glob(pattern)) if not p.name.startswith(".")]
         return [i for i in items if i is not None]
 

@@ -62,13 +62,16 @@ class Cache:
         return state.path(self.folder, f"{key}.json")
 
     def get(self, key: str) -> Path | None:
-        """The task folder of a cached execution, if it is whole."""
-        entry = state.read_json(self._file(key)) if self._file(key).exists() else None
-        folder = Path(str((entry or {}).get("task_root", "")))
-        if entry is None:
+        """The task folder of a cached execution, if it is whole. An entry that is corrupt
+        or of the wrong shape (a truncated write, a hand edit) is a miss and is removed:
+        the cache is only ever a shortcut."""
+        if not self._file(key).exists():
             return None
-        files = [Path(str(f)) for f in (entry or {}).get("files") or []]
-        if not (folder.is_absolute() and folder.resolve().is_relative_to(self.root.resolve())
+        entry = _entry(self._file(key))
+        folder = Path(entry["task_root"]) if entry else Path()
+        files = [Path(f) for f in entry["files"]] if entry else []
+        if not (entry and folder.is_absolute()
+                and folder.resolve().is_relative_to(self.root.resolve())
                 and _whole(folder, files)):
             with contextlib.suppress(Exception):
                 state.remove(self.root, self._file(key))
@@ -87,12 +90,26 @@ class Cache:
             "files": [f for f in files if f and Path(f).exists()]})
 
 
+def _entry(path: Path) -> dict[str, Any] | None:
+    """A cache entry as put() writes it, or None (unreadable, not JSON, other types)."""
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not (isinstance(data, dict) and isinstance(data.get("task_root"), str)
+            and isinstance(data.get("run_id", ""), str) and isinstance(data.get("files"), list)
+            and all(isinstance(f, str) for f in data["files"])):
+        return None
+    return data
+
+
 def _whole(task_root: Path, files: list[Path]) -> bool:
     """The executor input and output are there and every artifact file it wrote."""
     try:
-        json.loads((task_root / "executor_input.json").read_text())
-        json.loads((task_root / "executor_output.json").read_text())
-    except (OSError, ValueError):
+        for name in ("executor_input.json", "executor_output.json"):
+            if not isinstance(json.loads((task_root / name).read_text()), dict):
+                return False
+    except (OSError, ValueError, RecursionError):
         return False
     return all(f.is_absolute() and f.exists() for f in files)
 
@@ -101,7 +118,8 @@ def referenced_runs(root: Path) -> set[str]:
     """Run ids that some cache entry still needs (their task folders are kept)."""
     base = state.path(root, "pipeline-cache")
     found: set[str] = set()
-    for entry in base.glob("*/*/*.json"):
-        with contextlib.suppress(OSError, ValueError):
-            found.add(str(json.loads(entry.read_text()).get("run_id", "")))
+    for path in base.glob("*/*/*.json"):
+        entry = _entry(path)
+        if entry and entry.get("run_id"):
+            found.add(entry["run_id"])
     return found

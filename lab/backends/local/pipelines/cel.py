@@ -38,29 +38,54 @@ def _translate(expr: str, values: list[Any]) -> str:
                   out)
 
 
-def evaluate(expr: str, inputs: dict[str, Any]) -> bool:
-    """The condition's value given the task's resolved inputs."""
+def check(expr: str) -> tuple[Any, list[str]]:
+    """The condition's checked syntax tree and the inputs it reads; LabError for anything
+    outside the grammar (said before the run: plan() calls it for every condition)."""
+    from lab import limits
+
+    if len(expr) > limits.MAX_CONDITION_CHARS:
+        raise LabError(limits.limit("a condition of", f"{len(expr)} characters",
+                                    limits.MAX_CONDITION_CHARS, "MAX_CONDITION_CHARS"))
     names: list[Any] = []
     text = _translate(expr, names)
+    short = expr if len(expr) <= 80 else expr[:77] + "..."
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
-        raise LabError(f"cannot read the condition {expr!r}: {exc.msg}") from None
+        raise LabError(f"cannot read the condition {short!r}: {exc.msg}") from None
+    except (RecursionError, MemoryError, ValueError) as exc:  # nesting; 4300+ digit ints
+        raise LabError(f"cannot read the condition {short!r}: "
+                       f"{'nested too deeply' if not isinstance(exc, ValueError) else exc}"
+                       ) from None
     for node in ast.walk(tree):
         if not isinstance(node, _ALLOWED):
-            raise LabError(f"condition {expr!r}: {type(node).__name__} is not supported")
+            raise LabError(f"condition {short!r}: {type(node).__name__} is not supported")
         if isinstance(node, ast.Name) and node.id not in (*_FUNCS, "_v", "True", "False",
                                                            "None"):
-            raise LabError(f"condition {expr!r}: unknown name {node.id}")
+            raise LabError(f"condition {short!r}: unknown name {node.id}")
         if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name)
                                                and node.func.id in _FUNCS):
-            raise LabError(f"condition {expr!r}: only int(), double(), string() are known")
+            raise LabError(f"condition {short!r}: only int(), double(), string() are known")
         if isinstance(node, ast.Subscript) and not (isinstance(node.value, ast.Name)
                                                     and node.value.id == "_v"):
-            raise LabError(f"condition {expr!r}: indexing is not supported")
+            raise LabError(f"condition {short!r}: indexing is not supported")
+    return tree, names
+
+
+def evaluate(expr: str, inputs: dict[str, Any]) -> bool:
+    """The condition's value given the task's resolved inputs (a CEL condition must be a
+    bool: the driver fails the task otherwise)."""
+    tree, names = check(expr)
+    short = expr if len(expr) <= 80 else expr[:77] + "..."
     missing = [n for n in names if n not in inputs]
     if missing:
-        raise LabError(f"condition {expr!r}: no input {', '.join(missing)}")
+        raise LabError(f"condition {short!r}: no input {', '.join(missing)}")
     values = [inputs[n] for n in names]
-    return bool(eval(compile(tree, "<condition>", "eval"),  # noqa: S307 - checked tree
-                     {"__builtins__": {}, **_FUNCS, "_v": values}))
+    try:
+        out = eval(compile(tree, "<condition>", "eval"),  # noqa: S307 - checked tree
+                   {"__builtins__": {}, **_FUNCS, "_v": values})
+    except (ArithmeticError, TypeError, ValueError, RecursionError) as exc:
+        raise LabError(f"condition {short!r}: {type(exc).__name__}: {exc}") from None
+    if not isinstance(out, bool):
+        raise LabError(f"condition {short!r} is {type(out).__name__} {out!r}, not a bool")
+    return out

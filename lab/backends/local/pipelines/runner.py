@@ -177,6 +177,12 @@ def load_spec(path: Path, function: str | None = None) -> tuple[Any, Any]:
     if path.suffix.lower() in YAML_SUFFIXES:
         from kfp import components
 
+        from lab import yamlio
+
+        # kflab's bounded loader first: kfp's yaml.safe_load would expand an alias bomb into
+        # the protobuf (billions of values), and recurses on deep nesting
+        yamlio.load_documents(yamlio.read_text(path, hint="give the compiled pipeline's path"),
+                              str(path), duplicates="keep")
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

@@ -183,6 +183,10 @@ def _command(c: dict[str, Any], where: str) -> tuple[str, ...]:
     if c.get("command") is None:
         raise _err(f"{where}.command", entrypoint.problem(c),
                    entrypoint.hint(c, "python", "/path/to/train.py"))
+    if not argv or not argv[0].strip() or "\0" in "".join(argv):
+        raise _err(f"{where}.command", "empty: no program to run" if not argv or not
+                   argv[0].strip() else "contains a NUL character",
+                   'write command: ["python", "train.py"] (one item per argument)')
     return tuple(argv)
 
 

@@ -151,6 +151,10 @@ def _command(trainer: dict[str, Any]) -> tuple[str, ...]:
                    "has no command, so a cluster runs the image's entrypoint, which is unknown "
                    "locally (no image is pulled or run)",
                    'add command: ["torchrun", "train.py"] (torchrun reads the PET_ variables)')
+    if not argv or not argv[0].strip() or "\0" in "".join(argv):
+        raise _err("spec.trainer.command", "empty: no program to run" if not argv or not
+                   argv[0].strip() else "contains a NUL character",
+                   'write command: ["torchrun", "train.py"] (one item per argument)')
     return tuple(argv)
 
 

@@ -51,7 +51,7 @@ def test_upload_records_pipeline_and_version(api: KfpApi) -> None:
 
 
 @pytest.mark.parametrize(("content", "message"), [
-    (b"a: [", "not YAML"),
+    (b"a: [", "invalid YAML"),
     (b"just: text", "no 'root'"),
     (yaml.safe_dump({"root": {}}).encode() + b"---\n- 1\n", "platform_spec"),
 ])
@@ -105,6 +105,7 @@ def test_dag_of_an_api_run_comes_from_its_spec(api: KfpApi, tmp_path: Path) -> N
     api.dir.joinpath("specs", "r1.yaml").write_text(yaml.safe_dump(SPEC))
     from lab import state
 
-    state.write_json(api.dir / "runs" / "r1.json", {"run_id": "r1", "name": "run-r1"})
+    state.write_json(api.dir / "runs" / "r1.json",
+                     {"run_id": "r1", "name": "run-r1", "display_name": "r1"})
     assert api.dag_of("run-r1") == {"a": [], "b": ["a"]}
     assert api.dag_of("other") is None

@@ -15,6 +15,8 @@ import yaml
 from tests.conftest import REPO
 
 ROLE = REPO / "playbooks" / "roles" / "kubeflow"
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # a 5 MB render: seconds, not a minute
+DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 def _load(path: Path, name: str):
@@ -36,7 +38,8 @@ def _render_text(name: str) -> str:
     upstream = SHARED / "upstream" / "kubeflow-manifests-26.03"
     if not upstream.is_dir():
         pytest.skip(f"upstream manifests not found at {upstream} (set KFLAB_SHARED)")
-    return yaml.safe_dump_all(render(load().get(name).overlay, upstream), sort_keys=False)
+    return yaml.dump_all(render(load().get(name).overlay, upstream), Dumper=DUMPER,
+                         sort_keys=False)
 
 
 @pytest.mark.parametrize(("component", "webhook", "custom_kind"), [
@@ -46,8 +49,8 @@ def test_a_components_own_custom_resources_wait_for_its_webhook(
         component: str, webhook: str, custom_kind: str) -> None:
     text = _render_text(component)  # kustomize over KServe: several seconds, once
     out = split(text)
-    base = list(yaml.safe_load_all(out["base"]))
-    custom = list(yaml.safe_load_all(out["custom"]))
+    base = list(yaml.load_all(out["base"], Loader=LOADER))
+    custom = list(yaml.load_all(out["custom"], Loader=LOADER))
     assert webhook in out["webhooks"], out["webhooks"]
     assert custom_kind in {d["kind"] for d in custom}
     assert all(d["apiVersion"].startswith("serving.kserve.io/") for d in custom)
@@ -55,7 +58,7 @@ def test_a_components_own_custom_resources_wait_for_its_webhook(
     # what the webhook needs to start is in the first apply: its Deployment, its Service,
     # its certificate (cert-manager's group: cert-manager's webhook already serves)
     assert {"CustomResourceDefinition", "Deployment", "Service", "Certificate"} <= kinds
-    assert len(base) + len(custom) == len(list(yaml.safe_load_all(text)))
+    assert len(base) + len(custom) == len(list(yaml.load_all(text, Loader=LOADER)))
 
 
 def _pod(name: str, reason: str | None, phase: str = "Pending") -> dict:

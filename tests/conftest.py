@@ -13,6 +13,28 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("KFLAB_SHARED", REPO.parent / "shared"))
 
 
+# The longest modules (a VM boot under TCG, every lab on the stand-in cluster, every lab's
+# invariant) run first: scripts/test.sh hands whole files to its workers in collection order,
+# and one of these started last would leave the other workers idle while it runs.
+LONGEST_FIRST = ("tests/integration/test_vagrant_libvirt_up.py",
+                 "tests/integration/test_cluster_backend.py",
+                 "tests/scenarios/test_scenarios.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules with `slow` tests before the rest, LONGEST_FIRST before those; otherwise the
+    order is unchanged (a stable sort on whole modules, so module fixtures still start once)."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        name = item.path.relative_to(REPO).as_posix() if item.path.is_relative_to(REPO) else ""
+        if name in LONGEST_FIRST:
+            return 0, LONGEST_FIRST.index(name)
+        return (1 if item.path in slow else 2), 0
+
+    items.sort(key=rank)
+
+
 @pytest.fixture
 def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh state folder, also exported as KFLAB_STATE for child processes."""

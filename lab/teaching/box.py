@@ -1,12 +1,13 @@
 """A baked Vagrant box for a class: one VM per student, started with nothing downloaded.
 
-`build` provisions a VM from a verified offline bundle (the node role, then the k3s role
-with k3s_start false: the pinned binary, its config and unit, the airgap images and the
+`build` provisions a VM from a verified offline bundle: the node role, then the k3s role
+with k3s_start false (the pinned binary, its config and unit, the airgap images and the
 bundle's OCI image archives in /var/lib/rancher/k3s/agent/images/, which k3s imports when it
-first starts), then `package` cleans it (apt caches and lists, logs, k3s state, machine-id,
-SSH host keys, regenerated on first boot; Vagrant's insecure key back in place, as every base
-box has it), frees the unused blocks (fstrim through the disk's discard=unmap, else zeros),
-powers it off and writes:
+first starts), and the git archives where the kubeflow role looks before fetching. Then
+`package` cleans it (apt caches and lists, logs, k3s state, machine-id, SSH host keys,
+regenerated on first boot; Vagrant's insecure key back in place, as every base box has it),
+frees the unused blocks (fstrim through the disk's discard=unmap, else zeros), powers it off
+and writes:
 
     kflab-box-<sha256[:16]>.box   the libvirt box (metadata.json + box.img, qcow2)
     metadata.json                 Vagrant's box metadata: name (content-addressed), version,
@@ -39,6 +40,10 @@ _INSECURE_KEYS = ("/usr/share/rubygems-integration/all/gems/vagrant-*/keys/vagra
                   "/opt/vagrant/embedded/gems/gems/vagrant-*/keys/vagrant.pub",
                   "/opt/vagrant/embedded/gems/*/gems/vagrant-*/keys/vagrant.pub")
 DONE = "kflab-box-clean-done"
+# Where the kubeflow role looks for the git sources before fetching them (kflab_state_dir of
+# a VM, playbooks/group_vars/all/kflab.yml; get_url fetches only when the file is absent, and
+# the role checks the commit and tree of what it finds either way).
+DOWNLOADS = "/var/lib/kflab/downloads"
 HOSTKEYS_UNIT = """[Unit]
 Description=Make this VM's own SSH host keys (removed when its kflab box was built)
 Before=ssh.service
@@ -126,6 +131,32 @@ def _disk(provider: Any) -> Path:
     raise LabError(f"domain {uuid} has no disk image", hint="see `virsh domblklist`")
 
 
+def place_sources(provider: Any, bundle: Path, say: Say) -> list[str]:
+    """Copy the bundle's git archives (kubeflow/manifests, argo-workflows, ...) to where the
+    kubeflow role finds them in the VM, so that it fetches nothing in class."""
+    from lab.components import catalog
+
+    placed = []
+    for art in catalog.load().artifacts.values():
+        if art.kind != "git" or not (bundle / art.file).is_file():
+            continue
+        dest = f"{DOWNLOADS}/{art.file}"
+        with open(bundle / art.file, "rb") as fh:
+            proc = subprocess.run(
+                [*provider.ssh_argv(), "sudo", "sh", "-c", shlex.quote(
+                    f"install -d -m 0755 {DOWNLOADS} && cat > {dest}.part && "
+                    f"chmod 0644 {dest}.part && mv {dest}.part {dest}")],
+                stdin=fh, capture_output=True, text=False, check=False, timeout=1800)
+        if proc.returncode != 0:
+            raise LabError(f"copying {art.file} into the VM failed: "
+                           f"{proc.stderr.decode(errors='replace').strip()[-300:]}",
+                           hint="check the VM's free disk space; re-run")
+        placed.append(art.file)
+    if placed:
+        say(f"sources for the kubeflow role in {DOWNLOADS}: {', '.join(placed)}")
+    return placed
+
+
 def _clean_and_power_off(provider: Any, say: Say, timeout: float = 600) -> None:
     argv = [*provider.ssh_argv(), "sudo", "sh", "-s"]
     say("clean: apt caches, logs, k3s state, machine-id, SSH host keys; free the unused "
@@ -204,9 +235,10 @@ def build(bundle: Path, profile: Profile, state: Path, out: Path, *, version: st
     profile = profile.with_overrides(offline=str(bundle.resolve()))
     t0 = time.monotonic()
     lifecycle.up(profile, state, say, only=["node", "k3s"], role_vars={"k3s_start": False})
-    provisioned = time.monotonic() - t0
     made = get_provider(profile, state)
     try:
+        place_sources(made, bundle, say)
+        provisioned = time.monotonic() - t0
         res = package(made, out, version, say)
     finally:
         if not lab and not keep:

@@ -294,8 +294,10 @@ def _standin_bundle(dest: Path, vfile: Path) -> dict[str, bytes]:
     versions = yaml.safe_load((REPO / "manifests" / "versions.yaml").read_text())
     blobs = {"k3s": (REPO / "tests" / "fixtures" / "standin-k3s" / "k3s").read_bytes(),
              "k3s-airgap-images-amd64.tar.zst": b"stand-in airgap images (never imported)\n",
-             "images/standin-image.tar": b"stand-in OCI archive\n"}
-    for name in ("k3s", "k3s-airgap-images"):
+             "images/standin-image.tar": b"stand-in OCI archive\n",
+             # a git source: the kubeflow role (not run here) checks its commit and tree
+             versions["artifacts"]["kubeflow-manifests"]["file"]: b"stand-in archive\n"}
+    for name in ("k3s", "k3s-airgap-images"):  # release files: pinned by sha256
         pin = versions["artifacts"][name]["arch"]["amd64"]
         pin["sha256"] = sha256(blobs[pin["file"]])
     vfile.write_text(yaml.safe_dump(versions))
@@ -394,6 +396,10 @@ def test_box_built_from_the_lab_boots_with_nothing_downloaded(vm: dict, tmp_path
         assert host2.file(f"{images}/k3s-airgap-images-amd64.tar.zst").sha256sum == \
             sha256(blobs["k3s-airgap-images-amd64.tar.zst"])
         assert host2.file(f"{images}/standin-image.tar").exists
+        manifests = yaml.safe_load(vfile.read_text())[
+            "artifacts"]["kubeflow-manifests"]["file"]
+        assert host2.file(f"/var/lib/kflab/downloads/{manifests}").sha256sum == \
+            sha256(blobs[manifests])
         # this VM's own identity, not the baked one's
         assert host2.file("/etc/machine-id").content_string.strip() not in ("", first_id)
         key2 = host2.file("/etc/ssh/ssh_host_ed25519_key.pub").content_string.split()[1]

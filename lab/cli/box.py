@@ -37,7 +37,7 @@ def box_build(obj: Obj, bundle_dir: str, profile_path: str | None, lab_name: str
     from lab import config
     from lab.teaching import box as boxes
 
-    profile = config.resolve(profile_path, None)
+    profile = None if lab_name else config.resolve(profile_path, None)
     res = boxes.build(Path(bundle_dir), profile, obj.state, Path(output), version=box_version,
                       say=say, lab=lab_name, keep=keep)
     click.echo(f"wrote {res['box']} ({res['size'] / 2**30:.2f} GiB, sha256 {res['sha256']}) "

@@ -215,7 +215,7 @@ def package(provider: Any, out: Path, version: str, say: Say) -> dict[str, Any]:
             "size": final.stat().st_size, "seconds": round(time.monotonic() - t0, 1)}
 
 
-def build(bundle: Path, profile: Profile, state: Path, out: Path, *, version: str, say: Say,
+def build(bundle: Path, profile: Profile | None, state: Path, out: Path, *, version: str, say: Say,
           lab: str | None = None, keep: bool = False) -> dict[str, Any]:
     """Provision a VM from the bundle (or converge the named lab's VM from it), then package
     it. A VM made here is destroyed afterwards unless `keep`."""
@@ -227,6 +227,8 @@ def build(bundle: Path, profile: Profile, state: Path, out: Path, *, version: st
     say(f"bundle {bundle}: {len(files)} files verified")
     if lab:
         profile = lifecycle.current(state, lab)[0]
+    if profile is None:
+        raise LabError("no lab profile for the build VM", hint="pass -p lab.yaml or --lab NAME")
     if not profile.is_vagrant:
         raise LabError(f"a box needs a Vagrant provider (lab {profile.name} is "
                        f"{profile.provider})", hint="use provider: vagrant-libvirt")

@@ -54,6 +54,9 @@ class VagrantOptions:
     cpu_model: str = ""  # e.g. qemu64 with libvirt_driver qemu
     storage_pool_path: str = ""
     ssh_port: int = 2222  # host side of SSH on 127.0.0.1 (user network)
+    # a baked box (`kflab box build`): its .box file or metadata.json; added to Vagrant under
+    # a content-addressed name after its sha256 is checked ("" = the profile's `box:` name)
+    box: str = ""
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,7 @@ _TOP = {"provider", "name", "cpus", "memory", "disk", "box", "box_version", "gpu
         "components", "versions", "offline", "api_port", "kubeconfig", "context", "vagrant",
         "backend"}
 _VAGRANT = {"libvirt_driver", "network", "isolated", "cpu_model", "storage_pool_path",
-            "ssh_port"}
+            "ssh_port", "box"}
 
 
 def _unknown(doc: Located, path: tuple[str, ...], key: str, allowed: set[str]) -> InputError:
@@ -234,7 +237,27 @@ def _vagrant(doc: Located, value: Any) -> VagrantOptions:
             kw[key] = text
     if "ssh_port" in value:
         kw["ssh_port"] = _int(doc, (*path, "ssh_port"), value["ssh_port"], 1024, 65535, "")
+    if value.get("box"):
+        kw["box"] = box_file_path(doc, _str(doc, (*path, "box"), value["box"],
+                                            "give the path of a .box file or its metadata.json"))
     return replace(opts, **kw)
+
+
+def box_file_path(doc: Located, text: str) -> str:
+    """vagrant.box: a .box file or a box metadata .json, relative to the lab.yaml; absolute."""
+    path = Path(text).expanduser()
+    if not path.is_absolute() and doc.file not in ("<input>", "<options>") \
+            and Path(doc.file).is_file():
+        path = Path(doc.file).resolve().parent / path
+    path = path.resolve()
+    if path.suffix not in (".box", ".json"):
+        raise doc.error(("vagrant", "box"), f"{text!r} is neither a .box file nor a .json "
+                        "box metadata file", "give what `kflab box build` wrote: "
+                        "NAME.box or metadata.json")
+    if not path.is_file():
+        raise doc.error(("vagrant", "box"), f"{path} does not exist",
+                        "copy the box the instructor handed out there, or fix the path")
+    return str(path)
 
 
 def validate(data: Any, file: str = "<input>", lines: Located | None = None) -> Profile:
@@ -309,7 +332,8 @@ def validate(data: Any, file: str = "<input>", lines: Located | None = None) -> 
                                           f"{provider})", "remove the `vagrant` section")
         kw["vagrant"] = _vagrant(doc, data["vagrant"])
     profile = Profile(**kw)
-    if profile.provider == "vagrant-virtualbox" and profile.vagrant != VagrantOptions():
+    if profile.provider == "vagrant-virtualbox" and \
+            replace(profile.vagrant, box="") != VagrantOptions():
         raise doc.error(("vagrant",), "these options are for vagrant-libvirt",
                         "remove the `vagrant` section for VirtualBox")
     if profile.vagrant.isolated and profile.vagrant.network != "user":

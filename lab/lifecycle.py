@@ -93,12 +93,14 @@ Confirm = Callable[[Any], bool]  # shows a lab.provision.preview.Preview, asks t
 def up(profile: Profile, state: Path, say: Say, *, only: list[str] | None = None,
        playbook: Path | None = None, ask_become_pass: bool = False,
        force: bool = False, show_verify: VerifyView | None = None,
-       confirm: Confirm | None = None, yes: bool = False) -> dict[str, Any]:
+       confirm: Confirm | None = None, yes: bool = False,
+       role_vars: dict[str, Any] | None = None) -> dict[str, Any]:
     """Create the node, then converge it with the playbook. Safe to re-run after a failure.
     When the verify role ran, its table is drawn (also when it failed) through show_verify.
 
     On the user's own machine (host, wsl2) the changes are previewed first and applied only
-    when `confirm` says yes (or `yes`); without a way to ask (confirm None) it refuses."""
+    when `confirm` says yes (or `yes`); without a way to ask (confirm None) it refuses.
+    `role_vars` are extra variables for the roles (e.g. k3s_start: false for a box)."""
     from lab.provision import runner
 
     if not force:
@@ -136,6 +138,8 @@ def up(profile: Profile, state: Path, say: Say, *, only: list[str] | None = None
     if playbook is None and gpu:
         require_pinned(tags)
     plan = _plan(profile, provider, state, tags, gpu, playbook, ask_become_pass)
+    if plan is not None and role_vars:
+        plan.extra_vars.update(role_vars)
     if plan is None:
         say("nothing to provision")
         record(state, profile, phase="ready", ok=True)

@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from lab.cli import (  # noqa: F401
+    box,
     bundle,
     components,
     debug,

@@ -38,10 +38,14 @@ from lab.errors import LabError
 @click.option("--bundle", "bundle_dir", type=click.Path(exists=True, file_okay=False),
               help="Install from an offline bundle (`kflab bundle create`), verified first: "
                    "no download.")
+@click.option("--box", "box_file", type=click.Path(exists=True, dir_okay=False),
+              help="Start the VM from a baked box (`kflab box build`): its metadata.json or "
+                   ".box file, sha256 checked and added to Vagrant once (lab.yaml: vagrant: "
+                   "box:).")
 @pass_obj
 def up(obj: Obj, profile_path: str | None, provider: str | None, only: str | None,
        playbook: str | None, ask_become_pass: bool, force: bool, dry_run: bool,
-       yes: bool, bundle_dir: str | None) -> None:
+       yes: bool, bundle_dir: str | None, box_file: str | None) -> None:
     """Create the lab: the node (VM, WSL, this host), then k3s and Kubeflow with Ansible.
 
     On this machine itself (--provider host or wsl2) it first lists what it will change
@@ -58,6 +62,10 @@ def up(obj: Obj, profile_path: str | None, provider: str | None, only: str | Non
         files = verify(Path(bundle_dir))["files"]
         click.echo(f"bundle {bundle_dir}: {len(files)} files verified")
         profile = profile.with_overrides(offline=str(Path(bundle_dir).resolve()))
+    if box_file:
+        from dataclasses import replace
+
+        profile = profile.with_overrides(vagrant=replace(profile.vagrant, box=box_file))
     roles = [r.strip() for r in only.split(",") if r.strip()] if only else None
     book = Path(playbook).resolve() if playbook else None
     if dry_run:

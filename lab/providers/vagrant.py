@@ -171,6 +171,13 @@ class VagrantProvider:
             raise LabError("GPU passthrough is not possible with VirtualBox",
                            hint=VIRTUALBOX_GPU_ADVICE)
         self.require_tool()
+        if profile.vagrant.box:  # a baked box file: verified, added once, booted by name
+            from dataclasses import replace
+
+            from lab.providers.vagrant_box import ensure_added
+
+            ref = ensure_added(Path(profile.vagrant.box), self.vagrant_provider, say)
+            profile = self.profile = replace(profile, box=ref.name, box_version=ref.version)
         pci = passthrough_devices(profile)
         if profile.provider == "vagrant-virtualbox" and profile.gpu == "auto":
             say("VirtualBox: no GPU passthrough, the lab is CPU-only")
@@ -223,8 +230,10 @@ class VagrantProvider:
             ("starts" if state.state == "stopped" else "creates") + f" VM {profile.name} "
             f"({self.vagrant_provider}{', emulated: qemu, no KVM' if emulated else ''}): "
             f"{profile.cpus} CPUs, {profile.memory} GiB memory, {profile.disk} GiB disk, box "
-            f"{profile.box}{' ' + profile.box_version if profile.box_version else ''} "
-            "(downloaded once by Vagrant if missing)",
+            + (f"from {profile.vagrant.box} (sha256 checked, added to Vagrant once; nothing "
+               "downloaded)" if profile.vagrant.box else
+               f"{profile.box}{' ' + profile.box_version if profile.box_version else ''} "
+               "(downloaded once by Vagrant if missing)"),
             f"writes its Vagrantfile to {self.root / 'Vagrantfile'}",
             ports + f"Kubernetes API 127.0.0.1:{profile.api_port}; nothing else listens",
             f"GPU passthrough: {', '.join(pci)}" if pci else "no GPU passed through",

@@ -102,7 +102,16 @@ def test_pinned_and_listed_download_installs_and_is_idempotent(tmp_path, server)
     assert first.recap("localhost")["changed"] >= 2
     second = play(tmp_path, extra)
     assert second.rc == 0 and second.recap("localhost")["changed"] == 0, second.output[-3000:]
-    assert server.fetched(f"/{K3S_VERSION}/sha256sum-{ARCH}.txt") == 2  # cross-checked again
+    # the file in place is the pinned one (as in a baked box): nothing is fetched at all
+    assert server.fetched(f"/{K3S_VERSION}/sha256sum-{ARCH}.txt") == 1
+    assert server.fetched(f"/{K3S_VERSION}/{name}") == 1
+    # a file in place that is not the pin is replaced, cross-checked again
+    binary.write_bytes(b"#!/bin/sh\necho not k3s\n")
+    third = play(tmp_path, extra)
+    assert third.rc == 0, third.output[-3000:]
+    assert binary.read_bytes() == STANDIN
+    assert server.fetched(f"/{K3S_VERSION}/sha256sum-{ARCH}.txt") == 2
+    assert server.fetched(f"/{K3S_VERSION}/{name}") == 2
 
 
 def test_real_pins_cross_check_then_refuse_the_standin_bytes(tmp_path, server):

@@ -17,6 +17,9 @@ With the real pins, the cross-check passes (the stand-in checksum file lists the
 and the stand-in bytes are refused by sha256. With a versions file that pins the stand-in's
 sha256 (KFLAB_VERSIONS_FILE), the binary installs, `k3s --version` names the pinned version,
 and the role stops at starting k3s: the stand-in cannot run a cluster (nor could k3s here).
+Then `kflab box build --lab` bakes that VM into a box (from a stand-in bundle), and ONE
+second VM boots from the box with `kflab up` (lab.yaml `vagrant: box:`): the module's only
+other boot, with nothing downloaded (its test's docstring says what "ready" means here).
 Recipe: ../shared/recipes/vagrant-libvirt-tcg.md. Takes several minutes on a busy 2-core host
 (boot under TCG; each Ansible task costs seconds over SSH into an emulated CPU).
 """
@@ -284,6 +287,143 @@ def test_up_reaches_the_k3s_download_with_the_real_pins(vm: dict, reverse_tunnel
     assert "client-key-data" not in out
     host.run("systemctl stop k3s")
     print(f"\nkflab up --only k3s (TCG): real pins {t_real:.0f}s, stand-in pin {t_pinned:.0f}s")
+
+
+def _standin_bundle(dest: Path, vfile: Path) -> dict[str, bytes]:
+    """An offline bundle of stand-ins (layout and bundle.json as `kflab bundle create` writes
+    them; bundle create itself needs GitHub and a registry, which test_bundle.py stands in
+    for): the stand-in k3s, a stand-in airgap archive, one image archive and the release
+    checksum file listing both; `vfile` pins them (everything else is versions.yaml's)."""
+    versions = yaml.safe_load((REPO / "manifests" / "versions.yaml").read_text())
+    blobs = {"k3s": (REPO / "tests" / "fixtures" / "standin-k3s" / "k3s").read_bytes(),
+             "k3s-airgap-images-amd64.tar.zst": b"stand-in airgap images (never imported)\n",
+             "images/standin-image.tar": b"stand-in OCI archive\n",
+             # a git source: the kubeflow role (not run here) checks its commit and tree
+             versions["artifacts"]["kubeflow-manifests"]["file"]: b"stand-in archive\n"}
+    for name in ("k3s", "k3s-airgap-images"):  # release files: pinned by sha256
+        pin = versions["artifacts"][name]["arch"]["amd64"]
+        pin["sha256"] = sha256(blobs[pin["file"]])
+    vfile.write_text(yaml.safe_dump(versions))
+    blobs["sha256sum-amd64.txt"] = sums({n: sha256(blobs[n]) for n in
+                                         ("k3s", "k3s-airgap-images-amd64.tar.zst")})
+    for rel, data in blobs.items():
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        (dest / rel).write_bytes(data)
+    image = blobs["images/standin-image.tar"]
+    (dest / "bundle.json").write_text(json.dumps({
+        "kind": "kflab-bundle", "format": 1, "arch": "amd64",
+        "files": {rel: sha256(data) for rel, data in blobs.items()},
+        "images": {"127.0.0.1:5000/standin:1": {"file": "images/standin-image.tar",
+                                                "digest": "sha256:" + sha256(image)}}}))
+    return blobs
+
+
+def test_box_built_from_the_lab_boots_with_nothing_downloaded(vm: dict, tmp_path: Path) -> None:
+    """`kflab box build --lab` on the module's VM (converged from a bundle, cleaned, zeroed,
+    packaged), then ONE second VM from that box with `kflab up` (lab.yaml vagrant: box:
+    metadata.json): the only extra boot of this module (its cost is printed).
+    "Ready" here means the node and k3s roles converged with the pinned k3s binary already in
+    place (no fetch task ran) and the stand-in k3s started: the stand-in cannot run a cluster,
+    nor could k3s under TCG. REAL: box build's provisioning, cleaning and packaging, Vagrant's
+    box add (checksum) and boot, the roles. STAND-IN: the bundle's k3s and archives (pinned
+    through KFLAB_VERSIONS_FILE); KFLAB_GITHUB_URL points at a closed loopback port, and the
+    VM has no network anyway (restrict=on)."""
+    if vm["up"].returncode != 0:
+        pytest.skip("the VM did not come up (see the node role test)")
+    _, host = _host(vm)
+    first_id = host.file("/etc/machine-id").content_string.strip()
+    first_key = host.file("/etc/ssh/ssh_host_ed25519_key.pub").content_string.split()[1]
+    bundle, vfile = tmp_path / "bundle", tmp_path / "versions.yaml"
+    blobs = _standin_bundle(bundle, vfile)
+    env = {**vm["env"], "KFLAB_VERSIONS_FILE": str(vfile),
+           "KFLAB_GITHUB_URL": f"http://127.0.0.1:{free_port()}"}
+    out = tmp_path / "handout"
+    t0 = time.monotonic()
+    built = run_kflab("box", "build", "--bundle", str(bundle), "--lab", vm["name"], "-o",
+                      str(out), "--version", "1.0.0", env=env, timeout=1800)
+    t_build = time.monotonic() - t0
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    results = _results(vm["lab"])
+    # from the bundle, offline (or kept: the k3s test above may have put the same bytes there)
+    assert results["Check that k3s names the pinned version"][0] == "ok"
+    assert results["Fetch and verify the sha256: k3s-airgap-images-amd64.tar.zst"][0] == "ok"
+    assert "sources for the kubeflow role in /var/lib/kflab/downloads" in built.stdout
+    assert results["Start k3s"][0] == "skipped"
+    assert "trimmed" in built.stdout, built.stdout[-2000:]  # discard=unmap reached qcow2
+    meta = json.loads((out / "metadata.json").read_text())
+    prov = meta["versions"][0]["providers"][0]
+    boxfile = out / prov["url"]
+    assert meta["versions"][0]["version"] == "1.0.0" and prov["name"] == "libvirt"
+    assert prov["checksum_type"] == "sha256" and prov["checksum"] == sha256(
+        boxfile.read_bytes())
+    assert meta["name"] == f"kflab-box/{prov['checksum'][:16]}"
+    import tarfile
+
+    with tarfile.open(boxfile) as tar:
+        assert tar.getnames() == ["metadata.json", "box.img"]
+        inner = json.load(tar.extractfile("metadata.json"))  # type: ignore[arg-type]
+    assert inner == {"provider": "libvirt", "format": "qcow2", "virtual_size": 20}
+    st = json.loads(run_kflab("status", "--json", env=vm["env"], timeout=120).stdout)
+    assert st["vm"] == "stopped"  # packaged powered off
+
+    name2, ssh2 = f"{vm['name']}-b", free_port()
+    prof2 = tmp_path / "lab.yaml"
+    prof2.write_text(vm["prof"].read_text().replace(f"name: {vm['name']}", f"name: {name2}")
+                     .replace(f"ssh_port: {vm['ssh_port']}", f"ssh_port: {ssh2}")
+                     .replace("api_port:", f"api_port: {free_port()}\n# was:")
+                     + "  box: handout/metadata.json\n")
+    env2 = {**env, "KFLAB_STATE": str(tmp_path / "state2")}
+    lab2 = tmp_path / "state2" / "labs" / name2
+    try:
+        t0 = time.monotonic()
+        up2 = run_kflab("up", "-p", str(prof2), "--only", "node,k3s", env=env2, timeout=1800)
+        t_box = time.monotonic() - t0
+        out2 = up2.stdout + up2.stderr
+        assert up2.returncode == 0, out2[-3000:]
+        assert f"vagrant box add {meta['name']} 1.0.0" in up2.stdout, up2.stdout[-2000:]
+        res2 = _results(lab2)
+        assert res2["Keep the file in place: it is the pinned one (k3s)"] == ("ok", False)
+        for task in ("Fetch the release's checksum file: sha256sum-amd64.txt",
+                     "Fetch and verify the sha256: k3s"):
+            assert res2.get(task, ("skipped",))[0] == "skipped", (task, res2.get(task))
+        for task in ("Check that k3s names the pinned version", "Start k3s",
+                     "Wait for the node to be Ready"):
+            assert res2[task][0] == "ok", (task, res2.get(task))
+        inv = (lab2 / "inventory.ini").read_text()
+        import testinfra
+
+        host2 = testinfra.get_host(
+            f"ssh://vagrant@127.0.0.1:{ssh2}", sudo=True,
+            ssh_identity_file=inv.split("ansible_ssh_private_key_file=")[1].split()[0],
+            ssh_extra_args="-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null")
+        assert host2.file("/usr/local/bin/k3s").sha256sum == sha256(blobs["k3s"])
+        images = "/var/lib/rancher/k3s/agent/images"
+        assert host2.file(f"{images}/k3s-airgap-images-amd64.tar.zst").sha256sum == \
+            sha256(blobs["k3s-airgap-images-amd64.tar.zst"])
+        assert host2.file(f"{images}/standin-image.tar").exists
+        manifests = yaml.safe_load(vfile.read_text())[
+            "artifacts"]["kubeflow-manifests"]["file"]
+        assert host2.file(f"/var/lib/kflab/downloads/{manifests}").sha256sum == \
+            sha256(blobs[manifests])
+        # this VM's own identity, not the baked one's
+        assert host2.file("/etc/machine-id").content_string.strip() not in ("", first_id)
+        key2 = host2.file("/etc/ssh/ssh_host_ed25519_key.pub").content_string.split()[1]
+        assert key2 != first_key
+        print(f"\nTCG: fresh kflab up --only node {vm['t_up']:.0f}s; box build (converge from "
+              f"the bundle + package) {t_build:.0f}s, box {boxfile.stat().st_size / 2**30:.2f}"
+              f" GiB; kflab up --box --only node,k3s (box add + boot + roles) {t_box:.0f}s")
+    finally:
+        if (lab2 / "lab.json").exists():
+            run_kflab("down", "--destroy", env=env2, timeout=300)
+        subprocess.run(["vagrant", "box", "remove", "--force", "--all", meta["name"]],
+                       capture_output=True, check=False)
+        vols = subprocess.run(["virsh", "-c", "qemu:///system", "vol-list", "--pool",
+                               "default"], capture_output=True, text=True, check=False).stdout
+        tag = meta["name"].replace("/", "-VAGRANTSLASH-")
+        for line in vols.splitlines()[2:]:
+            if line.split() and line.split()[0].startswith(tag):
+                subprocess.run(["virsh", "-c", "qemu:///system", "vol-delete", "--pool",
+                                "default", line.split()[0]], capture_output=True, check=False)
 
 
 def test_down_destroy_removes_the_vm_and_the_record(vm: dict) -> None:

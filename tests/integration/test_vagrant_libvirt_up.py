@@ -110,12 +110,12 @@ def vm(libvirtd: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dic
         f"  isolated: true\n  ssh_port: {ssh_port}\n  storage_pool_path: {pool}\n")
     state = tmp / "state"
     env = {"KFLAB_STATE": str(state)}
-    t0 = time.monotonic()
-    up = run_kflab("up", "-p", str(prof), "--only", "node", env=env, timeout=900)
     info = {"name": name, "prof": prof, "state": state, "env": env, "ssh_port": ssh_port,
-            "up": up, "t_up": time.monotonic() - t0, "tmp": tmp,
-            "lab": state / "labs" / name}
-    try:
+            "tmp": tmp, "lab": state / "labs" / name}
+    try:  # a timeout in `up` itself must not leave the VM behind either
+        t0 = time.monotonic()
+        info["up"] = run_kflab("up", "-p", str(prof), "--only", "node", env=env, timeout=900)
+        info["t_up"] = time.monotonic() - t0
         yield info
     finally:
         if (info["lab"] / "lab.json").exists():
@@ -318,6 +318,9 @@ def _standin_bundle(dest: Path, vfile: Path) -> dict[str, bytes]:
     return blobs
 
 
+@pytest.mark.skipif(os.environ.get("KFLAB_TEST_BOX") != "1",
+                    reason="builds a box and boots a second TCG VM (about 18 min on 2 busy "
+                           "cores): KFLAB_TEST_BOX=1 runs it; left out of CI's time budget")
 def test_box_built_from_the_lab_boots_with_nothing_downloaded(vm: dict, tmp_path: Path) -> None:
     """`kflab box build --lab` on the module's VM (converged from a bundle, cleaned, zeroed,
     packaged), then ONE second VM from that box with `kflab up` (lab.yaml vagrant: box:

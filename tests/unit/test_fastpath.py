@@ -115,6 +115,7 @@ def test_the_fast_path_answers_as_the_normal_path_does(project: Path) -> None:
     fast = _run(project, "--name", "m", "-p", "n=3")
     after = _record(project)
     assert normal.returncode == fast.returncode == 0, fast.stderr
+    assert fast.stderr == normal.stderr == ""
     # the same lines (piped; the elapsed time aside), the same record
     assert _lines(fast.stdout) == _lines(normal.stdout) == [
         "<elapsed>     pipeline run m: 2 tasks", "pipelinerun/m SUCCEEDED"]

@@ -22,6 +22,11 @@ recompiled only when one of the listed inputs changes.
 Memos live in `<state>/pipeline-replay/<namespace>/<key>.json`; a memo is only ever a
 shortcut to the cache entries it names, so deleting runs or the cache leaves it harmless
 (the check finds an entry gone and the run goes through the engine).
+
+This module records what a compile read and saves the memo; reading and checking a memo,
+the cache entries it names and writing the replayed record are in
+lab/backends/pipeline_memo.py (standard library only), which kflab's start-up fast path
+(lab/fastpath.py) uses too.
 """
 
 from __future__ import annotations

@@ -308,7 +308,7 @@ def test_a_busy_lock_or_a_live_tagged_process_go_to_the_normal_path(
 
 def _drain(fd: int) -> bytes:
     out = b""
-    while select.select([fd], [], [], 0.2)[0]:
+    while select.select([fd], [], [], 0.05)[0]:
         chunk = os.read(fd, 4096)
         if not chunk:
             break

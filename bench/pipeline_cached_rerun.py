@@ -4,7 +4,8 @@ Exports kflab's `lab/` package at a git ref (default: main) into a temporary fol
 times a cached re-run of the same pipeline (bench/pipelines_local.py's fan-out of 16
 tasks) with that code and with this checkout's, alternately, same interpreter, same
 installed packages, each with its own state folder (one first run each, not timed).
-Also prints the floors no change to kflab's start-up removes: the interpreter's start-up,
+Both trees' modules are byte-compiled first, as an installed wheel's are. Also prints the
+floors no change to kflab's start-up removes: the interpreter's start-up,
 and importing kfp.dsl and kfp.local's helpers the way a run does (kfp.local's input helpers
 import kfp.dsl through kfp.compiler).
 
@@ -14,6 +15,7 @@ import kfp.dsl through kfp.compiler).
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import statistics
 import subprocess
@@ -67,6 +69,8 @@ def main() -> None:
         pipe.mkdir()
         (pipe / "fanout.py").write_text(FANOUT)
         trees = {"before": work / "before", "after": REPO}
+        for tree in trees.values():  # as an installed wheel has them (pipelines_local.py)
+            compileall.compile_dir(str(tree / "lab"), quiet=1)
         envs = {}
         for name, tree in trees.items():
             envs[name] = {**os.environ, "PYTHONPATH": str(tree), "PIP_NO_INDEX": "1",

@@ -4,9 +4,8 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from lab.backends.base import Backend
 from lab.errors import LabError
@@ -17,8 +16,7 @@ CONTEXT_ENV = "KFLAB_CONTEXT"  # the kubeconfig context for the cluster backend
 NAMESPACE_ENV = "KFLAB_NAMESPACE"  # another namespace than the lab's, for the cluster backend
 
 
-@dataclass(frozen=True)
-class Choice:
+class Choice(NamedTuple):
     """Which backend, and for cluster which kubeconfig/context; `why` says where it came from
     (shown by `kflab get`, saved with a guided session)."""
 

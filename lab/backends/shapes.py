@@ -36,6 +36,43 @@ def pipeline_run(name: str, spec: dict[str, Any], namespace: str = "default",
     return obj
 
 
+def pipeline_run_manifest(file: str, name: str, arguments: dict[str, Any] | None = None,
+                          function: str | None = None, *, parallelism: int | None = None,
+                          cache: bool | None = None) -> dict[str, Any]:
+    """The PipelineRun object that `kflab pipeline run` and the `pipeline` action apply
+    (`cache: false` runs every task again, as KFP's enable_caching=False does)."""
+    spec: dict[str, Any] = {"pipeline": file, "arguments": arguments or {}}
+    if function:
+        spec["function"] = function
+    if parallelism is not None:
+        spec["parallelism"] = parallelism
+    if cache is not None:
+        spec["cache"] = cache
+    obj = pipeline_run(name, spec)
+    del obj["metadata"]["namespace"]  # the backend's default namespace
+    return obj
+
+
+def record_problem(obj: Any) -> str | None:
+    """What makes a stored record unusable as a Kubernetes object (every reader indexes
+    these); the local backend's store refuses such a record."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+        return "metadata.name: missing or not text"
+    for key in ("spec", "status"):
+        if obj.get(key) is not None and not isinstance(obj[key], dict):
+            return f"{key}: expected a mapping, got {type(obj[key]).__name__}"
+    details = (obj.get("status") or {}).get("run_details")  # a PipelineRun's tasks
+    if details is not None:
+        if not isinstance(details, dict):
+            return "status.run_details: expected a mapping"
+        tasks = details.get("task_details")
+        if not isinstance(tasks, list | None) or not all(isinstance(t, dict)
+                                                         for t in tasks or []):
+            return "status.run_details.task_details: expected a list of mappings"
+    return None
+
+
 def run_status(*, run_id: str, display_name: str, pipeline_name: str, state: str,
                created_at: str | None, finished_at: str | None = None,
                error: str | None = None, tasks: list[dict[str, Any]] | None = None,

@@ -23,8 +23,7 @@ checks first, and both backends refuse the same names with the same message. Per
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from lab.errors import InputError, LabError
 
@@ -36,8 +35,7 @@ _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _MANAGER = re.compile(r"^[A-Za-z0-9][-A-Za-z0-9_.:]{0,127}$")
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(NamedTuple):
     """How one kind's names are checked: a format and a maximum length, and why."""
 
     format: str  # "dns1123-label" | "dns1035-label" | "dns1123-subdomain"

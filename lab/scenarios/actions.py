@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lab.backends.shapes import pipeline_run_manifest
 from lab.errors import LabError
 from lab.kube.manifests import apply_document, plan
 from lab.scenarios import prediction
@@ -43,25 +44,6 @@ def _apply(ctx: Context, path: str) -> str:
         obj = apply_document(ctx.backend, item.doc, item.base_dir)
         names.append(f"{obj['kind']}/{obj['metadata']['name']}")
     return "applied " + ", ".join(names)
-
-
-def pipeline_run_manifest(file: str, name: str, arguments: dict[str, Any] | None = None,
-                          function: str | None = None, *, parallelism: int | None = None,
-                          cache: bool | None = None) -> dict[str, Any]:
-    """The PipelineRun object that `kflab pipeline run` and the `pipeline` action apply
-    (`cache: false` runs every task again, as KFP's enable_caching=False does)."""
-    from lab.backends.shapes import pipeline_run
-
-    spec: dict[str, Any] = {"pipeline": file, "arguments": arguments or {}}
-    if function:
-        spec["function"] = function
-    if parallelism is not None:
-        spec["parallelism"] = parallelism
-    if cache is not None:
-        spec["cache"] = cache
-    obj = pipeline_run(name, spec)
-    del obj["metadata"]["namespace"]  # the backend's default namespace
-    return obj
 
 
 def _valid_pipeline(v: Any) -> str | None:

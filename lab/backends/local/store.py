@@ -10,30 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from lab import state
+from lab.backends.shapes import record_problem as shape_problem
 from lab.kube import names
 from lab.kube.conditions import now
 from lab.kube.kinds import lookup
 
 FIX = "apply the resource again"
-
-
-def shape_problem(obj: Any) -> str | None:
-    """What makes a record unusable as a Kubernetes object (every reader indexes these)."""
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
-        return "metadata.name: missing or not text"
-    for key in ("spec", "status"):
-        if obj.get(key) is not None and not isinstance(obj[key], dict):
-            return f"{key}: expected a mapping, got {type(obj[key]).__name__}"
-    details = (obj.get("status") or {}).get("run_details")  # a PipelineRun's tasks
-    if details is not None:
-        if not isinstance(details, dict):
-            return "status.run_details: expected a mapping"
-        tasks = details.get("task_details")
-        if not isinstance(tasks, list | None) or not all(isinstance(t, dict)
-                                                         for t in tasks or []):
-            return "status.run_details.task_details: expected a list of mappings"
-    return None
 
 
 class Store:

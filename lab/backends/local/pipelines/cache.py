@@ -26,6 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from lab import state
+from lab.backends.pipeline_memo import cache_folder, cached, referenced_runs
+
+__all__ = ["Cache", "fingerprint", "referenced_runs"]
 
 
 def fingerprint(executor_input: dict[str, Any], output_param_types: dict[str, str],
@@ -51,12 +54,12 @@ def fingerprint(executor_input: dict[str, Any], output_param_types: dict[str, st
 
 
 class Cache:
-    """`<state>/pipeline-cache/<namespace>/<pipeline name hash>/<fingerprint>.json`."""
+    """`<state>/pipeline-cache/<namespace>/<pipeline name hash>/<fingerprint>.json`
+    (entries read by lab/backends/pipeline_memo.py, shared with the start-up fast path)."""
 
     def __init__(self, root: Path, namespace: str, pipeline_name: str) -> None:
-        scope = hashlib.sha256(f"pipeline/{pipeline_name}".encode()).hexdigest()[:16]
         self.root = root
-        self.folder = state.path(root, "pipeline-cache", namespace, scope)
+        self.folder = cache_folder(root, namespace, pipeline_name)
 
     def _file(self, key: str) -> Path:
         return state.path(self.folder, f"{key}.json")
@@ -67,15 +70,10 @@ class Cache:
         the cache is only ever a shortcut."""
         if not self._file(key).exists():
             return None
-        entry = _entry(self._file(key))
-        folder = Path(entry["task_root"]) if entry else Path()
-        files = [Path(f) for f in entry["files"]] if entry else []
-        if not (entry and folder.is_absolute()
-                and folder.resolve().is_relative_to(self.root.resolve())
-                and _whole(folder, files)):
+        folder = cached(self.root, self._file(key))
+        if folder is None:
             with contextlib.suppress(Exception):
                 state.remove(self.root, self._file(key))
-            return None
         return folder
 
     def put(self, key: str, task_root: Path, run_id: str) -> None:
@@ -88,38 +86,3 @@ class Cache:
         state.write_json(self._file(key), {
             "task_root": str(task_root), "run_id": run_id,
             "files": [f for f in files if f and Path(f).exists()]})
-
-
-def _entry(path: Path) -> dict[str, Any] | None:
-    """A cache entry as put() writes it, or None (unreadable, not JSON, other types)."""
-    try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
-    if not (isinstance(data, dict) and isinstance(data.get("task_root"), str)
-            and isinstance(data.get("run_id", ""), str) and isinstance(data.get("files"), list)
-            and all(isinstance(f, str) for f in data["files"])):
-        return None
-    return data
-
-
-def _whole(task_root: Path, files: list[Path]) -> bool:
-    """The executor input and output are there and every artifact file it wrote."""
-    try:
-        for name in ("executor_input.json", "executor_output.json"):
-            if not isinstance(json.loads((task_root / name).read_text()), dict):
-                return False
-    except (OSError, ValueError, RecursionError):
-        return False
-    return all(f.is_absolute() and f.exists() for f in files)
-
-
-def referenced_runs(root: Path) -> set[str]:
-    """Run ids that some cache entry still needs (their task folders are kept)."""
-    base = state.path(root, "pipeline-cache")
-    found: set[str] = set()
-    for path in base.glob("*/*/*.json"):
-        entry = _entry(path)
-        if entry and entry.get("run_id"):
-            found.add(entry["run_id"])
-    return found

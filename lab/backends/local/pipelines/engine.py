@@ -35,17 +35,13 @@ from typing import Any
 from lab.backends.local import procs
 from lab.backends.local.pipelines import cel, taskproc
 from lab.backends.local.pipelines.cache import Cache, fingerprint
+from lab.backends.pipeline_memo import read_task_outputs, stamp
 from lab.errors import LabError
 
 SUCCEEDED, FAILED, SKIPPED, CANCELED = "SUCCEEDED", "FAILED", "SKIPPED", "CANCELED"
 # a task's state as MLMD records its execution (ml_metadata Execution.State names), which
 # is what a PipelineTaskFinalStatus reports on a cluster
 MLMD_STATE = {SUCCEEDED: "COMPLETE", FAILED: "FAILED", CANCELED: "CANCELED"}
-
-
-def stamp() -> str:
-    """RFC 3339 UTC with milliseconds: a timeline of tasks a second long needs them."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 class Refused(LabError):
@@ -353,27 +349,6 @@ def _as_declared(comp: Any, args: dict[str, Any]) -> dict[str, Any]:
 
 def _artifact_types(comp: Any) -> dict[str, str]:
     return {a: d.artifact_type.schema_title for a, d in comp.output_definitions.artifacts.items()}
-
-
-def read_task_outputs(task_root: Path, types: dict[str, str]) -> dict[str, Any] | None:
-    """Parameters, metrics and artifacts from a task's executor_output.json, in the
-    PipelineRun shape (lab/backends/shapes.py)."""
-    from lab.backends import shapes
-
-    try:
-        data = json.loads((task_root / "executor_output.json").read_text())
-    except (OSError, ValueError):
-        return None
-    metrics: dict[str, Any] = {}
-    artifacts: dict[str, Any] = {}
-    for out_name, group in (data.get("artifacts") or {}).items():
-        for art in group.get("artifacts", []):
-            uri, meta = art.get("uri", ""), art.get("metadata") or {}
-            kind = types.get(out_name, "system.Artifact")
-            artifacts[out_name] = shapes.artifact_entry(kind, uri, Path(uri), meta)
-            if kind == "system.Metrics":  # metric values live in the artifact's metadata
-                metrics.update(meta)
-    return shapes.task_outputs(data.get("parameterValues", {}), metrics, artifacts)
 
 
 class _Tail(threading.Thread):

@@ -34,19 +34,10 @@ def delete(backend: Any, obj: dict[str, Any]) -> None:
     """The backend has already stopped the run's owner and its tasks; the store drops its
     run folder (record, logs). The run's task folders (its artifacts) go too, unless a cache
     entry still names them: KFP keeps what its cache reuses when a run is deleted."""
-    from lab import state
-    from lab.backends.local.pipelines.cache import referenced_runs
+    from lab.backends.pipeline_memo import drop_run_artifacts
 
     run_id = str((obj.get("status") or {}).get("run_id") or "")
-    namespace = obj["metadata"].get("namespace", "default")
-    if not run_id or run_id in referenced_runs(backend.root):
-        return
-    try:
-        folder = state.path(pipelines.artifacts_root(backend.root, namespace), run_id)
-    except LabError:
-        return  # an edited record: never follow it
-    if folder.exists():
-        state.remove(backend.root, folder)
+    drop_run_artifacts(backend.root, obj["metadata"].get("namespace", "default"), run_id)
 
 
 def in_progress(obj: dict[str, Any]) -> bool:

@@ -22,14 +22,17 @@ recompiled only when one of the listed inputs changes.
 Memos live in `<state>/pipeline-replay/<namespace>/<key>.json`; a memo is only ever a
 shortcut to the cache entries it names, so deleting runs or the cache leaves it harmless
 (the check finds an entry gone and the run goes through the engine).
+
+This module records what a compile read and saves the memo; reading and checking a memo,
+the cache entries it names and writing the replayed record are in
+lab/backends/pipeline_memo.py (standard library only), which kflab's start-up fast path
+(lab/fastpath.py) uses too.
 """
 
 from __future__ import annotations
 
 import collections.abc
 import contextlib
-import hashlib
-import json
 import os
 import sys
 import threading
@@ -37,42 +40,14 @@ from pathlib import Path
 from typing import Any
 
 from lab import state
-
-MEMO_VERSION = 1
-
-
-def _sha(path: str) -> str | None:
-    try:
-        with open(path, "rb") as fh:
-            return hashlib.file_digest(fh, "sha256").hexdigest()
-    except OSError:
-        return None
-
-
-def _versions() -> str:
-    """kfp's, its pipeline spec's and kflab's versions, read without importing kfp (and
-    without importlib.metadata, which scans every installed distribution: 0.1 s)."""
-    import importlib.util
-
-    from lab import __version__
-
-    out = [f"kflab={__version__}"]
-    found = importlib.util.find_spec("kfp")
-    for folder in (found.submodule_search_locations or []) if found else []:
-        for part in ("version.py", os.path.join("pipeline_spec", "pipeline_spec_pb2.py")):
-            with contextlib.suppress(OSError):
-                st = os.stat(os.path.join(folder, part))
-                out.append(f"{part}:{st.st_size}:{st.st_mtime_ns}")
-    return ",".join(out)
-
-
-def memo_file(store_root: Path, namespace: str, pipeline: Path, function: str | None,
-              arguments: dict[str, Any]) -> Path:
-    key = json.dumps({"v": MEMO_VERSION, "file": str(pipeline), "function": function,
-                      "arguments": arguments, "versions": _versions()},
-                     sort_keys=True, default=str)
-    name = hashlib.sha256(key.encode()).hexdigest()[:32]
-    return state.path(store_root, "pipeline-replay", namespace, f"{name}.json")
+from lab.backends.pipeline_memo import (  # noqa: F401 - the memo's checks, shared
+    MEMO_VERSION,
+    details,
+    load,
+    memo_file,
+    sha,
+    unchanged,
+)
 
 
 class EnvProbe(collections.abc.MutableMapping):
@@ -158,26 +133,10 @@ class Inputs:
             if any(map(real.startswith, skip)) or "__pycache__" in real or \
                     "site-packages" in real or not os.path.isfile(real):
                 continue
-            digest = _sha(real)
+            digest = sha(real)
             if digest is not None:
                 out[real] = digest
         return out
-
-
-def unchanged(memo: dict[str, Any]) -> bool:
-    """The files and environment variables the pipeline's compile read are as they were."""
-    for name, value in (memo.get("env") or {}).items():
-        if os.environ.get(name) != value:
-            return False
-    return all(_sha(path) == digest for path, digest in (memo.get("files") or {}).items())
-
-
-def load(memo_path: Path) -> dict[str, Any] | None:
-    with contextlib.suppress(Exception):
-        memo = json.loads(memo_path.read_text())
-        if isinstance(memo, dict) and memo.get("v") == MEMO_VERSION and unchanged(memo):
-            return memo
-    return None
 
 
 def save(memo_path: Path, *, files: dict[str, str], env: dict[str, str | None],
@@ -191,24 +150,3 @@ def save(memo_path: Path, *, files: dict[str, str], env: dict[str, str | None],
 def forget(memo_path: Path) -> None:
     with contextlib.suppress(OSError):
         memo_path.unlink()
-
-
-def details(memo: dict[str, Any], cache: Any, stamp: str) -> list[dict[str, Any]] | None:
-    """The run's task_details, or None when some cache entry is gone or names another
-    execution (the run then goes through the engine)."""
-    from lab.backends.local.pipelines.engine import SKIPPED, read_task_outputs
-
-    out: list[dict[str, Any]] = []
-    for task in memo.get("tasks") or []:
-        node = {"display_name": task["display_name"], "state": task["state"],
-                "outputs": None, **(task.get("extra") or {})}
-        if task.get("key"):
-            hit = cache.get(task["key"])
-            if hit is None or str(hit) != task.get("task_root"):
-                return None
-            node.update(state=SKIPPED, cached=True,
-                        outputs=read_task_outputs(hit, task.get("types") or {}))
-        if task.get("timed"):
-            node.update(start_time=stamp, end_time=stamp)
-        out.append(node)
-    return out

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import json
 import os
 import sys
 import uuid
@@ -31,6 +30,11 @@ from typing import Any
 
 from lab import signals, state
 from lab.backends.local.owners import Lease
+from lab.backends.pipeline_memo import (  # noqa: F401 - parse_arguments: the CLI's
+    artifacts_root,
+    default_parallelism,
+    parse_arguments,
+)
 from lab.content import PACKAGE as KFLAB_PACKAGE
 from lab.errors import InputError, LabError
 from lab.kube.conditions import now
@@ -115,23 +119,6 @@ def load_pipeline(path: Path, function: str | None = None) -> Any:
             hint="decorate one function with @dsl.pipeline, or pick one with --function",
         )
     return next(iter(found.values()))
-
-
-def parse_arguments(pairs: list[str]) -> dict[str, Any]:
-    """`key=value` pairs from the command line; values are parsed as JSON when they can be."""
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise LabError(f"bad pipeline argument '{pair}'", hint="write it as name=value")
-        try:
-            out[key] = json.loads(raw)
-        except ValueError:
-            out[key] = raw
-        except RecursionError:
-            raise LabError(f"pipeline argument '{key}': nested too deeply",
-                           hint="pass a simpler value") from None
-    return out
 
 
 def check_spec(obj: dict[str, Any], base_dir: Path) -> Path:
@@ -219,17 +206,6 @@ def check_arguments(spec: Any, arguments: dict[str, Any], where: str) -> None:
                          hint="pass them with -p NAME=VALUE")
 
 
-def default_parallelism() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
-        else (os.cpu_count() or 1)
-
-
-def artifacts_root(store_root: Path, namespace: str) -> Path:
-    """The local pipeline root of a namespace (KFP's object-store bucket, here a folder):
-    `<state>/pipeline-root/<namespace>/<run id>/<task>/<output>`."""
-    return state.path(store_root, "pipeline-root", namespace)
-
-
 _prepared: dict[int, tuple[dict[str, Any], Any]] = {}  # id -> (the object, its plan)
 
 
@@ -249,16 +225,9 @@ def _remember(obj: dict[str, Any], prepared: Any) -> Any:
 
 
 def _memo_path(obj: dict[str, Any], path: Path, store_root: Path | None) -> Path | None:
-    spec = obj.get("spec") or {}
-    if store_root is None or not spec.get("cache", True):
-        return None
-    from lab.backends.local.pipelines import replay
+    from lab.backends.pipeline_memo import memo_for
 
-    try:
-        return replay.memo_file(store_root, obj["metadata"].get("namespace", "default"),
-                                path, spec.get("function"), spec.get("arguments") or {})
-    except (LabError, TypeError, ValueError):
-        return None
+    return None if store_root is None else memo_for(store_root, obj, path)
 
 
 def prepare(obj: dict[str, Any], base_dir: Path, store_root: Path | None = None,
@@ -284,7 +253,7 @@ def prepare(obj: dict[str, Any], base_dir: Path, store_root: Path | None = None,
         warnings.simplefilter("ignore")
         if path.suffix.lower() in YAML_SUFFIXES:
             ir, platform = load_spec(path, spec.get("function"))
-            inputs = {"files": {str(path): replay._sha(str(path))}, "env": {}}
+            inputs = {"files": {str(path): replay.sha(str(path))}, "env": {}}
         else:
             with replay.Inputs() as read:
                 ir, platform = load_spec(path, spec.get("function"))
@@ -421,39 +390,29 @@ def _memorize(obj: dict[str, Any], plan: Any, the_run: Any, base_dir: Path,
 def _replay(obj: dict[str, Any], rep: Replay, run_dir: Path, save: Callable[[dict], None],
             sink: EventSink | None, store_root: Path) -> dict[str, Any] | None:
     """The record of an unchanged, all-cached run, written as the engine would write it;
-    None when a cache entry the memo names is gone (nothing is written then)."""
-    from lab.backends.local.pipelines import replay
+    None when a cache entry the memo names is gone (nothing is written then). The start-up
+    fast path (lab/fastpath.py) writes it through the same pipeline_memo functions."""
+    from lab.backends import pipeline_memo
     from lab.backends.local.pipelines.cache import Cache
-    from lab.backends.local.pipelines.engine import stamp
 
     spec = obj.get("spec") or {}
     meta = obj["metadata"]
-    namespace = meta.get("namespace", "default")
     memo = rep.memo
-    pipeline_name = str(memo.get("pipeline_name") or "")
-    cache = Cache(store_root, namespace, pipeline_name)
+    cache = Cache(store_root, meta.get("namespace", "default"),
+                  str(memo.get("pipeline_name") or ""))
     created = now()
-    details = replay.details(memo, cache, stamp())
+    details = pipeline_memo.details(memo, cache.get, pipeline_memo.stamp())
     if details is None:
         return None
-    log, tmp, logs = (state.path(run_dir, p) for p in ("run.log", "tmp", "logs"))
-    root = artifacts_root(store_root, namespace)
-    for folder in (root, tmp, logs):
-        folder.mkdir(parents=True, exist_ok=True)
-    log.write_text("")
-    run_id = str(uuid.uuid4())
-    (root / run_id).mkdir(parents=True, exist_ok=True)
-    dag = memo.get("dag") or {}
-    obj["status"] = {
-        "run_id": run_id, "display_name": meta["name"], "pipeline_name": pipeline_name,
-        "state": "SUCCEEDED", "created_at": created, "finished_at": now(), "error": None,
-        "pipeline_root": str(root / run_id), "log": str(log),
-        "parallelism": int(spec.get("parallelism") or default_parallelism()),
-        "cache": True, "run_details": {"task_details": details}, "dag": dag,
-    }
-    if sink:
-        sink({"event": "run-started", "run": meta["name"], "tasks": list(dag)})
-    save(obj)
+
+    def started(tasks: list[str]) -> None:
+        if sink:
+            sink({"event": "run-started", "run": meta["name"], "tasks": tasks})
+
+    pipeline_memo.write_replay(obj, memo, details, store_root=store_root, run_dir=run_dir,
+                               parallelism=int(spec.get("parallelism")
+                                               or default_parallelism()),
+                               created=created, save=save, started=started)
     if sink:
         sink({"event": "run-finished", "run": meta["name"], "state": "SUCCEEDED"})
     return obj

@@ -122,6 +122,8 @@ def launch(group: ChildGroup, spec: Spec, runspec: dict[str, Any], name: str, lo
     problem = None
     if coll.kind == "File":
         problem = prepare_metrics_file(source, base_dir, record)
+    elif coll.kind == "TensorFlowEvent":
+        problem = prepare_metrics_dir(source, record)
     tail = Tail(source)  # the file is new: read from its start
     exe = shutil.which(argv[0], path=env["PATH"]) if os.sep not in argv[0] else argv[0]
     if exe is None and problem is None:
@@ -171,6 +173,43 @@ def prepare_metrics_file(source: Path, base_dir: Path, record: Path) -> str | No
     except OSError as exc:
         return (f"cannot prepare the metrics file {source} (Katib mounts its folder in each "
                 f"trial pod): {exc.strerror}; create {source.parent} yourself, {PATH_FIX}")
+    return None
+
+
+def prepare_metrics_dir(source: Path, record: Path) -> str | None:
+    """Give the trial an empty TensorFlowEvent folder, as Katib does: the webhook mounts an
+    empty volume at the collector's directory in each trial pod
+    (pkg/webhook/v1beta1/pod/inject_webhook.go getMountPath and mutateMetricsCollectorVolume,
+    kind Directory), so a trial never reads the event files of the one before it.
+
+    A missing folder is created; one that trials used before (listed in `record`) is
+    emptied; an existing folder that holds files no trial wrote may be anyone's, so the
+    trial fails naming it instead. Returns the problem, or None."""
+    import shutil
+
+    try:
+        written = _written(record)
+        if source.is_symlink() or (source.exists() and not source.is_dir()):
+            return (f"the TensorFlowEvent collector's path {source} is not a folder: Katib "
+                    "mounts an empty folder there in each trial pod; move it away, or point "
+                    "metricsCollectorSpec.source.fileSystemPath.path elsewhere")
+        if source.is_dir() and any(source.iterdir()):
+            if str(source) not in written:
+                return (f"the TensorFlowEvent folder {source} holds files no trial wrote: a "
+                        "Katib trial starts with it empty (each pod mounts its own folder "
+                        "there), and kflab empties only folders its trials used; empty it "
+                        "yourself, or point metricsCollectorSpec.source.fileSystemPath.path "
+                        "elsewhere")
+            shutil.rmtree(source)
+        source.mkdir(parents=True, exist_ok=True)
+        if str(source) not in written:
+            state.write_json(record, sorted(written | {str(source)}))
+    except state.StateError as exc:
+        return f"cannot record the metrics folder {source}: {exc}"
+    except OSError as exc:
+        return (f"cannot prepare the metrics folder {source} (Katib mounts it empty in each "
+                f"trial pod): {exc.strerror}; create it yourself, or point "
+                "metricsCollectorSpec.source.fileSystemPath.path to a folder you can write")
     return None
 
 

@@ -245,7 +245,8 @@ RULES: tuple[Rule, ...] = (
          "latest = the last log of the latest second",
          SAME, "the same files, tags, value strings and order, read with TensorBoard's own "
          "loader (the tf extra; without it apply says to install it); each trial starts with "
-         "an empty folder (created if missing, emptied if a trial used it before); the stored "
+         "an empty folder (created if missing; files earlier trials left are removed, any "
+         "other file fails the trial, naming it); the stored "
          "Experiment gets Katib's defaults; kind must be Directory, the path absolute and the "
          "format empty, as the webhook says",
          f"{KATIB} pkg/metricscollector/v1beta1/tfevent-metricscollector/tfevent_loader.py "

@@ -205,6 +205,11 @@ def test_tfevent_experiment_end_to_end(tmp_path: Path) -> None:
         assert list(backend.logs("Trial", t["metadata"]["name"])) == ["found 0"]
     assert any("katib.collector.tfevent-parallel" in str(e) or "one shared folder" in str(e)
                for e in events)
+    # applied again: the files the last trial left are kflab's to remove, and only those
+    backend.delete("Experiment", "exp")
+    assert any(logdir.iterdir())
+    again = backend.apply(_writer_experiment(logdir), base_dir=folder)
+    assert again["status"]["trialsSucceeded"] == 2
 
 
 def test_tfevent_folder_with_foreign_files_fails_the_trial(tmp_path: Path) -> None:
@@ -221,4 +226,8 @@ def test_tfevent_folder_with_foreign_files_fails_the_trial(tmp_path: Path) -> No
     assert exp["status"]["conditions"][-1]["type"] == "Failed"
     message = backend.list("Trial")[0]["status"]["conditions"][-1]["message"]
     assert f"the TensorFlowEvent folder {logdir} holds files no trial wrote" in message
+    assert (logdir / "keep.txt").read_text() == "someone's\n"
+    backend.delete("Experiment", "exp")  # applied again: still not kflab's to remove
+    again = backend.apply(obj, base_dir=folder)
+    assert again["status"]["conditions"][-1]["type"] == "Failed"
     assert (logdir / "keep.txt").read_text() == "someone's\n"

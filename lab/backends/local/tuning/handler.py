@@ -264,6 +264,9 @@ class _Run:
         elif self.spec.collector.kind == "TensorFlowEvent":
             run.metrics, run.events = tfevent.metric_log(
                 run.tail.path, self.spec.objective.names, self.spec.collector.filters)
+            if run.proc is not None:  # it ran: what the folder holds is its own
+                tuning_trials.record_dir_files(
+                    run.tail.path, state.path(self.store.root, "metrics-files.json"))
         trial = run.trial
         observation = run.metrics.observation()
         if observation is not None:

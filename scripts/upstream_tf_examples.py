@@ -127,9 +127,11 @@ def image_files(tree: Tree, dockerfile: str) -> list[tuple[str, bytes]]:
 
 # --- the dataset -----------------------------------------------------------------------------
 
-def synthetic_mnist(path: Path, n_train: int = 3000, n_test: int = 500, seed: int = 0) -> str:
+def synthetic_mnist(path: Path, n_train: int = 3000, n_test: int = 500, seed: int = 0,
+                    wrong: float = 0.0) -> str:
     """mnist.npz in Keras' format; each digit is a bright 7x7 block at its own place (4x3
-    grid) over noise. Returns its sha256."""
+    grid) over noise; a share `wrong` of the labels is then replaced at random (so accuracy
+    stays below 1 - wrong: Katib's goal 0.99 is never reached). Returns its sha256."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
@@ -140,6 +142,8 @@ def synthetic_mnist(path: Path, n_train: int = 3000, n_test: int = 500, seed: in
         for i, label in enumerate(y):
             r, c = divmod(int(label), 4)
             x[i, 2 + r * 9:9 + r * 9, c * 7:c * 7 + 7] = 255
+        flip = rng.random(n) < wrong
+        y[flip] = rng.integers(0, 10, int(flip.sum())).astype(np.uint8)
         return x, y
 
     (x_train, y_train), (x_test, y_test) = split(n_train), split(n_test)
@@ -173,7 +177,7 @@ def outer(args: argparse.Namespace) -> int:
                 files.append([target, str(folder / f"image-{i}")])
             plan.append({"name": name, "manifest": str(folder / Path(manifest).name),
                          "kind": kind, "limit": limit, "files": files})
-        digest = synthetic_mnist(stage / "mnist.npz")
+        digest = synthetic_mnist(stage / "mnist.npz", wrong=args.wrong_labels)
         (stage / "plan.json").write_text(json.dumps({"examples": plan, "mnist": digest}))
         out.write_text("[]\n")
         cmd = ["unshare", "--mount", "--propagation", "private", sys.executable,
@@ -311,6 +315,9 @@ def main() -> int:
                    help="kubeflow/training-operator checkout or bare mirror")
     p.add_argument("--only", action="append", help="run the examples whose name has this")
     p.add_argument("--out", type=Path, default=Path("upstream-tf-results.json"))
+    p.add_argument("--wrong-labels", type=float, default=0.0,
+                   help="share of random labels in the synthetic MNIST (e.g. 0.1: goals of "
+                        "0.99 are never reached, every trial runs)")
     p.add_argument("--inner", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.inner:

@@ -122,7 +122,7 @@ class Supervisor:
         why = None
         if not self.job.flavor.listens(self.job):
             self.obj["metadata"].setdefault("annotations", {})[NETWORK_ANNOTATION] = \
-                f"host (one replica: the operator gives it no {LISTENERS[self.job.kind][1]})"
+                "host (one replica: no TF_CONFIG, so no server it is told to start)"
             return
         if annotations.get(NETWORK_ANNOTATION) == "host":
             why = f"the job asks for it with the annotation {NETWORK_ANNOTATION}: host"

@@ -208,8 +208,12 @@ def test_tfevent_experiment_end_to_end(tmp_path: Path) -> None:
     # applied again: the files the last trial left are kflab's to remove, and only those
     backend.delete("Experiment", "exp")
     assert any(logdir.iterdir())
-    again = backend.apply(_writer_experiment(logdir), base_dir=folder)
-    assert again["status"]["trialsSucceeded"] == 2
+    obj = _writer_experiment(logdir)
+    obj["spec"].update(maxTrialCount=1, parallelTrialCount=1, maxFailedTrialCount=1)
+    again = backend.apply(obj, base_dir=folder)
+    assert again["status"]["trialsSucceeded"] == 1
+    (trial,) = backend.list("Trial")
+    assert list(backend.logs("Trial", trial["metadata"]["name"])) == ["found 0"]
 
 
 def test_tfevent_folder_with_foreign_files_fails_the_trial(tmp_path: Path) -> None:

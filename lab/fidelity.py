@@ -236,8 +236,45 @@ RULES: tuple[Rule, ...] = (
          f"{KATIB} pkg/webhook/v1beta1/pod/inject_webhook.go getMetricsCollectorContainer; "
          "examples/v1beta1/metrics-collector/custom-metrics-collector.yaml",
          field="spec.metricsCollectorSpec.collector.kind"),
+    Rule("katib.collector.tfevent", "Experiment", "TensorFlowEvent collector",
+         "after the training process ends, every file under the collector's directory "
+         "(default /var/log/katib/tfevent/) is loaded with TensorBoard's EventAccumulator; a "
+         "metric `a/b` takes the tags starting with `b` in folders ending with `a`, a bare "
+         "name the tags starting with it anywhere; tensor summaries as str() of their array, "
+         "then simple values as str() of the float; no objective: one 'unavailable' log only; "
+         "latest = the last log of the latest second",
+         SAME, "the same files, tags, value strings and order, read with TensorBoard's own "
+         "loader (the tf extra; without it apply says to install it); each trial starts with "
+         "an empty folder (created if missing; files earlier trials left are removed, any "
+         "other file fails the trial, naming it); the stored "
+         "Experiment gets Katib's defaults; kind must be Directory, the path absolute and the "
+         "format empty, as the webhook says",
+         f"{KATIB} pkg/metricscollector/v1beta1/tfevent-metricscollector/tfevent_loader.py "
+         "TFEventFileParser.parse_summary, MetricsCollector.parse_file; "
+         "cmd/metricscollector/v1beta1/tfevent-metricscollector/main.py; "
+         "pkg/apis/controller/experiments/v1beta1/experiment_defaults.go "
+         "setDefaultMetricsCollector; pkg/webhook/v1beta1/experiment/validator/validator.go "
+         "validateMetricsCollector; pkg/controller.v1beta1/trial/trial_controller_util.go "
+         "getMetrics",
+         test="test_tfevent_collector_reads_what_katibs_loader_reads"),
+    Rule("katib.collector.tfevent-parallel", "Experiment",
+         "TensorFlowEvent collector with parallel trials",
+         "each trial pod mounts its own empty folder at the collector's directory",
+         DIFFERENT, "trials run one at a time: locally the directory is one shared folder",
+         f"{KATIB} pkg/webhook/v1beta1/pod/inject_webhook.go getMountPath",
+         announce="trials run one at a time (not {parallel}): the TensorFlowEvent "
+                  "collector's directory is one shared folder here"),
+    Rule("katib.collector.tfevent-earlystop", "Experiment",
+         "earlyStopping with the TensorFlowEvent collector",
+         "the webhook passes -stop-rule flags to every collector; the TensorFlowEvent "
+         "collector's main.py defines none (a TODO), so its sidecar exits on them",
+         REFUSED, "refused at apply, naming earlyStopping: remove it, or report the metric "
+         "with StdOut or File, which apply median stopping",
+         f"{KATIB} cmd/metricscollector/v1beta1/tfevent-metricscollector/main.py "
+         "parse_options; pkg/webhook/v1beta1/pod/inject_webhook.go getMetricsCollectorArgs",
+         field="spec.earlyStopping"),
     Rule("katib.collector.others", "Experiment",
-         "TensorFlowEvent, Prometheus, Push and None collectors",
+         "Prometheus, Push and None collectors",
          "sidecars and services of their own", REFUSED,
          "refused: print name=value lines (StdOut) or write a File",
          f"{KATIB} pkg/metricscollector/v1beta1",

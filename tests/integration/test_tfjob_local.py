@@ -90,6 +90,31 @@ def test_a_failed_ps_fails_the_job_with_the_operators_message(state: Path,
     assert failed["message"] == "TFJob default/bad has failed because 1 PS replica(s) failed."
 
 
+def test_one_replica_keeps_the_network_and_a_failed_download_is_explained(
+        state: Path, tmp_path: Path) -> None:
+    """A one-replica TFJob gets no TF_CONFIG, so nothing of the operator's starts a server:
+    it runs with the network a pod has (Keras' mnist.npz download works). Replicas of a
+    distributed job run in the loopback-only namespace; when one fails on a network error
+    kflab says why, and the two ways out (the operator's condition text is unchanged)."""
+    backend = LocalBackend(str(state))
+    events: list[dict] = []
+    backend.sink = events.append
+    single = backend.apply(tfjob("one", {"Worker": rspec(1, "pass")}), base_dir=tmp_path)
+    assert single["metadata"]["annotations"]["kflab.dev/network"].startswith("host (one replica")
+    assert not any("network error" in str(e) for e in events)
+    fail = ("import sys; print('Exception: URL fetch failure on https://example.invalid/m.npz:"
+            " None -- [Errno -3] Temporary failure in name resolution'); sys.exit(1)")
+    obj = backend.apply(tfjob("two", {"Worker": rspec(2, fail)}), base_dir=tmp_path)
+    if not obj["metadata"]["annotations"]["kflab.dev/network"].startswith("private"):
+        pytest.skip("no private network namespace on this machine")
+    message = obj["status"]["conditions"][-1]["message"]
+    assert message.startswith("TFJob default/two has failed because ")  # 1 or 2 by then
+    assert message.endswith(" Worker replica(s) failed.")
+    notes = [e["text"] for e in events if e.get("event") == "message"
+             and "failed on a network error" in e.get("text", "")]
+    assert len(notes) == 1 and "kflab.dev/network: host" in notes[0]
+
+
 def test_statuses_validate_against_the_tfjob_crd(shared: Path, state: Path,
                                                  tmp_path: Path) -> None:
     schema = crd_schema(shared, "TFJob")

@@ -108,6 +108,8 @@ ANNOUNCED: dict[str, Callable[[Path], list[str]]] = {
     "katib.collector.file-parallel": tuning(parallelTrialCount=2, metricsCollectorSpec={
         "collector": {"kind": "File"},
         "source": {"fileSystemPath": {"path": "m.log", "kind": "File"}}}),
+    "katib.collector.tfevent-parallel": tuning(parallelTrialCount=2, metricsCollectorSpec={
+        "collector": {"kind": "TensorFlowEvent"}}),
     "katib.trialTemplate.cluster-fields": tuning(),  # the helper's container has an image
     "pytorch.cluster-fields": _pytorch_fields,
     "tfjob.ports": lambda tmp: _tfjob_found(tfjob({})),
@@ -173,6 +175,9 @@ REFUSED: dict[str, Callable[[Path], Any]] = {
         experiment(algorithm={"algorithmName": "pbt"})),
     "katib.collector.custom": lambda tmp: tuning_spec.parse(
         experiment(metricsCollectorSpec={"collector": {"kind": "Custom"}})),
+    "katib.collector.tfevent-earlystop": lambda tmp: tuning_spec.parse(experiment(
+        metricsCollectorSpec={"collector": {"kind": "TensorFlowEvent"}},
+        earlyStopping={"algorithmName": "medianstop"})),
     "katib.collector.others": lambda tmp: tuning_spec.parse(
         experiment(metricsCollectorSpec={"collector": {"kind": "Prometheus"}})),
     "katib.trialTemplate.command": lambda tmp: tuning_spec.parse(_no_command()),

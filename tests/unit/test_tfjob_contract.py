@@ -58,6 +58,19 @@ def test_only_distributed_jobs_get_tf_config() -> None:
                                        ports=ports_for(two))] == ["TF_CONFIG"]
 
 
+def test_only_distributed_jobs_get_the_private_network() -> None:
+    """Without TF_CONFIG no replica is told to start a gRPC server: a one-replica TFJob
+    keeps the network, as its pod would; PyTorchJob replicas always listen (the store)."""
+    single = parse(manifest({"Worker": rspec(1)}))
+    two = parse(manifest({"Worker": rspec(1), "PS": rspec(1)}))
+    assert (single.flavor.listens(single), two.flavor.listens(two)) == (False, True)
+    torch = parse({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                   "metadata": {"name": "p"}, "spec": {"pytorchReplicaSpecs": {"Master": {
+                       "template": {"spec": {"containers": [{
+                           "name": "pytorch", "command": ["python", "t.py"]}]}}}}}})
+    assert torch.flavor.listens(torch)
+
+
 def test_dynamic_workers_get_the_sparse_cluster() -> None:
     obj = manifest({"Worker": rspec(3), "PS": rspec(2)}, enableDynamicWorker=True)
     assert tf_config(obj, "Worker", 2) == (

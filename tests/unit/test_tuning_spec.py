@@ -82,8 +82,11 @@ def test_job_and_pod_fields_beside_the_container_are_listed() -> None:
      "spec.parameters[0].feasibleSpace.min"),
     ({"parameters": [{"name": "x", "parameterType": "double",
                       "feasibleSpace": {"min": "0"}}]}, "spec.parameters[0].feasibleSpace.max"),
-    ({"metricsCollectorSpec": {"collector": {"kind": "TensorFlowEvent"}}},
+    ({"metricsCollectorSpec": {"collector": {"kind": "Prometheus"}}},
      "spec.metricsCollectorSpec.collector.kind"),
+    ({"metricsCollectorSpec": {"collector": {"kind": "TensorFlowEvent"}, "source": {
+        "fileSystemPath": {"kind": "Directory", "path": "logs"}}}},
+     "spec.metricsCollectorSpec.source.fileSystemPath.path"),
     ({"metricsCollectorSpec": {"collector": {"kind": "File"}}},
      "spec.metricsCollectorSpec.source.fileSystemPath"),
     ({"earlyStopping": {"algorithmName": "hyperband"}}, "spec.earlyStopping.algorithmName"),

@@ -86,6 +86,11 @@ class Flavor:
                        "lower the replica counts (run bigger jobs on a cluster)")
 
     # --- the environment -------------------------------------------------------------------
+    def listens(self, job: JobSpec) -> bool:
+        """Whether the operator's contract makes a replica listen (a rendezvous store, a
+        gRPC server): such replicas run in a private network namespace (run.py isolate)."""
+        return True
+
     def local_defaults(self) -> dict[str, str]:
         """Variables set for every replica unless the manifest sets them: kflab's own
         (loopback sockets), not the operator's."""

@@ -44,6 +44,10 @@ HOST_NETWORK_WARNING = (
     "warning: this {kind} runs on the host's network ({why}): {listener} listens on ALL "
     "interfaces, so other machines that can reach this one can connect to {port} while the "
     "job runs")
+# what a failed download or connection prints (urllib, requests, Keras' get_file, gRPC)
+NETWORK_ERRORS = ("Temporary failure in name resolution", "Name or service not known",
+                  "Network is unreachable", "URL fetch failure", "nodename nor servname",
+                  "No address associated with hostname", "Failed to establish a new connection")
 # what listens beyond loopback when a kind's replicas share the host's network
 LISTENERS = {
     "PyTorchJob": ("torch's rendezvous store (rank 0's TCPStore)", "MASTER_PORT"),
@@ -89,6 +93,7 @@ class Supervisor:
     started: float = 0.0
     total_restarts: int = 0
     holder: subprocess.Popen[bytes] | None = None  # the private network namespace, if any
+    hinted: bool = False  # the network hint was given (network_hint)
 
     def __post_init__(self) -> None:
         self.group = ChildGroup(self.lease.token, on_start=self.lease.add,
@@ -115,6 +120,10 @@ class Supervisor:
         say plainly why they run on the host's network and what that exposes."""
         annotations = self.obj["metadata"].get("annotations") or {}
         why = None
+        if not self.job.flavor.listens(self.job):
+            self.obj["metadata"].setdefault("annotations", {})[NETWORK_ANNOTATION] = \
+                "host (one replica: no TF_CONFIG, so no server it is told to start)"
+            return
         if annotations.get(NETWORK_ANNOTATION) == "host":
             why = f"the job asks for it with the annotation {NETWORK_ANNOTATION}: host"
         else:
@@ -229,6 +238,8 @@ class Supervisor:
         policy = inst.rep.restart_policy
         restart = (policy == "Always" or (code != 0 and policy == "OnFailure")
                    or (code != 0 and policy == "ExitCode" and code >= 128))
+        if code != 0:
+            self.network_hint(inst)
         if not restart:
             inst.state = "succeeded" if code == 0 else "failed"
             if code == 0:
@@ -255,6 +266,28 @@ class Supervisor:
             # Running (active), only its restart count grows.
             inst.state = "restarting"
         return None
+
+    def network_hint(self, inst: Instance) -> None:
+        """Once per job: a replica in the private network namespace failed and its log shows
+        a failed connection or name lookup (a dataset download, typically). A pod would
+        have had the network, so say why this one had not, and the two ways out."""
+        if self.holder is None or self.hinted:
+            return
+        try:
+            with open(inst.log, "rb") as fh:
+                fh.seek(max(0, inst.log.stat().st_size - 16384))
+                tail = fh.read().decode(errors="replace")
+        except OSError:
+            return
+        if not any(marker in tail for marker in NETWORK_ERRORS):
+            return
+        self.hinted = True
+        self.backend.emit({"event": "message", "text": (
+            f"note: {inst.name} failed on a network error: the replicas of this "
+            f"{self.job.kind} run in a private network namespace where only loopback exists "
+            "(kflab.dev/network: private), so downloads fail; put the data where the job "
+            "reads it beforehand (e.g. ~/.keras/datasets/ for Keras datasets), or annotate "
+            "the job kflab.dev/network: host")})
 
     @staticmethod
     def restart_delay(inst: Instance) -> float:

@@ -74,6 +74,11 @@ class TFFlavor(Flavor):
         """isDistributed: anything but exactly one replica in all."""
         return job.total_replicas != 1
 
+    def listens(self, job: JobSpec) -> bool:
+        """A one-replica TFJob gets no TF_CONFIG, so nothing of the operator's contract
+        starts a gRPC server: it keeps the network a pod has (a dataset download works)."""
+        return self.distributed(job)
+
     def cluster(self, job: JobSpec, ports: Mapping[str, int]) -> dict[str, list[str]]:
         """genClusterSpec, with local addresses: {type: ["127.0.0.1:PORT", ...]}."""
         return {rtype.lower(): [f"{LOOPBACK}:{ports[rep.name(i)]}"

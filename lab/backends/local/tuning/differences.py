@@ -28,6 +28,8 @@ def differences(spec: Spec) -> list[tuple[str, dict[str, str]]]:
         out.append(("katib.grid.end", {"size": str(grid.size(spec.params))}))
     if spec.collector.kind == "File" and spec.parallel > 1:
         out.append(("katib.collector.file-parallel", {"parallel": str(spec.parallel)}))
+    if spec.collector.kind == "TensorFlowEvent" and spec.parallel > 1:
+        out.append(("katib.collector.tfevent-parallel", {"parallel": str(spec.parallel)}))
     if spec.warnings:  # fields only a cluster acts on, and settings without an equivalent
         out.append(("katib.trialTemplate.cluster-fields", {"fields": "; ".join(spec.warnings)}))
     return out

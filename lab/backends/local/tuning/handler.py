@@ -31,7 +31,7 @@ from lab import fidelity, signals, state
 from lab.backends.local import gpus
 from lab.backends.local.owners import Lease
 from lab.backends.local.procs import ChildGroup, iter_log, kill_group
-from lab.backends.local.tuning import earlystop
+from lab.backends.local.tuning import earlystop, tfevent
 from lab.backends.local.tuning import search as tuning_search
 from lab.backends.local.tuning import spec as tuning_spec
 from lab.backends.local.tuning import status as tuning_status
@@ -68,6 +68,7 @@ class Running:
     early_stopped: bool = False
     fmt: str = "TEXT"
     grid_id: int | None = None  # the grid point, for grid experiments
+    events: tfevent.Collected | None = None  # TensorFlowEvent: what the collector read
 
 
 @dataclass
@@ -117,8 +118,8 @@ class _Run:
         else:
             self.dists = distributions(self.spec.params)
         self.parallel = self.spec.parallel
-        if self.spec.collector.kind == "File" and self.parallel > 1:
-            self.parallel = 1  # announced: katib.collector.file-parallel
+        if self.spec.collector.kind in ("File", "TensorFlowEvent") and self.parallel > 1:
+            self.parallel = 1  # announced: katib.collector.file-parallel / tfevent-parallel
         self.t0 = time.monotonic()
         self.host_gpus = bool(gpus.inventory())
 
@@ -260,6 +261,12 @@ class _Run:
             run.metrics.feed(line, run.fmt)
         if self.spec.collector.kind == "File":
             run.metrics = self._whole_file(run)
+        elif self.spec.collector.kind == "TensorFlowEvent":
+            run.metrics, run.events = tfevent.metric_log(
+                run.tail.path, self.spec.objective.names, self.spec.collector.filters)
+            if run.proc is not None:  # it ran: what the folder holds is its own
+                tuning_trials.record_dir_files(
+                    run.tail.path, state.path(self.store.root, "metrics-files.json"))
         trial = run.trial
         observation = run.metrics.observation()
         if observation is not None:
@@ -339,6 +346,8 @@ class _Run:
     def _missing(self, run: Running) -> str:
         """Why the objective is unavailable, in the learner's terms."""
         metric = self.spec.objective.metric
+        if run.events is not None:
+            return self._missing_event(run, run.events)
         where = "the output" if self.spec.collector.kind == "StdOut" else "the file"
         if run.metrics.unread.get(metric):
             return (f"'{metric}' never appeared in {where} as a string: Katib's JSON "
@@ -350,6 +359,23 @@ class _Run:
                     f"reported '{near}', and metric names are case-sensitive: set "
                     f"objectiveMetricName to '{near}' or print {metric}=VALUE")
         return f"'{metric}' never appeared in {where}"
+
+    def _missing_event(self, run: Running, got: tfevent.Collected) -> str:
+        """Why no event file gave the objective (TensorFlowEvent collector)."""
+        metric, folder = self.spec.objective.metric, run.tail.path
+        text = (f"'{metric}' is in no TensorFlow event file under {folder} (Katib's "
+                "TensorFlowEvent collector matches a tag starting with the name's last part, "
+                "in a folder ending with the part before it)")
+        near = run.metrics.near(metric)
+        if near is not None:
+            text += f"; the files hold '{near}': set objectiveMetricName to '{near}'"
+        elif got.seen:
+            text += f"; the files hold {', '.join(sorted(set(got.seen))[:8])}"
+        elif got.skipped:
+            text += f"; unreadable: {'; '.join(got.skipped[:3])}"
+        else:
+            text += "; the trial wrote no event file there"
+        return text
 
     def to_start(self) -> int:
         """How many trials to create now, by Katib's count (kubeflow/katib
@@ -527,6 +553,15 @@ def _defaults(obj: dict[str, Any], spec: Spec) -> None:
                                           for n, v in spec.objective.strategies.items()]
     mc = s.setdefault("metricsCollectorSpec", {})
     mc.setdefault("collector", {}).setdefault("kind", spec.collector.kind)
+    if spec.collector.kind == "TensorFlowEvent":  # experiment_defaults.go, as the webhook
+        if not isinstance(mc.get("source"), dict):
+            mc["source"] = {}
+        if not isinstance(mc["source"].get("fileSystemPath"), dict):
+            mc["source"]["fileSystemPath"] = {}
+        fsp = mc["source"]["fileSystemPath"]
+        fsp.setdefault("kind", "Directory")
+        if not fsp.get("path"):
+            fsp["path"] = spec.collector.path
 
 
 def _runnable(obj: dict[str, Any]) -> Spec:

@@ -15,6 +15,7 @@ from typing import Any
 
 from lab import limits
 from lab.backends.local import entrypoint
+from lab.backends.local.tuning import tfevent
 from lab.backends.local.tuning.metrics import FilterError, compile_filter
 from lab.backends.local.tuning.space import Param, grid_size
 from lab.errors import InputError
@@ -38,7 +39,9 @@ REFUSED = {
 PARAM_TYPES = ("int", "double", "categorical", "discrete")
 DISTRIBUTIONS = ("uniform", "logUniform", "normal", "logNormal")
 STRATEGIES = ("min", "max", "latest")
-COLLECTORS = ("StdOut", "File")
+COLLECTORS = ("StdOut", "File", "TensorFlowEvent")
+# Katib's defaults (pkg/apis/controller/common/v1beta1/common_types.go).
+DEFAULT_TFEVENT_DIR = "/var/log/katib/tfevent/"
 # Katib's default metrics filter: `name=value`, value possibly signed, decimal, exponent.
 DEFAULT_FILTER = r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?)"
 DEFAULT_PRIMARY = "training-container"
@@ -69,9 +72,9 @@ class Objective:
 
 @dataclass(frozen=True)
 class Collector:
-    kind: str  # StdOut | File
-    path: str | None = None
-    format: str = "TEXT"  # TEXT | JSON
+    kind: str  # StdOut | File | TensorFlowEvent
+    path: str | None = None  # File: the file; TensorFlowEvent: the directory
+    format: str = "TEXT"  # TEXT | JSON (File only)
     filters: tuple[str, ...] = (DEFAULT_FILTER,)
 
 
@@ -338,7 +341,8 @@ def _collector(r: _Reader, spec: dict[str, Any]) -> Collector:
     if kind not in COLLECTORS:
         raise r.fail(f"{p}.collector.kind",
                      f"metrics collector '{kind}' is not supported on the local backend",
-                     "print metrics as name=value lines (StdOut) or write them to a File")
+                     "print metrics as name=value lines (StdOut), write them to a File, or write "
+                     "TensorBoard event files (TensorFlowEvent)")
     source = r.get(mc, "source", dict, p, default={})
     filters: tuple[str, ...] = (DEFAULT_FILTER,)
     mf = r.get(source, "filter", dict, f"{p}.source")
@@ -360,6 +364,8 @@ def _collector(r: _Reader, spec: dict[str, Any]) -> Collector:
         filters = tuple(raw) or filters
     if kind == "StdOut":
         return Collector(kind, filters=filters)
+    if kind == "TensorFlowEvent":
+        return _tfevent(r, source, filters)
     fsp = r.get(source, "fileSystemPath", dict, f"{p}.source", required=True)
     fp = f"{p}.source.fileSystemPath"
     path = r.get(fsp, "path", str, fp, required=True)
@@ -370,6 +376,36 @@ def _collector(r: _Reader, spec: dict[str, Any]) -> Collector:
     if kind_ != "File":
         raise r.fail(f"{fp}.kind", f"'{kind_}' is not supported", "use kind: File")
     return Collector(kind, path, fmt, filters)
+
+
+def _tfevent(r: _Reader, source: dict[str, Any], filters: tuple[str, ...]) -> Collector:
+    """Katib's defaults and webhook rules for the TensorFlowEvent collector: fileSystemPath
+    defaults to {kind: Directory, path: /var/log/katib/tfevent/}
+    (pkg/apis/controller/experiments/v1beta1/experiment_defaults.go
+    setDefaultMetricsCollector); the kind must be Directory, the path absolute and the
+    format empty (pkg/webhook/v1beta1/experiment/validator/validator.go
+    validateMetricsCollector)."""
+    fp = "spec.metricsCollectorSpec.source.fileSystemPath"
+    fsp = r.get(source, "fileSystemPath", dict, "spec.metricsCollectorSpec.source",
+                default={})
+    kind = r.get(fsp, "kind", str, fp, default="Directory")
+    path = r.get(fsp, "path", str, fp, default="") or DEFAULT_TFEVENT_DIR
+    if kind != "Directory" or not path.startswith("/"):
+        raise r.fail(fp if kind != "Directory" else f"{fp}.path",
+                     "the directory path where the TensorFlow event files are is required "
+                     f"(kind: Directory and an absolute path; got kind {_short(kind)}, path "
+                     f"{_short(path)})",
+                     "e.g. fileSystemPath: {kind: Directory, path: /var/log/katib/tfevent/}, "
+                     "the folder the trial's summary writer writes into")
+    fmt = r.get(fsp, "format", str, fp, default="")
+    if fmt:
+        raise r.fail(f"{fp}.format", f"must be empty for the TensorFlowEvent collector "
+                                     f"(got {_short(fmt)})", "remove format")
+    if not tfevent.available():
+        raise r.fail("spec.metricsCollectorSpec.collector.kind",
+                     "the TensorFlowEvent collector reads event files with TensorBoard, "
+                     "which is not installed", f"install the tf extra: {tfevent.EXTRA}")
+    return Collector("TensorFlowEvent", path, "", filters)
 
 
 def _early(r: _Reader, spec: dict[str, Any]) -> EarlyStop | None:
@@ -593,6 +629,14 @@ def parse(obj: dict[str, Any]) -> Spec:
                      "lower parallelTrialCount")
     collector = _collector(r, spec)
     early = _early(r, spec)
+    if early is not None and collector.kind == "TensorFlowEvent":
+        raise r.fail("spec.earlyStopping",
+                     "Katib v0.19's TensorFlowEvent collector takes no early-stopping rules "
+                     "(cmd/metricscollector/v1beta1/tfevent-metricscollector/main.py defines "
+                     "no -stop-rule flag, so its sidecar would exit on the first trial "
+                     "given rules)",
+                     "remove earlyStopping, or report the metric with the StdOut or File "
+                     "collector, which apply median stopping")
     tparams, trial_spec, cpath, primary = _template(r, spec, params, warnings)
     from lab.backends.local.tuning.search import check_settings
 

@@ -8,6 +8,7 @@ parameter values reach the program literally, whatever characters they hold.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import shutil
@@ -122,6 +123,8 @@ def launch(group: ChildGroup, spec: Spec, runspec: dict[str, Any], name: str, lo
     problem = None
     if coll.kind == "File":
         problem = prepare_metrics_file(source, base_dir, record)
+    elif coll.kind == "TensorFlowEvent":
+        problem = prepare_metrics_dir(source, record)
     tail = Tail(source)  # the file is new: read from its start
     exe = shutil.which(argv[0], path=env["PATH"]) if os.sep not in argv[0] else argv[0]
     if exe is None and problem is None:
@@ -172,6 +175,66 @@ def prepare_metrics_file(source: Path, base_dir: Path, record: Path) -> str | No
         return (f"cannot prepare the metrics file {source} (Katib mounts its folder in each "
                 f"trial pod): {exc.strerror}; create {source.parent} yourself, {PATH_FIX}")
     return None
+
+
+def prepare_metrics_dir(source: Path, record: Path) -> str | None:
+    """Give the trial an empty TensorFlowEvent folder, as Katib does: the webhook mounts an
+    empty volume at the collector's directory in each trial pod
+    (pkg/webhook/v1beta1/pod/inject_webhook.go getMountPath and mutateMetricsCollectorVolume,
+    kind Directory), so a trial never reads the event files of the one before it.
+
+    A missing folder is created. Files that earlier trials left there (listed in `record`
+    when they ended, record_dir_files) are removed, with the folders they emptied; any other
+    file may be anyone's, so the trial fails naming it and nothing is removed. Returns the
+    problem, or None."""
+    try:
+        if source.is_symlink() or (source.exists() and not source.is_dir()):
+            return (f"the TensorFlowEvent collector's path {source} is not a folder: Katib "
+                    "mounts an empty folder there in each trial pod; move it away, or point "
+                    "metricsCollectorSpec.source.fileSystemPath.path elsewhere")
+        if source.is_dir():
+            written = _written(record)
+            files, folders = _tree(source)
+            foreign = [f for f in files if f not in written]
+            if foreign:
+                return (f"the TensorFlowEvent folder {source} holds files no trial wrote "
+                        f"({', '.join(foreign[:3])}): a Katib trial starts with it empty "
+                        "(each pod mounts its own folder there), and kflab removes only "
+                        "files its trials left; move them away, or point "
+                        "metricsCollectorSpec.source.fileSystemPath.path elsewhere")
+            for f in files:
+                os.unlink(f)
+            for d in sorted(folders, key=len, reverse=True):  # deepest first, emptied
+                with contextlib.suppress(OSError):
+                    os.rmdir(d)
+        source.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return (f"cannot prepare the metrics folder {source} (Katib mounts it empty in each "
+                f"trial pod): {exc.strerror}; create it yourself, or point "
+                "metricsCollectorSpec.source.fileSystemPath.path to a folder you can write")
+    return None
+
+
+def record_dir_files(source: Path, record: Path) -> None:
+    """Note the files a trial left in its TensorFlowEvent folder: the next trial's
+    prepare_metrics_dir may remove them (and only them)."""
+    files, _ = _tree(source)
+    written = _written(record)
+    if files and not set(files) <= written:
+        with contextlib.suppress(state.StateError):
+            state.write_json(record, sorted(written | set(files)))
+
+
+def _tree(folder: Path) -> tuple[list[str], list[str]]:
+    """Every file (symlinks included) and sub-folder under `folder`, as paths."""
+    files: list[str] = []
+    folders: list[str] = []
+    for root, dirs, names in os.walk(folder):
+        files.extend(os.path.join(root, n) for n in names)
+        for d in dirs:
+            path = os.path.join(root, d)
+            (files if os.path.islink(path) else folders).append(path)
+    return files, folders
 
 
 def _written(record: Path) -> set[str]:

@@ -39,6 +39,7 @@ from lab.backends.local.tuning import trials as tuning_trials
 from lab.backends.local.tuning.differences import differences
 from lab.backends.local.tuning.grid import KatibGrid
 from lab.backends.local.tuning.hyperband import NoSuggestion
+from lab.backends.local.tuning.jobtrial import JOB_KINDS, JobTrial
 from lab.backends.local.tuning.metrics import UNAVAILABLE, MetricLog, Tail
 from lab.backends.local.tuning.search import distribution_notes, distributions, quiet, sampler
 from lab.backends.local.tuning.space import fmt
@@ -213,8 +214,13 @@ class _Run:
         self.trials.append(trial)
         log = self.store.run_file("Trial", name, self.ns, "trial.log")
         record = state.path(self.store.root, "metrics-files.json")
-        started = tuning_trials.launch(group, self.spec, runspec, name, log, self.base_dir,
-                                       record, gpus=held if self.host_gpus else None)
+        if self.spec.trial_spec.get("kind") in JOB_KINDS:
+            started = tuning_trials.launch_job(self.backend, self.lease, self.spec, runspec,
+                                               name, log, self.base_dir, record)
+        else:
+            started = tuning_trials.launch(group, self.spec, runspec, name, log,
+                                           self.base_dir, record,
+                                           gpus=held if self.host_gpus else None)
         if held:
             trial["metadata"].setdefault("annotations", {})[gpus.ANNOTATION] = ",".join(held)
         proc = started.proc
@@ -250,8 +256,7 @@ class _Run:
             run.metrics.feed(line, run.fmt)
         if run.proc.poll() is None and not run.early_stopped and self._early_stop(run):
             run.early_stopped = True
-            kill_group(run.proc.pid, grace=2.0)
-            run.proc.wait()
+            _stop(run.proc)
 
     def finish(self, run: Running, *, rc: int, detail: str = "", killed: bool = False) -> None:
         import optuna
@@ -274,7 +279,8 @@ class _Run:
                 f"{'below' if rule.get('comparison') == 'less' else 'above'} the median "
                 f"stopping value {rule.get('value')}")
         elif rc != 0:
-            ctype, detail = "Failed", detail or self._exit_detail(trial, rc)
+            ctype, detail = "Failed", detail or getattr(run.proc, "detail", "") or \
+                self._exit_detail(trial, rc)
         elif run.fmt == "JSON" and run.metrics.bad_line is not None:
             number, text = run.metrics.bad_line
             ctype, detail = "Failed", (
@@ -301,7 +307,8 @@ class _Run:
             with contextlib.suppress(StateError):
                 gpus.release(self.store.root, gpus.holder_of("Trial", self.ns,
                                                              trial["metadata"]["name"]))
-        if self.group is not None and run.proc is not None:
+        if self.group is not None and run.proc is not None and \
+                not isinstance(run.proc, JobTrial):
             self.group.forget(run.proc)
         self.refresh()
         self.save(_public(trial))
@@ -452,6 +459,9 @@ class _Run:
             except BaseException as exc:
                 why = signals.reason(exc, lease.stop_request()) \
                     if isinstance(exc, KeyboardInterrupt) else f"kflab hit an error: {exc}"
+                for run in list(self.active.values()):
+                    if isinstance(run.proc, JobTrial):
+                        run.proc.stop(grace=1.0)
                 group.stop_all(grace=1.0)
                 # The status says why; a full or read-only state folder may refuse even
                 # that, and then the next command marks it (its lease will be free).
@@ -503,6 +513,15 @@ class _Run:
         if paths:
             self.exp["metadata"].setdefault("annotations", {})[PLOTS_ANNOTATION] = \
                 ",".join(paths)
+
+
+def _stop(proc: Any) -> None:
+    """End a running trial: a process group, or a training job's replicas."""
+    if isinstance(proc, JobTrial):
+        proc.stop()
+        return
+    kill_group(proc.pid, grace=2.0)
+    proc.wait()
 
 
 def _is_float(text: Any) -> bool:

@@ -45,6 +45,7 @@ DEFAULT_PRIMARY = "training-container"
 # Trial kinds run locally (a Job's container; a training job's replicas): others need their
 # own controller (Argo Workflow, Tekton PipelineRun, MPIJob's launcher, TrainJob...).
 TRIAL_KINDS = ("Job", "PyTorchJob", "TFJob")
+JOB_TRIAL_KINDS = ("PyTorchJob", "TFJob")  # every replica runs, as the operator runs them
 PLACEHOLDER = re.compile(r"\$\{trialParameters\.([^}]*)\}")
 META_REF = re.compile(r"^\$\{trialSpec\.(Name|Namespace|Kind|APIVersion|"
                       r"Labels\[[^\]]+\]|Annotations\[[^\]]+\])\}$")
@@ -504,14 +505,20 @@ def _template(r: _Reader, spec: dict[str, Any], params: tuple[Param, ...],
     skip = [k for k in container if k not in CONTAINER_LOCAL]
     if skip:
         warnings.append(f"{where}: {', '.join(sorted(skip))}")
-    if len(paths) > 1:
-        others = [_dotted(q) for q in paths if q != cpath]
+    job_trial = tkind in JOB_TRIAL_KINDS
+    # A training job's replicas all run (tuning/jobtrial.py); other containers of the
+    # primary's own pod (sidecars) do not.
+    others = [_dotted(q) for q in paths if q != cpath
+              and (not job_trial or q[:-1] == cpath[:-1])]
+    if others:
         warnings.append(f"{p}.trialSpec: only the primary container '{primary}' runs; "
                         f"not {', '.join(others)}")
     for key in TEMPLATE_CLUSTER_ONLY:
         if key in tt:
             warnings.append(f"{p}.{key}")
-    around = _around(trial_spec, cpath)
+    # A job trial's replicas, restart policies and run policy are the training
+    # supervisor's to honour (it names what it ignores itself).
+    around = [] if job_trial else _around(trial_spec, cpath)
     if around:
         warnings.append(f"{p}.trialSpec: {', '.join(around)}")
     return tparams, trial_spec, cpath, primary

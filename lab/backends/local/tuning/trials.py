@@ -20,6 +20,7 @@ from lab import state
 from lab.backends.local.procs import ChildGroup
 from lab.backends.local.tuning.metrics import Tail
 from lab.backends.local.tuning.spec import PLACEHOLDER, Spec, meta_source
+from lab.errors import LabError
 from lab.kube.conditions import now
 
 EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"
@@ -131,6 +132,35 @@ def launch(group: ChildGroup, spec: Spec, runspec: dict[str, Any], name: str, lo
         if problem is None:
             proc, problem = _start(group, name, [str(exe), *argv[1:]], cwd, env, fh)
         if problem is not None:
+            fh.write(f"kflab: {problem}\n".encode())
+    return Launched(proc, source, tail, problem)
+
+
+def launch_job(backend: Any, lease: Any, spec: Spec, runspec: dict[str, Any], name: str,
+               log: Path, base_dir: Path, record: Path) -> Launched:
+    """Start a trial whose runSpec is a PyTorchJob or TFJob: all its replicas, as the
+    Training Operator runs them (jobtrial.py); the Master's output is the trial's log."""
+    from lab.backends.local.tuning.jobtrial import JobTrial
+
+    container: Any = runspec
+    for key in spec.container_path:
+        container = container[key]
+    workdir = container.get("workingDir")
+    cwd = base_dir / workdir if workdir else base_dir
+    coll = spec.collector
+    source = log if coll.kind == "StdOut" else cwd / str(coll.path)
+    log.write_bytes(b"")
+    problem = prepare_metrics_file(source, base_dir, record) if coll.kind == "File" else None
+    tail = Tail(source)
+    proc = None
+    if problem is None:
+        try:
+            proc = JobTrial(backend, runspec, name, log.parent, base_dir, lease, log)
+            proc.begin()
+        except LabError as exc:
+            problem, proc = f"the trial's {runspec.get('kind')}: {exc}", None
+    if problem is not None:
+        with open(log, "ab") as fh:
             fh.write(f"kflab: {problem}\n".encode())
     return Launched(proc, source, tail, problem)
 

@@ -1,0 +1,79 @@
+"""A Katib trial whose runSpec is a PyTorchJob runs every replica with the operator's
+environment, and its metrics come from the Master (Katib's primary pod), as on a cluster.
+
+Upstream: Katib's pytorchjob-mnist example runs mnist.py in a Master and a Worker
+(WORLD_SIZE=2, gloo); the trial ends with the job's condition. The scripts here print
+what they got from the environment, no ML stack (seconds)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from tuning_helpers import experiment, write
+
+from lab.backends.local import LocalBackend
+
+# Each replica prints its own loss; only the Master's may reach the trial. The Worker
+# checks it sees the Master's address and the job's world size, as a gloo rendezvous would.
+SCRIPT = """
+import os, sys
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+assert os.environ["MASTER_ADDR"] and int(os.environ["MASTER_PORT"]) > 0
+x = float(sys.argv[1])
+print(f"rank={rank} world={world}")
+print(f"loss={x + 100 * rank:.4f}")
+"""
+
+
+def _pytorchjob_experiment(master_rc: str = "0") -> dict:
+    replica = {"replicas": 1, "restartPolicy": "Never", "template": {"spec": {"containers": [{
+        "name": "pytorch", "image": "example/mnist:1",
+        "command": [sys.executable, "job.py", "${trialParameters.x}"]}]}}}
+    obj = experiment(maxTrialCount=2, parallelTrialCount=1)
+    obj["spec"]["parameters"] = obj["spec"]["parameters"][:1]
+    obj["spec"]["trialTemplate"] = {
+        "primaryContainerName": "pytorch",
+        "trialParameters": [{"name": "x", "reference": "x"}],
+        "trialSpec": {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                      "spec": {"pytorchReplicaSpecs": {"Master": replica,
+                                                       "Worker": replica}}}}
+    return obj
+
+
+@pytest.fixture
+def backend(tmp_path: Path) -> LocalBackend:
+    return LocalBackend(str(tmp_path / "state"))
+
+
+def test_pytorchjob_trial_runs_every_replica_and_reads_the_master(
+        backend: LocalBackend, tmp_path: Path) -> None:
+    write(tmp_path, "job.py", SCRIPT)
+    exp = backend.apply(_pytorchjob_experiment(), base_dir=tmp_path)
+    assert exp["status"]["conditions"][-1]["reason"] == "ExperimentMaxTrialsReached"
+    trials = backend.list("Trial")
+    assert len(trials) == 2
+    for trial in trials:
+        assert trial["status"]["conditions"][-1]["type"] == "Succeeded"
+        x = float(trial["spec"]["parameterAssignments"][0]["value"])
+        loss = next(m for m in trial["status"]["observation"]["metrics"]
+                    if m["name"] == "loss")
+        assert float(loss["latest"]) == pytest.approx(x, abs=1e-4)  # the Master's, rank 0
+        folder = backend.store.run_path("Trial", trial["metadata"]["name"], "default")
+        assert "rank=0 world=2" in (folder / "trial.log").read_text()
+        assert "rank=1 world=2" in (folder / "worker-0.log").read_text()
+        assert "annotations" not in trial["spec"]["runSpec"].get("metadata", {})
+    assert not exp["metadata"].get("annotations", {}).get("kflab.dev/ignored-fields", "") \
+        .count("Worker")  # the Worker is not announced as left out: it ran
+
+
+def test_a_failing_master_fails_the_trial_with_the_operators_message(
+        backend: LocalBackend, tmp_path: Path) -> None:
+    write(tmp_path, "job.py", SCRIPT.replace('print(f"loss', 'sys.exit(3) if not rank else print(f"loss'))
+    exp = backend.apply(_pytorchjob_experiment(), base_dir=tmp_path)
+    trials = backend.list("Trial")
+    assert trials and all(t["status"]["conditions"][-1]["type"] == "Failed" for t in trials)
+    message = trials[0]["status"]["conditions"][-1]["message"]
+    assert "PyTorchJob" in message and "Master" in message
+    assert exp["status"]["conditions"][-1]["type"] == "Failed"

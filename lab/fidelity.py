@@ -278,6 +278,19 @@ RULES: tuple[Rule, ...] = (
          f"{KATIB} manifests/v1beta1/installs/katib-standalone/katib-config.yaml "
          "trialResources; pkg/controller.v1beta1/trial/trial_controller.go",
          field="spec.trialTemplate.trialSpec.kind"),
+    Rule("katib.trialSpec.job", "Experiment", "a PyTorchJob or TFJob trial",
+         "the Training Operator runs every replica with its environment (WORLD_SIZE, RANK, "
+         "MASTER_ADDR... or TF_CONFIG); the trial ends with the job's Succeeded or Failed "
+         "condition; the metrics collector sits in the primary pod only, the Master "
+         "(default primaryPodLabels training.kubeflow.org/job-role: master)", SAME,
+         "every replica runs under the local training supervisor with the operator's "
+         "environment and restart rules; the Master's output is the trial's log and "
+         "metrics, the other replicas' logs lie beside it; the trial fails with the job's "
+         "own message (before: the primary container ran alone, not distributed)",
+         f"{KATIB} pkg/apis/controller/experiments/v1beta1/constants.go "
+         "DefaultKubeflowJobPrimaryPodLabels; pkg/controller.v1beta1/trial/"
+         "trial_controller.go UpdateTrialStatusCondition",
+         test="test_pytorchjob_trial_runs_every_replica_and_reads_the_master"),
     Rule("katib.trialTemplate.configMap", "Experiment", "trialTemplate.configMap",
          "the template is read from a ConfigMap", REFUSED, "refused: inline it as trialSpec",
          f"{KATIB} pkg/controller.v1beta1/experiment/manifest/generator.go",

@@ -262,6 +262,17 @@ RULES: tuple[Rule, ...] = (
          "`kflab apply` says unchanged and no trial re-runs (an interrupted run runs again)",
          "kubernetes kubectl apply (an unchanged object is not patched)",
          test="test_applying_the_same_experiment_again_changes_nothing"),
+    Rule("katib.resumePolicy", "Experiment", "resumePolicy LongRunning / FromVolume",
+         "an Experiment that Succeeded by reaching maxTrialCount restarts when maxTrialCount "
+         "is raised: Restarting condition, its trials kept, more trials up to the new count; "
+         "only parallelTrialCount, maxTrialCount and maxFailedTrialCount may change, and "
+         "maxTrialCount must exceed status.trials", SAME,
+         "the same restart, conditions and refusal (not for hyperband, whose state lives in "
+         "its service: a changed hyperband Experiment runs afresh)",
+         f"{KATIB} pkg/controller.v1beta1/experiment/experiment_controller.go Reconcile; "
+         "util/status_util.go IsCompletedExperimentRestartable; "
+         "pkg/webhook/v1beta1/experiment/validator/validator.go ValidateExperiment",
+         test="test_more_trials_restart_the_experiment_and_keep_its_trials"),
     Rule("katib.trialTemplate.command", "Experiment", "trial container without command",
          "the image's entrypoint runs", REFUSED,
          "refused: the entrypoint is unknown locally; the error shows the command line to add",

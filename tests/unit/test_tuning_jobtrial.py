@@ -70,7 +70,8 @@ def test_pytorchjob_trial_runs_every_replica_and_reads_the_master(
 
 def test_a_failing_master_fails_the_trial_with_the_operators_message(
         backend: LocalBackend, tmp_path: Path) -> None:
-    write(tmp_path, "job.py", SCRIPT.replace('print(f"loss', 'sys.exit(3) if not rank else print(f"loss'))
+    write(tmp_path, "job.py",
+          SCRIPT.replace('print(f"loss', 'sys.exit(3) if not rank else print(f"loss'))
     exp = backend.apply(_pytorchjob_experiment(), base_dir=tmp_path)
     trials = backend.list("Trial")
     assert trials and all(t["status"]["conditions"][-1]["type"] == "Failed" for t in trials)

@@ -122,6 +122,42 @@ class _Run:
             self.parallel = 1  # announced: katib.collector.file-parallel
         self.t0 = time.monotonic()
         self.host_gpus = bool(gpus.inventory())
+        if self.trials:
+            self._seed()
+
+    def _seed(self) -> None:
+        """A restarted experiment's earlier trials, told to the sampler as Katib's
+        suggestion services see them (every request carries all of the experiment's
+        trials: pkg/suggestion/v1beta1/internal/trial.py `Trial.convert`)."""
+        import optuna
+        from optuna.distributions import CategoricalDistribution, IntDistribution
+
+        metric_ok = ("Succeeded", "EarlyStopped")
+        for trial in self.trials:
+            given = {a["name"]: a["value"] for a in trial["spec"]["parameterAssignments"]}
+            params: dict[str, Any] = {}
+            for name, dist in self.dists.items():
+                raw = given.get(name)
+                if isinstance(dist, CategoricalDistribution):
+                    params[name] = next((c for c in dist.choices if str(c) == raw), raw)
+                elif isinstance(dist, IntDistribution):
+                    params[name] = int(float(raw or 0))
+                else:
+                    params[name] = float(raw or 0)
+            if self.grid is not None:
+                trial["_grid_id"] = next((g for g in range(len(self.grid)) if {
+                    k: str(v) for k, v in self.grid.assignment(g).items()} == given), None)
+            value = tuning_status.trial_objective(trial)
+            with quiet(), contextlib.suppress(ValueError):
+                if tuning_status.trial_state(trial) in metric_ok and _is_float(value):
+                    self.study.add_trial(optuna.trial.create_trial(
+                        params=params, distributions=self.dists, value=float(value)))
+                    if trial.get("_grid_id") is not None:
+                        self.told[trial["metadata"]["name"]] = trial["_grid_id"]
+                else:
+                    self.study.add_trial(optuna.trial.create_trial(
+                        params=params, distributions=self.dists,
+                        state=optuna.trial.TrialState.FAIL))
 
     # --- persistence ---------------------------------------------------------------------
 
@@ -546,6 +582,7 @@ def _defaults(obj: dict[str, Any], spec: Spec) -> None:
                                           for n, v in spec.objective.strategies.items()]
     mc = s.setdefault("metricsCollectorSpec", {})
     mc.setdefault("collector", {}).setdefault("kind", spec.collector.kind)
+    s.setdefault("resumePolicy", "Never")  # experiment_defaults.go setDefaultResumePolicy
 
 
 def _runnable(obj: dict[str, Any]) -> Spec:
@@ -582,6 +619,66 @@ def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = Tru
     _defaults(exp, spec)
     tuning_status.experiment_created(exp)
     return _Run(backend, exp, spec, base_dir, lease).run()
+
+
+RESUME_POLICIES = ("LongRunning", "FromVolume")
+EDITABLE = ("parallelTrialCount", "maxTrialCount", "maxFailedTrialCount")
+
+
+def restartable(backend: Any, old: dict[str, Any], obj: dict[str, Any]) -> bool:
+    """Katib's resume: an Experiment that Succeeded by reaching maxTrialCount, with
+    resumePolicy LongRunning or FromVolume, whose only change is in parallelTrialCount,
+    maxTrialCount or maxFailedTrialCount, restarts and keeps its trials
+    (pkg/controller.v1beta1/experiment/experiment_controller.go `Reconcile`,
+    util/status_util.go `IsCompletedExperimentRestartable`; the webhook's
+    validator.go `ValidateExperiment` lets only those three fields change). A new
+    maxTrialCount not above the trials it has is refused, as the webhook refuses it. Any
+    other change replaces the Experiment (kflab's re-apply). Algorithms kept in a service
+    of their own (hyperband) are not resumed here."""
+    if obj.get("kind") != "Experiment" or old.get("kind") != "Experiment":
+        return False
+    spec = old.get("spec") or {}
+    cond = tuning_status.last_condition(old) or {}
+    if spec.get("resumePolicy") not in RESUME_POLICIES or cond.get("type") != "Succeeded" \
+            or cond.get("reason") != tuning_status.MAX_TRIALS_REACHED \
+            or (spec.get("algorithm") or {}).get("algorithmName") in tuning_search.SERVICES:
+        return False
+    new = copy.deepcopy(obj)
+    _defaults(new, tuning_spec.parse(obj))
+    if {k: v for k, v in new["spec"].items() if k not in EDITABLE} != \
+            {k: v for k, v in spec.items() if k not in EDITABLE}:
+        return False
+    if new["spec"] == spec:
+        return False
+    have = int((old.get("status") or {}).get("trials") or 0)
+    wanted = new["spec"].get("maxTrialCount")
+    if wanted is not None and int(wanted) <= have:
+        raise InputError(f"experiment '{old['metadata']['name']}'", "spec.maxTrialCount",
+                         f"{wanted} must be greater than status.trials count ({have}): Katib "
+                         "restarts a completed Experiment only for more trials",
+                         hint=f"set maxTrialCount above {have}, or delete the Experiment "
+                              "to start it afresh")
+    return True
+
+
+def restart(backend: Any, old: dict[str, Any], obj: dict[str, Any], *, base_dir: Path,
+            lease: Lease) -> dict:
+    """Go on from the trials the Experiment has, with its new budget (see restartable)."""
+    spec = _runnable(obj)
+    exp = copy.deepcopy(old)
+    new = copy.deepcopy(obj)
+    _defaults(new, spec)
+    for key in EDITABLE:
+        if key in new["spec"]:
+            exp["spec"][key] = new["spec"][key]
+        else:
+            exp["spec"].pop(key, None)
+    tuning_status.restarting(exp)
+    backend.emit({"event": "message", "text": (
+        f"experiment {spec.name} is restarted (resumePolicy {exp['spec']['resumePolicy']}): "
+        f"its {len(_trials_of(backend, old))} trial(s) are kept, up to "
+        f"{exp['spec'].get('maxTrialCount')} in all")})
+    return _Run(backend, exp, spec, base_dir, lease, trials=_trials_of(backend, old)).run()
 
 
 def _trials_of(backend: Any, obj: dict[str, Any]) -> list[dict[str, Any]]:

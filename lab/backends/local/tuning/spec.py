@@ -611,11 +611,12 @@ def parse(obj: dict[str, Any]) -> Spec:
         raise r.fail("spec.parameters", limits.limit("grid size (points)", size,
                                                      limits.MAX_GRID_POINTS, "MAX_GRID_POINTS"),
                      "use a larger feasibleSpace.step, fewer values, or another algorithm")
-    for key in ("resumePolicy", "nasConfig"):
-        if key in spec:
-            if key == "nasConfig":
-                raise r.fail("spec.nasConfig", "neural architecture search needs a cluster")
-            warnings.append(f"spec.{key}")
+    if "nasConfig" in spec:
+        raise r.fail("spec.nasConfig", "neural architecture search needs a cluster")
+    resume = spec.get("resumePolicy", "Never")
+    if resume not in ("Never", "LongRunning", "FromVolume"):
+        raise r.fail("spec.resumePolicy", f"unknown resumePolicy {resume!r}",
+                     "use Never, LongRunning or FromVolume")
     return Spec(name, namespace, objective, algorithm, settings, params, parallel, max_trials,
                 max_failed, collector, early, tparams, trial_spec, cpath, primary, warnings)
 

@@ -86,8 +86,8 @@ EXAMPLES = [
             "max-trials"),
     Example("katib", KATIB + "metrics-collector/metrics-collection-strategy.yaml",
             "max-trials", ("strategies",)),
-    Example("katib", KATIB + "resume-experiment/from-volume-resume.yaml", "max-trials"),
-    Example("katib", KATIB + "resume-experiment/long-running-resume.yaml", "max-trials"),
+    Example("katib", KATIB + "resume-experiment/from-volume-resume.yaml", "resume"),
+    Example("katib", KATIB + "resume-experiment/long-running-resume.yaml", "resume"),
     Example("katib", KATIB + "trial-template/trial-metadata-substitution.yaml", "max-trials",
             ("metadata-env",)),
     Example("katib", KATIB + "kubeflow-training-operator/pytorchjob-mnist.yaml",
@@ -106,6 +106,12 @@ EXAMPLES = [
 EXPECT = {
     "max-trials": "Experiment Succeeded (ExperimentMaxTrialsReached), maxTrialCount trials "
                   "Succeeded or EarlyStopped, each with a numeric objective, none Failed",
+    # Katib's e2e test of these two examples (test/e2e/v1beta1/scripts/gh-actions/
+    # run-e2e-experiment.py): once Succeeded, maxTrialCount + 1 and parallelTrialCount + 1;
+    # the Experiment gets Restarting, keeps its trials and Succeeds again.
+    "resume": "as max-trials, then applied again with maxTrialCount + 1 and "
+              "parallelTrialCount + 1 (Katib's e2e step): Restarting, the trials kept, "
+              "Succeeded (ExperimentMaxTrialsReached) with maxTrialCount + 1 trials",
     "job-succeeded": "PyTorchJob Succeeded (PyTorchJobSucceeded): 'PyTorchJob <name> is "
                      "successfully completed.', every replica succeeded",
 }
@@ -178,23 +184,23 @@ def stage_image(t: Tree, dockerfile: str, root: Path) -> list[str]:
     return done
 
 
-def fashion_mnist(raw: Path, train: int = 640, test: int = 160, seed: int = 7) -> None:
+def fashion_mnist(raw: Path, train: int = 1280, test: int = 200, seed: int = 7) -> None:
     """A small FashionMNIST in the IDX format torchvision reads (magic 0x0803 images,
-    0x0801 labels, big-endian sizes): a fixed pattern per class plus noise, 30% of the
-    labels wrong, so a model learns something and never reaches the examples' goals."""
+    0x0801 labels, big-endian sizes): a fixed black-and-white pattern per class, a tenth
+    of its pixels flipped, a fifth of the labels wrong, so a model learns something and
+    never reaches the examples' goals."""
     import random
 
     rng = random.Random(seed)  # noqa: S311 -- a reproducible data set, not a secret
-    patterns = [[rng.random() for _ in range(784)] for _ in range(10)]
+    patterns = [[rng.random() < 0.5 for _ in range(784)] for _ in range(10)]
     raw.mkdir(parents=True, exist_ok=True)
     for prefix, n in (("train", train), ("t10k", test)):
         images, labels = bytearray(), bytearray()
         for _ in range(n):
             label = rng.randrange(10)
             pat = patterns[label]
-            images += bytes(min(255, int(255 * (0.6 * pat[i] + 0.4 * rng.random())))
-                            for i in range(784))
-            labels.append(label if rng.random() >= 0.3 else rng.randrange(10))
+            images += bytes(255 if pat[i] != (rng.random() < 0.1) else 0 for i in range(784))
+            labels.append(label if rng.random() >= 0.2 else rng.randrange(10))
         (raw / f"{prefix}-images-idx3-ubyte").write_bytes(
             struct.pack(">IIII", 0x0803, n, 28, 28) + bytes(images))
         (raw / f"{prefix}-labels-idx1-ubyte").write_bytes(
@@ -266,6 +272,19 @@ def inner(plan_file: Path) -> int:
     env = dict(os.environ, KFLAB_STATE=plan["state"], PYTHONPATH=plan["shim"])
     proc = subprocess.run([str(KFLAB), "apply", "-f", plan["manifest"]], env=env,
                           cwd=plan["cwd"], stdin=subprocess.DEVNULL)
+    if proc.returncode != 0 or not plan.get("resume"):
+        return proc.returncode
+    import yaml
+
+    manifest = Path(plan["manifest"])
+    doc = yaml.safe_load(manifest.read_text())
+    doc["spec"]["maxTrialCount"] += 1
+    doc["spec"]["parallelTrialCount"] += 1
+    manifest.write_text(yaml.safe_dump(doc, sort_keys=False))
+    print("--- harness: applied again with maxTrialCount + 1, parallelTrialCount + 1 ---",
+          flush=True)
+    proc = subprocess.run([str(KFLAB), "apply", "-f", plan["manifest"]], env=env,
+                          cwd=plan["cwd"], stdin=subprocess.DEVNULL)
     return proc.returncode
 
 
@@ -295,6 +314,7 @@ def run_example(ex: Example, trees: dict[str, Tree], scratch: Path, timeout: flo
     manifest.write_bytes(text)
     docs = [d for d in yaml.safe_load_all(text) if d]
     plan: dict[str, Any] = {"overlays": {}, "binds": {}, "state": str(state),
+                            "resume": ex.expect == "resume",
                             "manifest": str(manifest), "cwd": str(manifest_dir),
                             "shim": str(work / "shim")}
     (work / "shim").mkdir()
@@ -416,6 +436,11 @@ def judge_experiment(res: Result, ex: Example, doc: dict[str, Any], obj: dict[st
         return
     max_trials = doc["spec"].get("maxTrialCount")
     extra = check_extras(ex, trials, doc)
+    if ex.expect == "resume":
+        max_trials += 1
+        if not any(c.get("type") == "Restarting" and c.get("status") == "True"
+                   for c in st.get("conditions") or []):
+            extra.append("no Restarting condition after the second apply")
     ok = (last.get("type") == "Succeeded" and last.get("reason") == "ExperimentMaxTrialsReached"
           and len(trials) == max_trials and not bad and not extra
           and states.get("Succeeded", 0) + states.get("EarlyStopped", 0) == max_trials)

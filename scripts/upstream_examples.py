@@ -322,7 +322,7 @@ def run_example(ex: Example, trees: dict[str, Tree], scratch: Path, timeout: flo
     created: list[Path] = []
     notes: list[str] = []
     wanted = sorted(set(images_of(docs)))
-    missing = [i for i in wanted if i not in IMAGES]
+    missing = [i for i in wanted if i not in IMAGES or IMAGES[i][0] not in trees]
     if with_image and not missing:
         root = work / "image"
         for image in wanted:

@@ -78,3 +78,37 @@ def test_a_failing_master_fails_the_trial_with_the_operators_message(
     message = trials[0]["status"]["conditions"][-1]["message"]
     assert "PyTorchJob" in message and "Master" in message
     assert exp["status"]["conditions"][-1]["type"] == "Failed"
+
+
+GPU_SCRIPT = """
+import os, sys, time
+print("gpus=" + os.environ["CUDA_VISIBLE_DEVICES"], flush=True)
+time.sleep(1.0)
+print(f"loss={float(sys.argv[1]):.4f}")
+"""
+
+
+def test_parallel_job_trials_get_their_own_gpus(backend: LocalBackend, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """No GPU here: CUDA_VISIBLE_DEVICES=0,1 is the inventory gpus.py reads first (as in
+    test_gpus.py). Two trials at once, each a PyTorchJob whose Master asks for one GPU:
+    each Master gets another GPU, as the scheduler places two pods."""
+    from lab.backends.local import gpus
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    write(tmp_path, "job.py", GPU_SCRIPT)
+    obj = _pytorchjob_experiment()
+    obj["spec"]["parallelTrialCount"] = 2
+    specs = obj["spec"]["trialTemplate"]["trialSpec"]["spec"]["pytorchReplicaSpecs"]
+    del specs["Worker"]
+    specs["Master"]["template"]["spec"]["containers"][0]["resources"] = {
+        "limits": {"nvidia.com/gpu": 1}}
+    exp = backend.apply(obj, base_dir=tmp_path)
+    assert exp["status"].get("trialsSucceeded") == 2
+    trials = backend.list("Trial")
+    given = {t["metadata"]["annotations"]["kflab.dev/gpus"] for t in trials}
+    assert given == {"0", "1"}
+    for t in trials:
+        log = backend.store.run_path("Trial", t["metadata"]["name"], "default") / "trial.log"
+        assert f"gpus={t['metadata']['annotations']['kflab.dev/gpus']}" in log.read_text()
+    assert gpus.holders(backend.root) == {}

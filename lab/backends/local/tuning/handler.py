@@ -31,7 +31,7 @@ from lab import fidelity, signals, state
 from lab.backends.local import gpus
 from lab.backends.local.owners import Lease
 from lab.backends.local.procs import ChildGroup, iter_log, kill_group
-from lab.backends.local.tuning import earlystop
+from lab.backends.local.tuning import earlystop, jobtrial
 from lab.backends.local.tuning import search as tuning_search
 from lab.backends.local.tuning import spec as tuning_spec
 from lab.backends.local.tuning import status as tuning_status
@@ -213,30 +213,39 @@ class _Run:
         return otrial, [{"name": p.name, "value": fmt(otrial.params[p.name])}
                         for p in self.spec.params], grid_id
 
-    def _gpus_for(self, name: str) -> list[str] | None:
+    def _gpus_for(self, name: str, asks: dict[str, int]) -> dict[str, list[str]] | None:
         """The trial's GPUs from the shared allocation (gpus.py), or None when others hold
         them and trials of this experiment are running (the loop tries again as they
         end). With none running, wait as a Pending pod waits for its GPUs."""
         holder = gpus.holder_of("Trial", self.ns, name)
-        asks = {"main": self.spec.gpus}
         got = gpus.allocate(self.store.root, holder, asks)
         if got is None and self.active:
             return None
         if got is None:
             got = gpus.acquire(self.store.root, holder, asks, on_pending=lambda msg: (
                 self.backend.emit({"event": "message", "text": (
-                    f"trial {name} is waiting for {self.spec.gpus} GPU(s): {msg} (held by: "
-                    f"{', '.join(gpus.holders(self.store.root))})")})))
-        return got["main"]
+                    f"trial {name} is waiting for {sum(asks.values())} GPU(s): {msg} (held "
+                    f"by: {', '.join(gpus.holders(self.store.root))})")})))
+        return got
 
     def start_one(self, group: ChildGroup) -> bool:
         name = f"{self.spec.name}-{secrets.token_hex(4)}"
         held: list[str] = []
-        if self.spec.gpus:
-            found = self._gpus_for(name)
+        job_held: dict[str, list[str]] | None = None
+        job_trial = self.spec.trial_spec.get("kind") in JOB_KINDS
+        asks = ({"main": self.spec.gpus} if self.spec.gpus else {}) if not job_trial else \
+            (jobtrial.gpu_asks(tuning_trials.run_spec(
+                self.spec, name, [{"name": p.name, "value": "0"} for p in self.spec.params]))
+             if self.host_gpus else {})
+        if asks:
+            found = self._gpus_for(name, asks)
             if found is None:  # the loop waits for a running trial to end
                 return False
-            held = found
+            if job_trial:
+                job_held = found
+                held = [g for ids in found.values() for g in ids]
+            else:
+                held = found["main"]
         got = self._assignments()
         if got is None:
             gpus.release(self.store.root, gpus.holder_of("Trial", self.ns, name))
@@ -250,9 +259,10 @@ class _Run:
         self.trials.append(trial)
         log = self.store.run_file("Trial", name, self.ns, "trial.log")
         record = state.path(self.store.root, "metrics-files.json")
-        if self.spec.trial_spec.get("kind") in JOB_KINDS:
+        if job_trial:
             started = tuning_trials.launch_job(self.backend, self.lease, self.spec, runspec,
-                                               name, log, self.base_dir, record)
+                                               name, log, self.base_dir, record,
+                                               held=job_held)
         else:
             started = tuning_trials.launch(group, self.spec, runspec, name, log,
                                            self.base_dir, record,
@@ -339,7 +349,7 @@ class _Run:
             else:
                 self.study.tell(run.number, state=optuna.trial.TrialState.FAIL)
         self.active.pop(trial["metadata"]["name"], None)
-        if self.spec.gpus:
+        if gpus.ANNOTATION in (trial["metadata"].get("annotations") or {}):
             with contextlib.suppress(StateError):
                 gpus.release(self.store.root, gpus.holder_of("Trial", self.ns,
                                                              trial["metadata"]["name"]))

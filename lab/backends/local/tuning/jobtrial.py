@@ -56,17 +56,30 @@ class _TrialSupervisor(Supervisor):
         super().start(inst)
 
 
+def gpu_asks(runspec: dict[str, Any]) -> dict[str, int]:
+    """GPUs per replica (master-0: 1, ...) of a trial's job, to take from the shared
+    allocation (gpus.py) before it starts, as the scheduler places each pod; an invalid
+    job asks for none (its trial fails naming the problem when it starts)."""
+    try:
+        job = parse(copy.deepcopy(runspec))
+    except LabError:
+        return {}
+    return {rep.name(i): rep.gpus for rep, i in job.ordered() if rep.gpus}
+
+
 class JobTrial:
     """The trial's process, as the experiment loop sees one: poll(), wait(), stop()."""
 
     pid = -1  # no process group of its own: stop() ends the replicas
 
     def __init__(self, backend: Any, runspec: dict[str, Any], trial: str, run_dir: Path,
-                 base_dir: Path, lease: Any, primary_log: Path) -> None:
+                 base_dir: Path, lease: Any, primary_log: Path,
+                 held: dict[str, list[str]] | None = None) -> None:
         obj = copy.deepcopy(runspec)  # the supervisor annotates it; the trial keeps its own
         job = parse(obj)
         apply_defaults(obj, job)
         available = visible_gpus()
+        plan = held if held is not None else plan_gpus(job, available)
         sup = _TrialSupervisor(backend, obj, job, run_dir, base_dir, lease)
         # Replica labels in the experiment's lease carry the trial's name (master-0 of
         # every trial would collide); the lease is shared with the experiment's thread.
@@ -74,7 +87,7 @@ class JobTrial:
                                on_start=lambda label, proc, argv=(): lease.add(
                                    f"{trial}/{label}", proc, argv),
                                on_exit=lambda label: lease.drop(f"{trial}/{label}"))
-        sup.prepare(plan_gpus(job, available), bool(available))
+        sup.prepare(plan, bool(available))
         leaders = job.flavor.leaders(job)
         primary = next((i for i in sup.instances if i.rep.type in leaders), sup.instances[0])
         primary.log = primary_log

@@ -137,7 +137,8 @@ def launch(group: ChildGroup, spec: Spec, runspec: dict[str, Any], name: str, lo
 
 
 def launch_job(backend: Any, lease: Any, spec: Spec, runspec: dict[str, Any], name: str,
-               log: Path, base_dir: Path, record: Path) -> Launched:
+               log: Path, base_dir: Path, record: Path,
+               held: dict[str, list[str]] | None = None) -> Launched:
     """Start a trial whose runSpec is a PyTorchJob or TFJob: all its replicas, as the
     Training Operator runs them (jobtrial.py); the Master's output is the trial's log."""
     from lab.backends.local.tuning.jobtrial import JobTrial
@@ -155,7 +156,8 @@ def launch_job(backend: Any, lease: Any, spec: Spec, runspec: dict[str, Any], na
     proc = None
     if problem is None:
         try:
-            proc = JobTrial(backend, runspec, name, log.parent, base_dir, lease, log)
+            proc = JobTrial(backend, runspec, name, log.parent, base_dir, lease, log,
+                            held=held)
             proc.begin()
         except LabError as exc:
             problem, proc = f"the trial's {runspec.get('kind')}: {exc}", None

@@ -435,7 +435,7 @@ def judge_experiment(res: Result, ex: Example, doc: dict[str, Any], obj: dict[st
                                 else " (run with --no-image)")
         return
     max_trials = doc["spec"].get("maxTrialCount")
-    extra = check_extras(ex, trials, doc)
+    extra = check_extras(ex, trials, doc, state)
     if ex.expect == "resume":
         max_trials += 1
         if not any(c.get("type") == "Restarting" and c.get("status") == "True"
@@ -450,7 +450,8 @@ def judge_experiment(res: Result, ex: Example, doc: dict[str, Any], obj: dict[st
         res.reason += f" (upstream: {EXPECT[ex.expect]})"
 
 
-def check_extras(ex: Example, trials: list[dict[str, Any]], doc: dict[str, Any]) -> list[str]:
+def check_extras(ex: Example, trials: list[dict[str, Any]], doc: dict[str, Any],
+                 state: Path) -> list[str]:
     problems = []
     for t in trials:
         tname = t["metadata"]["name"]
@@ -465,6 +466,15 @@ def check_extras(ex: Example, trials: list[dict[str, Any]], doc: dict[str, Any])
             diff = {k: env.get(k) for k, v in want.items() if env.get(k) != v}
             if diff:
                 problems.append(f"{tname}: env {diff}")
+        if "job-trials" in ex.checks:
+            # mnist.py prints this in every replica once WORLD_SIZE > 1 (gloo by default)
+            folder = state / "runs" / "trials" / t["metadata"]["namespace"] / tname
+            for log in ("trial.log", "worker-0.log"):
+                with contextlib.suppress(OSError):
+                    if "Using distributed PyTorch with gloo backend" in \
+                            (folder / log).read_text(errors="replace"):
+                        continue
+                problems.append(f"{tname}: {log} does not show a gloo process group")
         if "strategies" in ex.checks:
             obs = {m["name"]: m for m in ((t.get("status") or {}).get("observation") or {})
                    .get("metrics", [])}

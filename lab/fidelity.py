@@ -601,6 +601,26 @@ def _examples() -> list[str]:
            "gave a wrong result or a crash. Katib v0.19.0 examples/v1beta1, Training Operator "
            "v1.9.0 examples, KServe v0.16.0 docs/samples/v1beta1 (models from the sample "
            "folder, or trained on iris where the sample only names a bucket).", "",
+           "Rows whose reason starts \"exact with the image's files\" were run the way a "
+           "cluster runs them: with the files the example's container image holds and its "
+           "dataset reachable. A developer re-runs them with the harness "
+           "`scripts/upstream_examples.py` (root, for a private mount namespace), given the "
+           "upstream trees as bare git mirrors or checkouts: `sudo .venv/bin/python "
+           "scripts/upstream_examples.py --katib KATIB_TREE --training-operator "
+           "TRAINING_OPERATOR_TREE [--only grid]` (tags v0.19.0 and v1.9.0 by default; "
+           "`--no-image` gives the earlier \"needs its image\" verdicts). It takes the image's "
+           "files from the same tree's Dockerfile (for pytorch-mnist: "
+           "examples/v1beta1/trial-images/pytorch-mnist/ at /opt/pytorch-mnist, and /katib) "
+           "and mounts them at their image paths for that run only; it writes a small "
+           "synthetic FashionMNIST in the real IDX format where mnist.py reads it "
+           "(data/FashionMNIST/raw/ beside the manifest, the trial's working folder); every "
+           "example runs unmodified (the same epochs and trial counts) with a fresh "
+           "KFLAB_STATE, and its final status is compared with what Katib v0.19.0 or the "
+           "Training Operator v1.9.0 give for the same run. mnist.py needs torchvision: the "
+           "PyPI wheel for torch 2.13 (torchvision 0.28.0) links torch's CUDA build, so its "
+           "compiled ops do not load with the CPU torch; the harness declares the two op "
+           "schemas torchvision registers unguarded (nms, qnms), and torchvision's own "
+           "Python datasets and transforms, all mnist.py uses, run unchanged.", "",
            "| example | verdict | reason |", "| --- | --- | --- |"]
     out += [f"| {_cell(e)} | {v} | {_cell(r)} |" for e, v, r in ex.EXAMPLES]
     out.append("")

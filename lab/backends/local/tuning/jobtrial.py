@@ -92,6 +92,8 @@ class JobTrial:
         primary = next((i for i in sup.instances if i.rep.type in leaders), sup.instances[0])
         primary.log = primary_log
         self.sup, self.primary = sup, primary
+        self._forget = lambda: [lease.drop(f"{trial}/{label}")
+                                for label in list(sup.group.labels.values())]
         self.returncode: int | None = None
         self.detail = ""
         self._thread = threading.Thread(target=self._run, name=f"trial {trial}", daemon=True)
@@ -100,6 +102,12 @@ class JobTrial:
         self._thread.start()
 
     def _run(self) -> None:
+        try:
+            self._supervise()
+        finally:
+            self._forget()  # the replicas are gone: out of the experiment's lease record
+
+    def _supervise(self) -> None:
         sup = self.sup
         try:
             with sup.group:

@@ -112,3 +112,55 @@ def test_parallel_job_trials_get_their_own_gpus(backend: LocalBackend, tmp_path:
         log = backend.store.run_path("Trial", t["metadata"]["name"], "default") / "trial.log"
         assert f"gpus={t['metadata']['annotations']['kflab.dev/gpus']}" in log.read_text()
     assert gpus.holders(backend.root) == {}
+
+
+def test_ctrl_c_stops_every_replica_of_running_job_trials(tmp_path: Path) -> None:
+    """A real `kflab apply` stopped (SIGTERM, as `kflab delete` sends) while a PyTorchJob
+    trial runs: Master and Worker are stopped, neither restarts (restartPolicy OnFailure),
+    the trial is Killed and the experiment Failed naming the signal."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import time
+
+    import yaml
+
+    from lab.backends.local.procs import is_running
+
+    script = """
+import os, time
+with open(f"{os.environ['RANK']}.pid", "a") as fh:  # one line per start
+    fh.write(f"{os.getpid()}\\n")
+time.sleep(60)
+"""
+    write(tmp_path, "job.py", script)
+    obj = _pytorchjob_experiment()
+    for rep in obj["spec"]["trialTemplate"]["trialSpec"]["spec"][
+            "pytorchReplicaSpecs"].values():
+        rep["restartPolicy"] = "OnFailure"
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(obj))
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "KFLAB_STATE": str(tmp_path / "state"), "PYTHONPATH": str(repo)}
+    proc = subprocess.Popen([sys.executable, "-m", "lab.cli", "apply", "-f", "exp.yaml"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.glob("*.pid"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    pids = [int(p) for f in tmp_path.glob("*.pid") for p in f.read_text().split()]
+    assert len(pids) == 2, proc.stdout
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGTERM, out
+    time.sleep(0.3)
+    assert [p for p in pids if is_running(p)] == []
+    assert sorted(len(f.read_text().split()) for f in tmp_path.glob("*.pid")) == [1, 1], \
+        "a replica was started again"
+    backend = LocalBackend(str(tmp_path / "state"))
+    exp = backend.get("Experiment", "exp")
+    assert exp["status"]["conditions"][-1]["type"] == "Failed"
+    assert "SIGTERM" in exp["status"]["conditions"][-1]["message"]
+    assert [t["status"]["conditions"][-1]["type"] for t in backend.list("Trial")] == ["Killed"]
+    for record in (tmp_path / "state" / "owners").rglob("exp.json"):  # if still there
+        assert json.loads(record.read_text()).get("procs", {}) == {}

@@ -502,10 +502,15 @@ def _template(r: _Reader, spec: dict[str, Any], params: tuple[Param, ...],
             warnings.append(f"{where}.env[{i}].valueFrom ({e['name']}): needs a cluster, unset")
     workdir = r.get(container, "workingDir", str, where)
     del workdir  # validated only; resolved when trials start
-    skip = [k for k in container if k not in CONTAINER_LOCAL]
-    if skip:
-        warnings.append(f"{where}: {', '.join(sorted(skip))}")
     job_trial = tkind in JOB_TRIAL_KINDS
+    # a job trial's other replicas run too: their containers' cluster-only fields as well
+    for q in [cpath] + ([q for q in paths if q != cpath and q[:-1] != cpath[:-1]]
+                        if job_trial else []):
+        other = _at(trial_spec, q)
+        skip = [k for k in other if k not in CONTAINER_LOCAL] if isinstance(other, dict) \
+            else []
+        if skip:
+            warnings.append(f"{p}.trialSpec{_dotted(q)}: {', '.join(sorted(skip))}")
     # A training job's replicas all run (tuning/jobtrial.py); other containers of the
     # primary's own pod (sidecars) do not.
     others = [_dotted(q) for q in paths if q != cpath

@@ -8,6 +8,12 @@ Rendered into docs/fidelity.md by lab/fidelity.py. Verdicts:
   have; the trial or replica fails naming the missing file or the download, as the same
   manifest would on a cluster with that image missing -- not a wrong result, not exact.
 
+The reviewers run the examples with the containers' files available, and so does
+scripts/upstream_examples.py: it lays the image's files (from the same tree's Dockerfile)
+at their image paths in a private mount namespace and writes the dataset offline. A row
+it verified says "exact with the image's files and an offline dataset", with what the run
+gave; the others keep the verdict they had.
+
 Upstream trees: kubeflow/katib v0.19.0 examples/v1beta1, kubeflow/training-operator
 v1.9.0 examples (the last tree with the v1 examples), kserve/kserve v0.16.0
 docs/samples/v1beta1. KServe's samples point at gs:// buckets: their model files come from

@@ -222,7 +222,11 @@ RULES: tuple[Rule, ...] = (
          test="test_file_collector_outside_the_folder_gives_each_trial_its_own_file"),
     Rule("katib.collector.file-parallel", "Experiment", "File collector with parallel trials",
          "each trial's pod has its own filesystem, so trials write the same path in parallel",
-         DIFFERENT, "trials run one at a time: locally the path would be one shared file",
+         DIFFERENT, "where a private mount namespace works (Linux, as root or with user "
+         "namespaces) and the path is absolute and apart from the manifest's folder, each "
+         "Job trial gets its own folder mounted there and trials run in parallel, as on "
+         "Katib (no note); otherwise trials run one at a time: locally the path would be "
+         "one shared file",
          f"{KATIB} pkg/webhook/v1beta1/pod/inject_webhook.go (collector sidecar per pod)",
          announce="trials run one at a time (not {parallel}): the File collector's path is "
                   "one shared file here"),

@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import os
 import queue
 import secrets
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -118,7 +121,11 @@ class _Run:
         else:
             self.dists = distributions(self.spec.params)
         self.parallel = self.spec.parallel
-        if self.spec.collector.kind == "File" and self.parallel > 1:
+        self.private_metrics = self._private_metrics()
+        if self.private_metrics:
+            self.differences = [d for d in self.differences
+                                if d[0] != "katib.collector.file-parallel"]
+        elif self.spec.collector.kind == "File" and self.parallel > 1:
             self.parallel = 1  # announced: katib.collector.file-parallel
         self.t0 = time.monotonic()
         self.host_gpus = bool(gpus.inventory())
@@ -158,6 +165,32 @@ class _Run:
                     self.study.add_trial(optuna.trial.create_trial(
                         params=params, distributions=self.dists,
                         state=optuna.trial.TrialState.FAIL))
+
+    def _private_metrics(self) -> bool:
+        """Whether each trial gets its own folder at the File collector's path (mountns.py),
+        as Katib mounts one in each pod: for a Job trial whose collector folder is an
+        absolute path apart from the manifest's folder (neither inside nor above it), when
+        a private mount namespace works here. Else trials share the one path."""
+        coll = self.spec.collector
+        if coll.kind != "File" or self.spec.trial_spec.get("kind") in JOB_KINDS \
+                or not os.path.isabs(str(coll.path)):
+            return False
+        folder = Path(str(coll.path)).parent
+        here = self.base_dir.resolve()
+        try:
+            there = folder.resolve()
+            if here.is_relative_to(there) or there.is_relative_to(here):
+                return False
+            folder.mkdir(parents=True, exist_ok=True)  # the mount point, as before
+        except OSError:
+            return False  # each trial says why (trials.prepare_metrics_file)
+        try:
+            out = subprocess.run([sys.executable, "-I", "-S", str(tuning_trials.MOUNTNS),
+                                  "probe", str(folder)], capture_output=True, text=True,
+                                 timeout=20, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+        return out.stdout.strip() == "ready"
 
     # --- persistence ---------------------------------------------------------------------
 
@@ -266,7 +299,9 @@ class _Run:
         else:
             started = tuning_trials.launch(group, self.spec, runspec, name, log,
                                            self.base_dir, record,
-                                           gpus=held if self.host_gpus else None)
+                                           gpus=held if self.host_gpus else None,
+                                           private=log.parent / "metrics"
+                                           if self.private_metrics else None)
         if held:
             trial["metadata"].setdefault("annotations", {})[gpus.ANNOTATION] = ",".join(held)
         proc = started.proc

@@ -104,8 +104,9 @@ def test_parallel_job_trials_get_their_own_gpus(backend: LocalBackend, tmp_path:
     specs["Master"]["template"]["spec"]["containers"][0]["resources"] = {
         "limits": {"nvidia.com/gpu": 1}}
     exp = backend.apply(obj, base_dir=tmp_path)
-    assert exp["status"].get("trialsSucceeded") == 2
     trials = backend.list("Trial")
+    assert exp["status"].get("trialsSucceeded") == 2, [
+        t["status"]["conditions"][-1] for t in trials]
     given = {t["metadata"]["annotations"]["kflab.dev/gpus"] for t in trials}
     assert given == {"0", "1"}
     for t in trials:

@@ -106,7 +106,7 @@ def test_parallel_job_trials_get_their_own_gpus(backend: LocalBackend, tmp_path:
     exp = backend.apply(obj, base_dir=tmp_path)
     trials = backend.list("Trial")
     assert exp["status"].get("trialsSucceeded") == 2, [
-        t["status"]["conditions"][-1] for t in trials]
+        t["status"]["conditions"][-1]["message"] for t in trials]
     given = {t["metadata"]["annotations"]["kflab.dev/gpus"] for t in trials}
     assert given == {"0", "1"}
     for t in trials:
@@ -165,3 +165,28 @@ time.sleep(60)
     assert [t["status"]["conditions"][-1]["type"] for t in backend.list("Trial")] == ["Killed"]
     for record in (tmp_path / "state" / "owners").rglob("exp.json"):  # if still there
         assert json.loads(record.read_text()).get("procs", {}) == {}
+
+
+QUICK_THEN_SLOW = """
+import os, sys, time
+try:
+    os.close(os.open("first", os.O_CREAT | os.O_EXCL))
+except FileExistsError:
+    time.sleep(1.5)  # the other trial's job ends meanwhile
+print(f"loss={float(sys.argv[1]):.4f}")
+"""
+
+
+def test_one_job_trial_ending_leaves_the_others_running(backend: LocalBackend,
+                                                        tmp_path: Path) -> None:
+    """Two job trials at once: the first one's end stops its own replicas only (their
+    processes share the experiment's run token; a sweep by it killed the other trial's
+    Master, which then failed)."""
+    write(tmp_path, "job.py", QUICK_THEN_SLOW)
+    obj = _pytorchjob_experiment()
+    obj["spec"]["parallelTrialCount"] = 2
+    del obj["spec"]["trialTemplate"]["trialSpec"]["spec"]["pytorchReplicaSpecs"]["Worker"]
+    exp = backend.apply(obj, base_dir=tmp_path)
+    trials = backend.list("Trial")
+    assert exp["status"].get("trialsSucceeded") == 2, [
+        t["status"]["conditions"][-1]["message"] for t in trials]

@@ -35,6 +35,20 @@ from lab.errors import LabError
 JOB_KINDS = JOB_TRIAL_KINDS
 
 
+class _TrialGroup(ChildGroup):
+    """The replicas of one trial's job. Their processes carry the experiment's run token
+    (so `kflab down` finds them), which every trial shares: ChildGroup's sweep by token
+    at the end would stop the other trials' replicas too. This group stops its own
+    process groups only; the experiment's own group sweeps by token when it ends."""
+
+    def stop_all(self, grace: float = 3.0) -> None:
+        tag, self.tag = self.tag, None
+        try:
+            super().stop_all(grace)
+        finally:
+            self.tag = tag
+
+
 class _Stopped(Exception):
     """The trial was stopped (early stopping, an interrupted experiment)."""
 
@@ -83,7 +97,7 @@ class JobTrial:
         sup = _TrialSupervisor(backend, obj, job, run_dir, base_dir, lease)
         # Replica labels in the experiment's lease carry the trial's name (master-0 of
         # every trial would collide); the lease is shared with the experiment's thread.
-        sup.group = ChildGroup(lease.token,
+        sup.group = _TrialGroup(lease.token,
                                on_start=lambda label, proc, argv=(): lease.add(
                                    f"{trial}/{label}", proc, argv),
                                on_exit=lambda label: lease.drop(f"{trial}/{label}"))

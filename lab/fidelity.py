@@ -213,9 +213,12 @@ RULES: tuple[Rule, ...] = (
          "each trial's pod mounts its own empty folder at the file's folder (so /katib exists "
          "and holds no earlier trial's file); the collector reads the whole file once the "
          "trial ends", SAME,
-         "each trial starts without the file: a missing folder is created, the previous "
-         "trial's file removed (outside the manifest's folder only files trials wrote; any "
-         "other file there fails the trial, naming it); the whole file is read at the end",
+         "each trial starts without the file: where a private mount namespace works, a "
+         "folder of the trial's own is mounted at the file's folder for its processes (an "
+         "absolute path apart from the manifest's folder, such as /katib); else a missing "
+         "folder is created and the previous trial's file removed (outside the manifest's "
+         "folder only files trials wrote; any other file there fails the trial, naming "
+         "it); the whole file is read at the end",
          f"{KATIB} pkg/webhook/v1beta1/pod/inject_webhook.go; "
          "pkg/metricscollector/v1beta1/file-metricscollector/file-metricscollector.go "
          "CollectObservationLog",

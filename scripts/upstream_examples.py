@@ -422,7 +422,7 @@ def judge_experiment(res: Result, ex: Example, doc: dict[str, Any], obj: dict[st
                 float(obs[metric]["latest"])
             except (KeyError, ValueError):
                 bad.append(f"{t['metadata']['name']}: no numeric {metric}")
-    summary = (f"{last.get('type')} ({last.get('reason')}), {len(trials)} trials "
+    summary = (f"{last.get('type')} ({last.get('reason')}), {len(trials)} trials: "
                + ", ".join(f"{v} {k}" for k, v in sorted(states.items())))
     best = (st.get("currentOptimalTrial") or {}).get("observation") or {}
     best_v = {m["name"]: m.get("latest") for m in best.get("metrics") or []}

@@ -394,7 +394,9 @@ def judge(res: Result, ex: Example, docs: list[dict[str, Any]], state: Path, log
         return
     res.conditions = _conds(obj)
     if res.rc is None:
-        res.verdict, res.reason = "WRONG", "still running at the harness's timeout"
+        # without the image, an OnFailure replica crash-loops as its pod would
+        res.verdict = "WRONG" if imaged else "needs-image"
+        res.reason = "still running at the harness's timeout"
         return
     if kind == "Experiment":
         judge_experiment(res, ex, doc, obj, state, ns, imaged, missing)

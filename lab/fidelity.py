@@ -213,16 +213,23 @@ RULES: tuple[Rule, ...] = (
          "each trial's pod mounts its own empty folder at the file's folder (so /katib exists "
          "and holds no earlier trial's file); the collector reads the whole file once the "
          "trial ends", SAME,
-         "each trial starts without the file: a missing folder is created, the previous "
-         "trial's file removed (outside the manifest's folder only files trials wrote; any "
-         "other file there fails the trial, naming it); the whole file is read at the end",
+         "each trial starts without the file: where a private mount namespace works, a "
+         "folder of the trial's own is mounted at the file's folder for its processes (an "
+         "absolute path apart from the manifest's folder, such as /katib); else a missing "
+         "folder is created and the previous trial's file removed (outside the manifest's "
+         "folder only files trials wrote; any other file there fails the trial, naming "
+         "it); the whole file is read at the end",
          f"{KATIB} pkg/webhook/v1beta1/pod/inject_webhook.go; "
          "pkg/metricscollector/v1beta1/file-metricscollector/file-metricscollector.go "
          "CollectObservationLog",
          test="test_file_collector_outside_the_folder_gives_each_trial_its_own_file"),
     Rule("katib.collector.file-parallel", "Experiment", "File collector with parallel trials",
          "each trial's pod has its own filesystem, so trials write the same path in parallel",
-         DIFFERENT, "trials run one at a time: locally the path would be one shared file",
+         DIFFERENT, "where a private mount namespace works (Linux, as root or with user "
+         "namespaces) and the path is absolute and apart from the manifest's folder, each "
+         "Job trial gets its own folder mounted there and trials run in parallel, as on "
+         "Katib (no note); otherwise trials run one at a time: locally the path would be "
+         "one shared file",
          f"{KATIB} pkg/webhook/v1beta1/pod/inject_webhook.go (collector sidecar per pod)",
          announce="trials run one at a time (not {parallel}): the File collector's path is "
                   "one shared file here"),
@@ -299,6 +306,17 @@ RULES: tuple[Rule, ...] = (
          "`kflab apply` says unchanged and no trial re-runs (an interrupted run runs again)",
          "kubernetes kubectl apply (an unchanged object is not patched)",
          test="test_applying_the_same_experiment_again_changes_nothing"),
+    Rule("katib.resumePolicy", "Experiment", "resumePolicy LongRunning / FromVolume",
+         "an Experiment that Succeeded by reaching maxTrialCount restarts when maxTrialCount "
+         "is raised: Restarting condition, its trials kept, more trials up to the new count; "
+         "only parallelTrialCount, maxTrialCount and maxFailedTrialCount may change, and "
+         "maxTrialCount must exceed status.trials", SAME,
+         "the same restart, conditions and refusal (not for hyperband, whose state lives in "
+         "its service: a changed hyperband Experiment runs afresh)",
+         f"{KATIB} pkg/controller.v1beta1/experiment/experiment_controller.go Reconcile; "
+         "util/status_util.go IsCompletedExperimentRestartable; "
+         "pkg/webhook/v1beta1/experiment/validator/validator.go ValidateExperiment",
+         test="test_more_trials_restart_the_experiment_and_keep_its_trials"),
     Rule("katib.trialTemplate.command", "Experiment", "trial container without command",
          "the image's entrypoint runs", REFUSED,
          "refused: the entrypoint is unknown locally; the error shows the command line to add",
@@ -315,6 +333,19 @@ RULES: tuple[Rule, ...] = (
          f"{KATIB} manifests/v1beta1/installs/katib-standalone/katib-config.yaml "
          "trialResources; pkg/controller.v1beta1/trial/trial_controller.go",
          field="spec.trialTemplate.trialSpec.kind"),
+    Rule("katib.trialSpec.job", "Experiment", "a PyTorchJob or TFJob trial",
+         "the Training Operator runs every replica with its environment (WORLD_SIZE, RANK, "
+         "MASTER_ADDR... or TF_CONFIG); the trial ends with the job's Succeeded or Failed "
+         "condition; the metrics collector sits in the primary pod only, the Master "
+         "(default primaryPodLabels training.kubeflow.org/job-role: master)", SAME,
+         "every replica runs under the local training supervisor with the operator's "
+         "environment and restart rules; the Master's output is the trial's log and "
+         "metrics, the other replicas' logs lie beside it; the trial fails with the job's "
+         "own message (before: the primary container ran alone, not distributed)",
+         f"{KATIB} pkg/apis/controller/experiments/v1beta1/constants.go "
+         "DefaultKubeflowJobPrimaryPodLabels; pkg/controller.v1beta1/trial/"
+         "trial_controller.go UpdateTrialStatusCondition",
+         test="test_pytorchjob_trial_runs_every_replica_and_reads_the_master"),
     Rule("katib.trialTemplate.configMap", "Experiment", "trialTemplate.configMap",
          "the template is read from a ConfigMap", REFUSED, "refused: inline it as trialSpec",
          f"{KATIB} pkg/controller.v1beta1/experiment/manifest/generator.go",
@@ -614,6 +645,26 @@ def _examples() -> list[str]:
            "gave a wrong result or a crash. Katib v0.19.0 examples/v1beta1, Training Operator "
            "v1.9.0 examples, KServe v0.16.0 docs/samples/v1beta1 (models from the sample "
            "folder, or trained on iris where the sample only names a bucket).", "",
+           "Rows whose reason starts \"exact with the image's files\" were run the way a "
+           "cluster runs them: with the files the example's container image holds and its "
+           "dataset reachable. A developer re-runs them with the harness "
+           "`scripts/upstream_examples.py` (root, for a private mount namespace), given the "
+           "upstream trees as bare git mirrors or checkouts: `sudo .venv/bin/python "
+           "scripts/upstream_examples.py --katib KATIB_TREE --training-operator "
+           "TRAINING_OPERATOR_TREE [--only grid]` (tags v0.19.0 and v1.9.0 by default; "
+           "`--no-image` gives the earlier \"needs its image\" verdicts). It takes the image's "
+           "files from the same tree's Dockerfile (for pytorch-mnist: "
+           "examples/v1beta1/trial-images/pytorch-mnist/ at /opt/pytorch-mnist, and /katib) "
+           "and mounts them at their image paths for that run only; it writes a small "
+           "synthetic FashionMNIST in the real IDX format where mnist.py reads it "
+           "(data/FashionMNIST/raw/ beside the manifest, the trial's working folder); every "
+           "example runs unmodified (the same epochs and trial counts) with a fresh "
+           "KFLAB_STATE, and its final status is compared with what Katib v0.19.0 or the "
+           "Training Operator v1.9.0 give for the same run. mnist.py needs torchvision: the "
+           "PyPI wheel for torch 2.13 (torchvision 0.28.0) links torch's CUDA build, so its "
+           "compiled ops do not load with the CPU torch; the harness declares the two op "
+           "schemas torchvision registers unguarded (nms, qnms), and torchvision's own "
+           "Python datasets and transforms, all mnist.py uses, run unchanged.", "",
            "| example | verdict | reason |", "| --- | --- | --- |"]
     out += [f"| {_cell(e)} | {v} | {_cell(r)} |" for e, v, r in ex.EXAMPLES]
     out.append("")

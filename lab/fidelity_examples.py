@@ -8,6 +8,12 @@ Rendered into docs/fidelity.md by lab/fidelity.py. Verdicts:
   have; the trial or replica fails naming the missing file or the download, as the same
   manifest would on a cluster with that image missing -- not a wrong result, not exact.
 
+The reviewers run the examples with the containers' files available, and so does
+scripts/upstream_examples.py: it lays the image's files (from the same tree's Dockerfile)
+at their image paths in a private mount namespace and writes the dataset offline. A row
+it verified says "exact with the image's files and an offline dataset", with what the run
+gave; the others keep the verdict they had.
+
 Upstream trees: kubeflow/katib v0.19.0 examples/v1beta1, kubeflow/training-operator
 v1.9.0 examples (the last tree with the v1 examples), kserve/kserve v0.16.0
 docs/samples/v1beta1. KServe's samples point at gs:// buckets: their model files come from
@@ -21,7 +27,8 @@ EXACT, REFUSED, IMAGE = "exact", "refused", "needs its image"
 
 _MNIST = ("needs its image: /opt/pytorch-mnist/mnist.py (with torchvision and a "
           "FashionMNIST download) is in the trial image; each trial fails naming the "
-          "missing script, the experiment ends Failed by maxFailedTrialCount")
+          "missing script, the experiment ends Failed by maxFailedTrialCount (not yet "
+          "re-run with the image's files by scripts/upstream_examples.py)")
 
 # (example, verdict, reason)
 EXAMPLES: tuple[tuple[str, str, str], ...] = (
@@ -29,31 +36,55 @@ EXAMPLES: tuple[tuple[str, str, str], ...] = (
     ("katib argo/argo-workflow.yaml", REFUSED,
      "an Argo Workflow trial needs Argo on a cluster; the error says so and suggests a Job"),
     ("katib early-stopping/median-stop.yaml", IMAGE, _MNIST),
-    ("katib early-stopping/median-stop-with-json-format.yaml", IMAGE,
-     _MNIST + "; the File collector's /katib folder is created for each trial"),
+    ("katib early-stopping/median-stop-with-json-format.yaml", EXACT,
+     "exact with the image's files and an offline dataset: Succeeded "
+     "(ExperimentMaxTrialsReached), 15 trials: 8 EarlyStopped, 7 Succeeded; best "
+     "accuracy 0.805; hypertune's JSON file in each trial's own /katib; medianstop on "
+     "accuracy at the 2nd report"),
     ("katib fpga/xgboost-example.yaml", IMAGE,
      "needs its image (an FPGA XGBoost build); trials fail naming the missing program"),
-    ("katib hp-tuning/bayesian-optimization.yaml", IMAGE, _MNIST),
-    ("katib hp-tuning/cma-es.yaml", IMAGE, _MNIST),
-    ("katib hp-tuning/grid.yaml", IMAGE, _MNIST + "; grid order as Katib's (Optuna 3.3 rule)"),
-    ("katib hp-tuning/hyperband.yaml", IMAGE,
-     _MNIST + "; hyperband's master bracket gives both trials num-epochs=1 (int(r) for "
-     "eta 2, r_l 2), as Katib's service does"),
-    ("katib hp-tuning/hyperopt-distribution.yaml", IMAGE, _MNIST),
+    ("katib hp-tuning/bayesian-optimization.yaml", EXACT,
+     "exact with the image's files and an offline dataset: Succeeded "
+     "(ExperimentMaxTrialsReached), 12 trials: 12 Succeeded; best loss 2.1327"),
+    ("katib hp-tuning/cma-es.yaml", EXACT,
+     "exact with the image's files and an offline dataset: Succeeded "
+     "(ExperimentMaxTrialsReached), 12 trials: 12 Succeeded; best loss 2.1863"),
+    ("katib hp-tuning/grid.yaml", EXACT,
+     "exact with the image's files and an offline dataset: Succeeded "
+     "(ExperimentMaxTrialsReached), 12 trials: 12 Succeeded; best loss 2.1133; grid "
+     "order as Katib's (Optuna 3.3 rule)"),
+    ("katib hp-tuning/hyperband.yaml", EXACT,
+     "exact with the image's files and an offline dataset: Succeeded "
+     "(ExperimentMaxTrialsReached), 2 trials: 2 Succeeded; best loss 2.0428; "
+     "hyperband's master bracket gives both trials num-epochs=1 (int(r) for eta 2, r_l"
+     " 2), as Katib's service does"),
+    ("katib hp-tuning/hyperopt-distribution.yaml", EXACT,
+     "exact with the image's files and an offline dataset: Succeeded "
+     "(ExperimentMaxTrialsReached), 12 trials: 12 Succeeded; best loss 1.3214"),
     ("katib hp-tuning/multivariate-tpe.yaml", IMAGE, _MNIST),
     ("katib hp-tuning/optuna-distribution.yaml", IMAGE, _MNIST),
-    ("katib hp-tuning/random.yaml", IMAGE, _MNIST),
+    ("katib hp-tuning/random.yaml", EXACT,
+     "exact with the image's files and an offline dataset: Succeeded "
+     "(ExperimentMaxTrialsReached), 12 trials: 12 Succeeded; best loss 2.1233"),
     ("katib hp-tuning/simple-pbt.yaml", REFUSED,
      "pbt needs each trial's own checkpoint folder mounted at the same absolute path "
      "(suggestion_trial_dir): refused saying so, with tpe/random plus medianstop or a "
      "cluster as the way out"),
-    ("katib hp-tuning/sobol.yaml", IMAGE, _MNIST),
-    ("katib hp-tuning/tpe.yaml", IMAGE, _MNIST),
+    ("katib hp-tuning/sobol.yaml", EXACT,
+     "exact with the image's files and an offline dataset: Succeeded "
+     "(ExperimentMaxTrialsReached), 12 trials: 12 Succeeded; best loss 2.0782"),
+    ("katib hp-tuning/tpe.yaml", EXACT,
+     "exact with the image's files and an offline dataset: Succeeded "
+     "(ExperimentMaxTrialsReached), 12 trials: 12 Succeeded; best loss 2.1784"),
     ("katib kubeflow-trainer/trainjob-pytorch.yaml", REFUSED,
      "a TrainJob trial needs the trainer controller: refused naming the kind"),
     ("katib kubeflow-training-operator/mpijob-horovod.yaml", REFUSED,
      "an MPIJob trial needs the MPI launcher and workers: refused naming the kind"),
-    ("katib kubeflow-training-operator/pytorchjob-mnist.yaml", IMAGE, _MNIST),
+    ("katib kubeflow-training-operator/pytorchjob-mnist.yaml", EXACT,
+     "exact with the image's files and an offline dataset: Succeeded "
+     "(ExperimentMaxTrialsReached), 12 trials: 12 Succeeded; best loss 2.2005; each "
+     "trial a PyTorchJob: Master and Worker with WORLD_SIZE=2 on gloo, metrics from "
+     "the Master"),
     ("katib kubeflow-training-operator/tfjob-mnist-with-summaries.yaml", EXACT,
      "exact with the image's files and an offline dataset (scripts/upstream_tf_examples.py: "
      "/opt/tf-mnist-with-summaries/mnist.py, a synthetic mnist.npz in Keras' cache): the "
@@ -68,11 +99,21 @@ EXAMPLES: tuple[tuple[str, str, str], ...] = (
     ("katib metrics-collector/custom-metrics-collector.yaml", REFUSED,
      "a Custom collector is a sidecar that reports to katib-db-manager itself (Katib "
      "reads not its stdout): refused, print name=value (StdOut) or write a File"),
-    ("katib metrics-collector/file-metrics-collector.yaml", IMAGE,
-     _MNIST + "; /katib is created and each trial starts without the previous one's file"),
-    ("katib metrics-collector/file-metrics-collector-with-json-format.yaml", IMAGE,
-     _MNIST + "; /katib is created and each trial starts without the previous one's file"),
-    ("katib metrics-collector/metrics-collection-strategy.yaml", IMAGE, _MNIST),
+    ("katib metrics-collector/file-metrics-collector.yaml", EXACT,
+     "exact with the image's files and an offline dataset: Succeeded "
+     "(ExperimentMaxTrialsReached), 12 trials: 12 Succeeded; best accuracy 0.2250; "
+     "each trial gets its own /katib (a private mount namespace), so 3 run in parallel"
+     " as on Katib"),
+    ("katib metrics-collector/file-metrics-collector-with-json-format.yaml", EXACT,
+     "exact with the image's files and an offline dataset: Succeeded "
+     "(ExperimentMaxTrialsReached), 12 trials: 12 Succeeded; best accuracy 0.215; "
+     "hypertune's JSON file; each trial gets its own /katib (a private mount "
+     "namespace), 3 in parallel"),
+    ("katib metrics-collector/metrics-collection-strategy.yaml", EXACT,
+     "exact with the image's files and an offline dataset: Succeeded "
+     "(ExperimentMaxTrialsReached), 12 trials: 12 Succeeded; best loss 2.0239; loss "
+     "from the train lines (min), accuracy 'unavailable' (the default filter reads "
+     "name=value only), as Katib"),
     ("katib nas/darts-cpu.yaml", REFUSED, "NAS needs Katib's NAS controllers: refused"),
     ("katib nas/darts-gpu.yaml", REFUSED, "NAS needs Katib's NAS controllers: refused"),
     ("katib nas/enas-cpu.yaml", REFUSED, "NAS needs Katib's NAS controllers: refused"),
@@ -84,12 +125,17 @@ EXAMPLES: tuple[tuple[str, str, str], ...] = (
      "in the template"),
     ("katib trial-template/trial-configmap-source.yaml", REFUSED,
      "a trial template from a ConfigMap: refused, inline it as trialSpec"),
-    ("katib trial-template/trial-metadata-substitution.yaml", IMAGE,
-     _MNIST + "; ${trialSpec.Name} and the other metadata references resolve as Katib's"),
+    ("katib trial-template/trial-metadata-substitution.yaml", EXACT,
+     "exact with the image's files and an offline dataset: Succeeded "
+     "(ExperimentMaxTrialsReached), 12 trials: 12 Succeeded; best loss 2.0829; "
+     "${trialSpec.Name} and the other metadata references resolve as Katib's (checked "
+     "in each trial's env)"),
     # --- Training Operator v1.9.0, examples ------------------------------------------------
-    ("training-operator pytorch/simple.yaml", IMAGE,
-     "needs its image (/opt/pytorch-mnist/mnist.py and a download): replicas restart "
-     "(OnFailure) naming the missing script, as pods crash-loop"),
+    ("training-operator pytorch/simple.yaml", EXACT,
+     "exact with the image's files and an offline dataset: Succeeded "
+     "(PyTorchJobSucceeded): PyTorchJob pytorch-simple is successfully completed.; "
+     "{'Master': {'succeeded': 1}, 'Worker': {'succeeded': 1}}; Master and Worker with"
+     " WORLD_SIZE=2 on gloo"),
     ("training-operator pytorch/cpu-demo/demo.yaml", EXACT,
      "torchrun on 2 x 2 processes: Succeeded with the operator's texts"),
     ("training-operator pytorch/elastic/echo/echo.yaml", EXACT,

@@ -108,12 +108,17 @@ class LocalBackend:
                 # until the new one is ready)
                 return handler.apply(self, obj, base_dir=base_dir, wait=wait, lease=lease,
                                      previous=old)
-            if old is not None:
-                handler.delete(self, old)
-                self.store.delete(kind.kind, meta["name"], meta["namespace"])
+            if old is not None and hasattr(handler, "restartable") and \
+                    handler.restartable(self, old, obj):
+                # edited in place, as upstream resumes it (Katib's resumePolicy)
+                done = handler.restart(self, old, obj, base_dir=base_dir, lease=lease)
             else:
-                self.last_apply = "created"
-            done = handler.apply(self, obj, base_dir=base_dir, wait=wait, lease=lease)
+                if old is not None:
+                    handler.delete(self, old)
+                    self.store.delete(kind.kind, meta["name"], meta["namespace"])
+                else:
+                    self.last_apply = "created"
+                done = handler.apply(self, obj, base_dir=base_dir, wait=wait, lease=lease)
             if getattr(handler, "UNCHANGED_IS_NOOP", False):
                 state.write_json(self.store.run_file(kind.kind, meta["name"], meta["namespace"],
                                                      APPLIED), applied)

@@ -24,6 +24,7 @@ import fcntl
 import os
 import signal
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -77,6 +78,9 @@ class Lease:
         self.record = record
         self.previous = previous  # the record a dead earlier owner left, if any
         self.lock_file, self.record_file, self.stop_file = _files(root, kind, namespace, name)
+        # Trials that are training jobs start replicas from their own threads (tuning/
+        # jobtrial.py): one writer of the record at a time.
+        self._mutex = threading.Lock()
 
     @property
     def token(self) -> str:
@@ -88,14 +92,16 @@ class Lease:
     def add(self, label: str, proc: Any, argv: Sequence[str] = ()) -> None:
         """Record a child process (call right after starting it)."""
         rec = procs.ProcRecord.of(label, proc, argv)
-        self.record["procs"][label] = {"pid": rec.pid, "started": rec.started,
-                                       "argv": rec.argv}
-        self._save()
+        with self._mutex:
+            self.record["procs"][label] = {"pid": rec.pid, "started": rec.started,
+                                           "argv": rec.argv}
+            self._save()
 
     def drop(self, label: str) -> None:
         """Forget a child that has exited and been reaped."""
-        if self.record["procs"].pop(label, None) is not None:
-            self._save()
+        with self._mutex:
+            if self.record["procs"].pop(label, None) is not None:
+                self._save()
 
     def stop_request(self) -> dict[str, Any] | None:
         """Who asked this owner to stop (`kflab delete`, `kflab down`), if anyone did."""

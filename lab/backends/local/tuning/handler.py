@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import os
 import queue
 import secrets
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -31,7 +34,7 @@ from lab import fidelity, signals, state
 from lab.backends.local import gpus
 from lab.backends.local.owners import Lease
 from lab.backends.local.procs import ChildGroup, iter_log, kill_group
-from lab.backends.local.tuning import earlystop, tfevent
+from lab.backends.local.tuning import earlystop, jobtrial, tfevent
 from lab.backends.local.tuning import search as tuning_search
 from lab.backends.local.tuning import spec as tuning_spec
 from lab.backends.local.tuning import status as tuning_status
@@ -39,6 +42,7 @@ from lab.backends.local.tuning import trials as tuning_trials
 from lab.backends.local.tuning.differences import differences
 from lab.backends.local.tuning.grid import KatibGrid
 from lab.backends.local.tuning.hyperband import NoSuggestion
+from lab.backends.local.tuning.jobtrial import JOB_KINDS, JobTrial
 from lab.backends.local.tuning.metrics import UNAVAILABLE, MetricLog, Tail
 from lab.backends.local.tuning.search import distribution_notes, distributions, quiet, sampler
 from lab.backends.local.tuning.space import fmt
@@ -118,10 +122,76 @@ class _Run:
         else:
             self.dists = distributions(self.spec.params)
         self.parallel = self.spec.parallel
-        if self.spec.collector.kind in ("File", "TensorFlowEvent") and self.parallel > 1:
+        self.private_metrics = self._private_metrics()
+        if self.private_metrics:
+            self.differences = [d for d in self.differences
+                                if d[0] != "katib.collector.file-parallel"]
+        elif self.spec.collector.kind in ("File", "TensorFlowEvent") and self.parallel > 1:
             self.parallel = 1  # announced: katib.collector.file-parallel / tfevent-parallel
         self.t0 = time.monotonic()
         self.host_gpus = bool(gpus.inventory())
+        if self.trials:
+            self._seed()
+
+    def _seed(self) -> None:
+        """A restarted experiment's earlier trials, told to the sampler as Katib's
+        suggestion services see them (every request carries all of the experiment's
+        trials: pkg/suggestion/v1beta1/internal/trial.py `Trial.convert`)."""
+        import optuna
+        from optuna.distributions import CategoricalDistribution, IntDistribution
+
+        metric_ok = ("Succeeded", "EarlyStopped")
+        for trial in self.trials:
+            given = {a["name"]: a["value"] for a in trial["spec"]["parameterAssignments"]}
+            params: dict[str, Any] = {}
+            for name, dist in self.dists.items():
+                raw = given.get(name)
+                if isinstance(dist, CategoricalDistribution):
+                    params[name] = next((c for c in dist.choices if str(c) == raw), raw)
+                elif isinstance(dist, IntDistribution):
+                    params[name] = int(float(raw or 0))
+                else:
+                    params[name] = float(raw or 0)
+            if self.grid is not None:
+                trial["_grid_id"] = next((g for g in range(len(self.grid)) if {
+                    k: str(v) for k, v in self.grid.assignment(g).items()} == given), None)
+            value = tuning_status.trial_objective(trial)
+            with quiet(), contextlib.suppress(ValueError):
+                if tuning_status.trial_state(trial) in metric_ok and _is_float(value):
+                    self.study.add_trial(optuna.trial.create_trial(
+                        params=params, distributions=self.dists, value=float(value)))
+                    if trial.get("_grid_id") is not None:
+                        self.told[trial["metadata"]["name"]] = trial["_grid_id"]
+                else:
+                    self.study.add_trial(optuna.trial.create_trial(
+                        params=params, distributions=self.dists,
+                        state=optuna.trial.TrialState.FAIL))
+
+    def _private_metrics(self) -> bool:
+        """Whether each trial gets its own folder at the File collector's path (mountns.py),
+        as Katib mounts one in each pod: for a Job trial whose collector folder is an
+        absolute path apart from the manifest's folder (neither inside nor above it), when
+        a private mount namespace works here. Else trials share the one path."""
+        coll = self.spec.collector
+        if coll.kind != "File" or self.spec.trial_spec.get("kind") in JOB_KINDS \
+                or not os.path.isabs(str(coll.path)):
+            return False
+        folder = Path(str(coll.path)).parent
+        here = self.base_dir.resolve()
+        try:
+            there = folder.resolve()
+            if here.is_relative_to(there) or there.is_relative_to(here):
+                return False
+            folder.mkdir(parents=True, exist_ok=True)  # the mount point, as before
+        except OSError:
+            return False  # each trial says why (trials.prepare_metrics_file)
+        try:
+            out = subprocess.run([sys.executable, "-I", "-S", str(tuning_trials.MOUNTNS),
+                                  "probe", str(folder)], capture_output=True, text=True,
+                                 timeout=20, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+        return out.stdout.strip() == "ready"
 
     # --- persistence ---------------------------------------------------------------------
 
@@ -177,30 +247,39 @@ class _Run:
         return otrial, [{"name": p.name, "value": fmt(otrial.params[p.name])}
                         for p in self.spec.params], grid_id
 
-    def _gpus_for(self, name: str) -> list[str] | None:
+    def _gpus_for(self, name: str, asks: dict[str, int]) -> dict[str, list[str]] | None:
         """The trial's GPUs from the shared allocation (gpus.py), or None when others hold
         them and trials of this experiment are running (the loop tries again as they
         end). With none running, wait as a Pending pod waits for its GPUs."""
         holder = gpus.holder_of("Trial", self.ns, name)
-        asks = {"main": self.spec.gpus}
         got = gpus.allocate(self.store.root, holder, asks)
         if got is None and self.active:
             return None
         if got is None:
             got = gpus.acquire(self.store.root, holder, asks, on_pending=lambda msg: (
                 self.backend.emit({"event": "message", "text": (
-                    f"trial {name} is waiting for {self.spec.gpus} GPU(s): {msg} (held by: "
-                    f"{', '.join(gpus.holders(self.store.root))})")})))
-        return got["main"]
+                    f"trial {name} is waiting for {sum(asks.values())} GPU(s): {msg} (held "
+                    f"by: {', '.join(gpus.holders(self.store.root))})")})))
+        return got
 
     def start_one(self, group: ChildGroup) -> bool:
         name = f"{self.spec.name}-{secrets.token_hex(4)}"
         held: list[str] = []
-        if self.spec.gpus:
-            found = self._gpus_for(name)
+        job_held: dict[str, list[str]] | None = None
+        job_trial = self.spec.trial_spec.get("kind") in JOB_KINDS
+        asks = ({"main": self.spec.gpus} if self.spec.gpus else {}) if not job_trial else \
+            (jobtrial.gpu_asks(tuning_trials.run_spec(
+                self.spec, name, [{"name": p.name, "value": "0"} for p in self.spec.params]))
+             if self.host_gpus else {})
+        if asks:
+            found = self._gpus_for(name, asks)
             if found is None:  # the loop waits for a running trial to end
                 return False
-            held = found
+            if job_trial:
+                job_held = found
+                held = [g for ids in found.values() for g in ids]
+            else:
+                held = found["main"]
         got = self._assignments()
         if got is None:
             gpus.release(self.store.root, gpus.holder_of("Trial", self.ns, name))
@@ -214,8 +293,16 @@ class _Run:
         self.trials.append(trial)
         log = self.store.run_file("Trial", name, self.ns, "trial.log")
         record = state.path(self.store.root, "metrics-files.json")
-        started = tuning_trials.launch(group, self.spec, runspec, name, log, self.base_dir,
-                                       record, gpus=held if self.host_gpus else None)
+        if job_trial:
+            started = tuning_trials.launch_job(self.backend, self.lease, self.spec, runspec,
+                                               name, log, self.base_dir, record,
+                                               held=job_held)
+        else:
+            started = tuning_trials.launch(group, self.spec, runspec, name, log,
+                                           self.base_dir, record,
+                                           gpus=held if self.host_gpus else None,
+                                           private=log.parent / "metrics"
+                                           if self.private_metrics else None)
         if held:
             trial["metadata"].setdefault("annotations", {})[gpus.ANNOTATION] = ",".join(held)
         proc = started.proc
@@ -251,8 +338,7 @@ class _Run:
             run.metrics.feed(line, run.fmt)
         if run.proc.poll() is None and not run.early_stopped and self._early_stop(run):
             run.early_stopped = True
-            kill_group(run.proc.pid, grace=2.0)
-            run.proc.wait()
+            _stop(run.proc)
 
     def finish(self, run: Running, *, rc: int, detail: str = "", killed: bool = False) -> None:
         import optuna
@@ -281,7 +367,8 @@ class _Run:
                 f"{'below' if rule.get('comparison') == 'less' else 'above'} the median "
                 f"stopping value {rule.get('value')}")
         elif rc != 0:
-            ctype, detail = "Failed", detail or self._exit_detail(trial, rc)
+            ctype, detail = "Failed", detail or getattr(run.proc, "detail", "") or \
+                self._exit_detail(trial, rc)
         elif run.fmt == "JSON" and run.metrics.bad_line is not None:
             number, text = run.metrics.bad_line
             ctype, detail = "Failed", (
@@ -304,11 +391,12 @@ class _Run:
             else:
                 self.study.tell(run.number, state=optuna.trial.TrialState.FAIL)
         self.active.pop(trial["metadata"]["name"], None)
-        if self.spec.gpus:
+        if gpus.ANNOTATION in (trial["metadata"].get("annotations") or {}):
             with contextlib.suppress(StateError):
                 gpus.release(self.store.root, gpus.holder_of("Trial", self.ns,
                                                              trial["metadata"]["name"]))
-        if self.group is not None and run.proc is not None:
+        if self.group is not None and run.proc is not None and \
+                not isinstance(run.proc, JobTrial):
             self.group.forget(run.proc)
         self.refresh()
         self.save(_public(trial))
@@ -478,6 +566,9 @@ class _Run:
             except BaseException as exc:
                 why = signals.reason(exc, lease.stop_request()) \
                     if isinstance(exc, KeyboardInterrupt) else f"kflab hit an error: {exc}"
+                for run in list(self.active.values()):
+                    if isinstance(run.proc, JobTrial):
+                        run.proc.stop(grace=1.0)
                 group.stop_all(grace=1.0)
                 # The status says why; a full or read-only state folder may refuse even
                 # that, and then the next command marks it (its lease will be free).
@@ -531,6 +622,15 @@ class _Run:
                 ",".join(paths)
 
 
+def _stop(proc: Any) -> None:
+    """End a running trial: a process group, or a training job's replicas."""
+    if isinstance(proc, JobTrial):
+        proc.stop()
+        return
+    kill_group(proc.pid, grace=2.0)
+    proc.wait()
+
+
 def _is_float(text: Any) -> bool:
     try:
         float(text)
@@ -562,6 +662,7 @@ def _defaults(obj: dict[str, Any], spec: Spec) -> None:
         fsp.setdefault("kind", "Directory")
         if not fsp.get("path"):
             fsp["path"] = spec.collector.path
+    s.setdefault("resumePolicy", "Never")  # experiment_defaults.go setDefaultResumePolicy
 
 
 def _runnable(obj: dict[str, Any]) -> Spec:
@@ -598,6 +699,66 @@ def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = Tru
     _defaults(exp, spec)
     tuning_status.experiment_created(exp)
     return _Run(backend, exp, spec, base_dir, lease).run()
+
+
+RESUME_POLICIES = ("LongRunning", "FromVolume")
+EDITABLE = ("parallelTrialCount", "maxTrialCount", "maxFailedTrialCount")
+
+
+def restartable(backend: Any, old: dict[str, Any], obj: dict[str, Any]) -> bool:
+    """Katib's resume: an Experiment that Succeeded by reaching maxTrialCount, with
+    resumePolicy LongRunning or FromVolume, whose only change is in parallelTrialCount,
+    maxTrialCount or maxFailedTrialCount, restarts and keeps its trials
+    (pkg/controller.v1beta1/experiment/experiment_controller.go `Reconcile`,
+    util/status_util.go `IsCompletedExperimentRestartable`; the webhook's
+    validator.go `ValidateExperiment` lets only those three fields change). A new
+    maxTrialCount not above the trials it has is refused, as the webhook refuses it. Any
+    other change replaces the Experiment (kflab's re-apply). Algorithms kept in a service
+    of their own (hyperband) are not resumed here."""
+    if obj.get("kind") != "Experiment" or old.get("kind") != "Experiment":
+        return False
+    spec = old.get("spec") or {}
+    cond = tuning_status.last_condition(old) or {}
+    if spec.get("resumePolicy") not in RESUME_POLICIES or cond.get("type") != "Succeeded" \
+            or cond.get("reason") != tuning_status.MAX_TRIALS_REACHED \
+            or (spec.get("algorithm") or {}).get("algorithmName") in tuning_search.SERVICES:
+        return False
+    new = copy.deepcopy(obj)
+    _defaults(new, tuning_spec.parse(obj))
+    if {k: v for k, v in new["spec"].items() if k not in EDITABLE} != \
+            {k: v for k, v in spec.items() if k not in EDITABLE}:
+        return False
+    if new["spec"] == spec:
+        return False
+    have = int((old.get("status") or {}).get("trials") or 0)
+    wanted = new["spec"].get("maxTrialCount")
+    if wanted is not None and int(wanted) <= have:
+        raise InputError(f"experiment '{old['metadata']['name']}'", "spec.maxTrialCount",
+                         f"{wanted} must be greater than status.trials count ({have}): Katib "
+                         "restarts a completed Experiment only for more trials",
+                         hint=f"set maxTrialCount above {have}, or delete the Experiment "
+                              "to start it afresh")
+    return True
+
+
+def restart(backend: Any, old: dict[str, Any], obj: dict[str, Any], *, base_dir: Path,
+            lease: Lease) -> dict:
+    """Go on from the trials the Experiment has, with its new budget (see restartable)."""
+    spec = _runnable(obj)
+    exp = copy.deepcopy(old)
+    new = copy.deepcopy(obj)
+    _defaults(new, spec)
+    for key in EDITABLE:
+        if key in new["spec"]:
+            exp["spec"][key] = new["spec"][key]
+        else:
+            exp["spec"].pop(key, None)
+    tuning_status.restarting(exp)
+    backend.emit({"event": "message", "text": (
+        f"experiment {spec.name} is restarted (resumePolicy {exp['spec']['resumePolicy']}): "
+        f"its {len(_trials_of(backend, old))} trial(s) are kept, up to "
+        f"{exp['spec'].get('maxTrialCount')} in all")})
+    return _Run(backend, exp, spec, base_dir, lease, trials=_trials_of(backend, old)).run()
 
 
 def _trials_of(backend: Any, obj: dict[str, Any]) -> list[dict[str, Any]]:

@@ -48,6 +48,7 @@ DEFAULT_PRIMARY = "training-container"
 # Trial kinds run locally (a Job's container; a training job's replicas): others need their
 # own controller (Argo Workflow, Tekton PipelineRun, MPIJob's launcher, TrainJob...).
 TRIAL_KINDS = ("Job", "PyTorchJob", "TFJob")
+JOB_TRIAL_KINDS = ("PyTorchJob", "TFJob")  # every replica runs, as the operator runs them
 PLACEHOLDER = re.compile(r"\$\{trialParameters\.([^}]*)\}")
 META_REF = re.compile(r"^\$\{trialSpec\.(Name|Namespace|Kind|APIVersion|"
                       r"Labels\[[^\]]+\]|Annotations\[[^\]]+\])\}$")
@@ -537,17 +538,28 @@ def _template(r: _Reader, spec: dict[str, Any], params: tuple[Param, ...],
             warnings.append(f"{where}.env[{i}].valueFrom ({e['name']}): needs a cluster, unset")
     workdir = r.get(container, "workingDir", str, where)
     del workdir  # validated only; resolved when trials start
-    skip = [k for k in container if k not in CONTAINER_LOCAL]
-    if skip:
-        warnings.append(f"{where}: {', '.join(sorted(skip))}")
-    if len(paths) > 1:
-        others = [_dotted(q) for q in paths if q != cpath]
+    job_trial = tkind in JOB_TRIAL_KINDS
+    # a job trial's other replicas run too: their containers' cluster-only fields as well
+    for q in [cpath] + ([q for q in paths if q != cpath and q[:-1] != cpath[:-1]]
+                        if job_trial else []):
+        other = _at(trial_spec, q)
+        skip = [k for k in other if k not in CONTAINER_LOCAL] if isinstance(other, dict) \
+            else []
+        if skip:
+            warnings.append(f"{p}.trialSpec{_dotted(q)}: {', '.join(sorted(skip))}")
+    # A training job's replicas all run (tuning/jobtrial.py); other containers of the
+    # primary's own pod (sidecars) do not.
+    others = [_dotted(q) for q in paths if q != cpath
+              and (not job_trial or q[:-1] == cpath[:-1])]
+    if others:
         warnings.append(f"{p}.trialSpec: only the primary container '{primary}' runs; "
                         f"not {', '.join(others)}")
     for key in TEMPLATE_CLUSTER_ONLY:
         if key in tt:
             warnings.append(f"{p}.{key}")
-    around = _around(trial_spec, cpath)
+    # A job trial's replicas, restart policies and run policy are the training
+    # supervisor's to honour (it names what it ignores itself).
+    around = [] if job_trial else _around(trial_spec, cpath)
     if around:
         warnings.append(f"{p}.trialSpec: {', '.join(around)}")
     return tparams, trial_spec, cpath, primary
@@ -648,11 +660,12 @@ def parse(obj: dict[str, Any]) -> Spec:
         raise r.fail("spec.parameters", limits.limit("grid size (points)", size,
                                                      limits.MAX_GRID_POINTS, "MAX_GRID_POINTS"),
                      "use a larger feasibleSpace.step, fewer values, or another algorithm")
-    for key in ("resumePolicy", "nasConfig"):
-        if key in spec:
-            if key == "nasConfig":
-                raise r.fail("spec.nasConfig", "neural architecture search needs a cluster")
-            warnings.append(f"spec.{key}")
+    if "nasConfig" in spec:
+        raise r.fail("spec.nasConfig", "neural architecture search needs a cluster")
+    resume = spec.get("resumePolicy", "Never")
+    if resume not in ("Never", "LongRunning", "FromVolume"):
+        raise r.fail("spec.resumePolicy", f"unknown resumePolicy {resume!r}",
+                     "use Never, LongRunning or FromVolume")
     return Spec(name, namespace, objective, algorithm, settings, params, parallel, max_trials,
                 max_failed, collector, early, tparams, trial_spec, cpath, primary, warnings)
 

@@ -22,6 +22,7 @@ GOAL_REACHED = "ExperimentGoalReached"
 MAX_TRIALS_REACHED = "ExperimentMaxTrialsReached"
 SUGGESTION_END = "ExperimentSuggestionEndReached"
 FAILED = "ExperimentFailed"
+RESTARTING = "ExperimentRestarting"
 
 # Trial condition type -> (reason, message) as Katib's trial controller writes them.
 TRIAL_REASONS = {
@@ -178,6 +179,16 @@ def update_condition(exp: dict[str, Any], goal_reached: bool, suggestions_done: 
                 "Experiment has succeeded because suggestion service has reached the end")
     else:
         mark(status, "Running", True, RUNNING, "Experiment is running")
+
+
+def restarting(exp: dict[str, Any]) -> None:
+    """Katib's MarkExperimentStatusRestarting (pkg/apis/controller/experiments/v1beta1/
+    util.go): Succeeded and Failed are removed, Restarting is set (and stays: Running does
+    not remove it); the next reconcile marks Running again."""
+    status = exp["status"]
+    status["conditions"] = [c for c in status.get("conditions") or []
+                            if c.get("type") not in ("Succeeded", "Failed")]
+    mark(status, "Restarting", True, RESTARTING, "Experiment is restarted")
 
 
 def interrupted(exp: dict[str, Any], why: str) -> None:

@@ -21,6 +21,7 @@ from lab import state
 from lab.backends.local.procs import ChildGroup
 from lab.backends.local.tuning.metrics import Tail
 from lab.backends.local.tuning.spec import PLACEHOLDER, Spec, meta_source
+from lab.errors import LabError
 from lab.kube.conditions import now
 
 EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"
@@ -107,10 +108,17 @@ class Launched:
     problem: str | None = None
 
 
+MOUNTNS = Path(__file__).with_name("mountns.py")
+
+
 def launch(group: ChildGroup, spec: Spec, runspec: dict[str, Any], name: str, log: Path,
-           base_dir: Path, record: Path, gpus: list[str] | None = None) -> Launched:
+           base_dir: Path, record: Path, gpus: list[str] | None = None,
+           private: Path | None = None) -> Launched:
     """Start the primary container of `runspec`; its stdout and stderr go to `log`.
-    `record` lists the metrics files outside the manifest's folder that trials wrote."""
+    `record` lists the metrics files outside the manifest's folder that trials wrote.
+    With `private` (a folder of this trial's own), the File collector's folder is that
+    folder, mounted at the collector's path for this trial only (mountns.py), as
+    Katib's pod mounts its own volume there."""
     container: Any = runspec
     for key in spec.container_path:
         container = container[key]
@@ -121,7 +129,13 @@ def launch(group: ChildGroup, spec: Spec, runspec: dict[str, Any], name: str, lo
     coll = spec.collector
     source = log if coll.kind == "StdOut" else cwd / str(coll.path)
     problem = None
-    if coll.kind == "File":
+    mount: list[str] = []
+    if coll.kind == "File" and private is not None:
+        private.mkdir(parents=True, exist_ok=True)
+        mount = [sys.executable, "-I", "-S", str(MOUNTNS), "run", str(private),
+                 str(source.parent), "--"]
+        source = private / source.name
+    elif coll.kind == "File":
         problem = prepare_metrics_file(source, base_dir, record)
     elif coll.kind == "TensorFlowEvent":
         problem = prepare_metrics_dir(source, record)
@@ -129,11 +143,48 @@ def launch(group: ChildGroup, spec: Spec, runspec: dict[str, Any], name: str, lo
     exe = shutil.which(argv[0], path=env["PATH"]) if os.sep not in argv[0] else argv[0]
     if exe is None and problem is None:
         problem = f"command not found: {argv[0]}"
+    if mount and problem is None and not (cwd / str(exe)).exists():
+        problem = f"command not found: {exe}"  # said here, not by the mount helper
     with open(log, "wb") as fh:
         proc = None
         if problem is None:
-            proc, problem = _start(group, name, [str(exe), *argv[1:]], cwd, env, fh)
+            proc, problem = _start(group, name, [*mount, str(exe), *argv[1:]], cwd, env, fh)
         if problem is not None:
+            fh.write(f"kflab: {problem}\n".encode())
+    return Launched(proc, source, tail, problem)
+
+
+def launch_job(backend: Any, lease: Any, spec: Spec, runspec: dict[str, Any], name: str,
+               log: Path, base_dir: Path, record: Path,
+               held: dict[str, list[str]] | None = None) -> Launched:
+    """Start a trial whose runSpec is a PyTorchJob or TFJob: all its replicas, as the
+    Training Operator runs them (jobtrial.py); the Master's output is the trial's log."""
+    from lab.backends.local.tuning.jobtrial import JobTrial
+
+    container: Any = runspec
+    for key in spec.container_path:
+        container = container[key]
+    workdir = container.get("workingDir")
+    cwd = base_dir / workdir if workdir else base_dir
+    coll = spec.collector
+    source = log if coll.kind == "StdOut" else cwd / str(coll.path)
+    log.write_bytes(b"")
+    problem = None
+    if coll.kind == "File":
+        problem = prepare_metrics_file(source, base_dir, record)
+    elif coll.kind == "TensorFlowEvent":
+        problem = prepare_metrics_dir(source, record)
+    tail = Tail(source)
+    proc = None
+    if problem is None:
+        try:
+            proc = JobTrial(backend, runspec, name, log.parent, base_dir, lease, log,
+                            held=held)
+            proc.begin()
+        except LabError as exc:
+            problem, proc = f"the trial's {runspec.get('kind')}: {exc}", None
+    if problem is not None:
+        with open(log, "ab") as fh:
             fh.write(f"kflab: {problem}\n".encode())
     return Launched(proc, source, tail, problem)
 

@@ -39,9 +39,10 @@ EXAMPLES: tuple[tuple[str, str, str], ...] = (
      "exact with the image's files and an offline dataset: Succeeded "
      "(ExperimentMaxTrialsReached), 15 trials: 8 EarlyStopped, 7 Succeeded; best "
      "accuracy 0.805; hypertune's JSON file in each trial's own /katib; medianstop on "
-     "accuracy at the 2nd report. Re-run twice after the merge: exact once (15 trials: 7 "
-     "EarlyStopped, 8 Succeeded); once, at load average 16, 16 trials with 1 Failed and 1 "
-     "MetricsUnavailable among them (cause not found: that run's state was not kept)"),
+     "accuracy at the 2nd report. Re-run three times after the merge: exact twice (15 trials: 7 "
+     "EarlyStopped, 8 Succeeded; 4 EarlyStopped, 11 Succeeded); once, at load average 16, "
+     "16 trials with 1 Failed and 1 MetricsUnavailable among them (cause not found: that "
+     "run's state was not kept)"),
     ("katib fpga/xgboost-example.yaml", IMAGE,
      "needs its image (an FPGA XGBoost build); trials fail naming the missing program"),
     ("katib hp-tuning/bayesian-optimization.yaml", EXACT,

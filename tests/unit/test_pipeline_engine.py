@@ -6,6 +6,7 @@ fingerprint, the command parser, the timeline) without processes."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from pathlib import Path
 
@@ -240,3 +241,37 @@ def test_cluster_backend_takes_a_compiled_yaml_as_is(tmp_path: Path) -> None:
     (tmp_path / "other.yaml").write_text("a: 1\n")
     with pytest.raises(InputError, match="not a compiled KFP pipeline"):
         compile_for_server(tmp_path / "other.yaml", None, tmp_path / "out" / "x.json")
+
+
+def test_tasks_ending_side_by_side_keep_their_own_exit_codes(tmp_path: Path) -> None:
+    """Real tasks started and awaited from 16 threads, as a wide ParallelFor runs them.
+    multiprocessing polls every child on each start, and two threads polling one fork-server
+    child used to turn its exit code into 255 (some 4% of tasks here): a task that had
+    written its outputs then failed the run, now and then (CI's red run)."""
+    import threading
+
+    taskproc.import_kfp()
+    program = taskproc.Program(
+        code="import os\n\ndef f(code: int):\n    os._exit(code)\n", requirements=[])
+    got: list[tuple[int, int | None]] = []
+
+    def run(n: int) -> None:
+        for i in range(25):
+            want = (n + i) % 2 * 3
+            executor_input = {"inputs": {"parameterValues": {"code": want}},
+                              "outputs": {"outputFile": str(tmp_path / f"{n}-{i}.json")}}
+            args = ["--executor_input", json.dumps(executor_input), "--function_to_execute", "f"]
+            proc = taskproc.start(program, args, {"PATH": "/usr/bin:/bin"},
+                                  str(tmp_path / f"{n}.log"), str(tmp_path))
+            rc = None
+            while rc is None:
+                rc = taskproc.exit_code(proc, 0.01)
+            got.append((want, rc))
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wrong = [(want, rc) for want, rc in got if want != rc]
+    assert len(got) == 400 and not wrong, (wrong[:5], (tmp_path / "0.log").read_text()[-2000:])

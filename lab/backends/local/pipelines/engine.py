@@ -24,6 +24,7 @@ import contextlib
 import json
 import queue
 import re
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -408,7 +409,7 @@ class Run:
         self.lock = threading.RLock()
         self.log_lock = threading.Lock()
         self.cancel = threading.Event()
-        self.running: dict[str, Any] = {}
+        self.running: dict[str, procs.ProcRecord] = {}  # label: the task, its start time
         self.errors: list[str] = []
         # replay.py: the cache entry behind each task node (id(node) -> key, types, folder);
         # False once a task ran that a re-run could not take from the cache
@@ -456,8 +457,7 @@ class Run:
         """Cancel: no new task starts, every running task's process group is stopped."""
         self.cancel.set()
         with self.lock:
-            running = list(self.running.items())
-        records = [procs.ProcRecord.of(label, proc.pid) for label, proc in running]
+            records = list(self.running.values())
         with contextlib.suppress(Exception):
             procs.stop_all(records, grace=2.0)
         with self.lock:
@@ -750,13 +750,15 @@ class Run:
                 break
             delay = min(backoff * factor ** attempt, cap)
             with self.log_lock:
-                self.run_log.write(f"[{display}] failed (exit code {rc}); retry "
+                self.run_log.write(f"[{display}] failed ({_exit_text(rc)}); retry "
                                    f"{attempt + 1} of {attempts - 1} in {delay:g}s\n")
             self.cancel.wait(delay)
         if self.cancel.is_set():
             self._set(node, state=CANCELED, end_time=stamp())
             return CANCELED, {}
         if rc != 0:
+            with self.log_lock:
+                self.run_log.write(f"[{display}] failed ({_exit_text(rc)})\n")
             self._set(node, state=FAILED, end_time=ended)
             return FAILED, {}
         try:
@@ -786,13 +788,16 @@ class Run:
         proc = taskproc.start(program, args, env, str(log), str(self.tmp))
         label = f"task-{proc.pid}"
         with self.lock:
-            self.running[label] = proc
+            # its start time now, while the fork server cannot have reaped it yet: stop()
+            # must not signal a number a later task has taken
+            self.running[label] = procs.ProcRecord.of(label, proc.pid)
         try:
             with contextlib.suppress(Exception):
                 self.lease.add(label, proc.pid, [taskproc.EXECUTOR_MODULE, display])
-            while proc.exitcode is None:
-                proc.join(0.2)
-            return int(proc.exitcode)
+            rc = None
+            while rc is None:
+                rc = taskproc.exit_code(proc, 0.2)
+            return rc
         finally:
             with self.lock:
                 self.running.pop(label, None)
@@ -800,3 +805,14 @@ class Run:
                 self.lease.drop(label)
             tail.done.set()
             tail.join(timeout=5)
+
+
+def _exit_text(rc: int) -> str:
+    """How a task process ended, as a log line says it (multiprocessing gives -N for a
+    task killed by signal N)."""
+    if rc < 0:
+        try:
+            return f"killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"killed by signal {-rc}"
+    return f"exit code {rc}"

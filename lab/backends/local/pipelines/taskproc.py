@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import multiprocessing
+import multiprocessing.connection
 import os
 import re
 import sys
@@ -32,6 +33,14 @@ EXECUTOR_MODULE = "kfp.dsl.executor_main"
 PIP_LINE = re.compile(r"-m pip install (.*?)&& \"\$0\" \"\$@\"", re.S)
 _lock = threading.Lock()
 _ctx: Any = None
+# multiprocessing keeps one set of children per process, and every Process.start() polls
+# all of them (multiprocessing.process._cleanup). A fork-server child's poll reads its exit
+# code from a socket (popen_forkserver.Popen.poll, CPython 3.11-3.13): two threads polling
+# one child race, one reads the code and the other meets EOF, which multiprocessing turns
+# into exit code 255 -- a task that had finished cleanly then failed, now and then, when
+# tasks run side by side. Every start and every poll of a task holds this lock; the waiting
+# is done on the task's sentinel, outside it.
+_procs_lock = threading.Lock()
 
 
 @dataclass
@@ -195,5 +204,15 @@ def start(program: Program, args: list[str], env: dict[str, str], log: str,
     """Start a task; the returned process has .pid (its group id too), .join(), .exitcode."""
     proc = _context().Process(target=_child, daemon=False,
                               args=(program.code, args, env, log, tmp, os.getcwd()))
-    proc.start()
+    with _procs_lock:
+        proc.start()
     return proc
+
+
+def exit_code(proc: Any, timeout: float) -> int | None:
+    """The task's exit code once it has ended (waiting up to `timeout` seconds), else None.
+    Use this, never proc.exitcode or proc.join: see _procs_lock."""
+    if not multiprocessing.connection.wait([proc.sentinel], timeout):
+        return None
+    with _procs_lock:
+        return proc.exitcode  # type: ignore[no-any-return]

@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from lab.backends.local.procs import ChildGroup, Registry, is_running, start_time
+from lab.backends.local.procs import (
+    ChildGroup,
+    ProcRecord,
+    Registry,
+    is_running,
+    kill_group,
+    signal_group,
+    start_time,
+    stop_all,
+)
 from lab.backends.local.store import Store
 from lab.errors import LabError
 from lab.kube.kinds import for_object, lookup
@@ -86,6 +96,50 @@ def test_child_group_kills_children_even_when_they_ignore_sigterm(tmp_path: Path
         time.sleep(0.3)
         group.stop_all(grace=0.5)
     assert proc.returncode == -signal.SIGKILL
+
+
+NS_LAST_PID = Path("/proc/sys/kernel/ns_last_pid")
+
+
+def _new_session_at(pid: int) -> subprocess.Popen[bytes]:
+    """A real PID reuse: a sleeping session leader given the number `pid` (the kernel hands
+    out ns_last_pid + 1 next; root only). Retried when another process takes it first."""
+    for _ in range(100):
+        try:
+            NS_LAST_PID.write_text(str(pid - 1))
+        except OSError as exc:
+            pytest.skip(f"cannot choose the next PID here ({exc})")
+        proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
+        if proc.pid == pid:
+            return proc
+        proc.kill()
+        proc.wait()
+    pytest.skip(f"other processes took PID {pid} 100 times in a row")
+
+
+def test_a_reaped_childs_number_taken_by_another_group_is_never_signalled() -> None:
+    """The pipeline tasks that failed under a busy test run: a group stopped after its
+    leader was reaped (ChildGroup's wait, a fork server's SIGCHLD handler) must not signal
+    the new session that has taken the number. The reuse is real (ns_last_pid)."""
+    group = ChildGroup()
+    old = group.start(["sleep", "60"])
+    old_started = group.started[old.pid]
+    old.kill()
+    old.wait()  # reaped and still listed, as stop_all's own wait leaves it
+    time.sleep(0.1)  # start times tick in 10 ms steps: the new one must differ
+    other = _new_session_at(old.pid)
+    try:
+        group.stop_all(grace=0.2)
+        kill_group(other.pid, grace=0.2, started=old_started)
+        assert not signal_group(other.pid, signal.SIGKILL, old_started)
+        stop_all([ProcRecord("old", other.pid, old_started)])
+        with pytest.raises(subprocess.TimeoutExpired):  # a signal lands asynchronously
+            other.wait(timeout=0.5)
+        assert signal_group(other.pid, signal.SIGKILL, start_time(other.pid))
+        assert other.wait(timeout=5) == -signal.SIGKILL
+    finally:
+        other.kill()
+        other.wait()
 
 
 @pytest.mark.parametrize("broken", [

@@ -89,16 +89,36 @@ def _signal_group(pgid: int, sig: int) -> bool:
         return False
 
 
-def kill_group(pgid: int, grace: float = 5.0) -> None:
+def signal_group(pgid: int, sig: int, started: float | None) -> bool:
+    """Signal the process group that the process `pgid`, started at `started`, leads or led.
+
+    Safe after that leader exited and was reaped, which a bare killpg is not: the kernel
+    keeps a number out of use while any member of its group lives, so if PID `pgid` now
+    belongs to a process started at another time, our group has no member left and the
+    number leads someone else's group -- a pipeline task or trial that has just called
+    setsid(), with PIDs recycled every few minutes under a busy test run (pid_max 32768).
+    Nothing is sent then. `started=None` (unknown) signals unchecked."""
+    if started is not None:
+        try:
+            if abs(psutil.Process(pgid).create_time() - started) >= 0.01:
+                return False  # the number was reused: our group is empty
+        except psutil.NoSuchProcess:
+            pass  # leader reaped; members may remain (the group keeps the number)
+        except (psutil.Error, ValueError):
+            return False
+    return _signal_group(pgid, sig)
+
+
+def kill_group(pgid: int, grace: float = 5.0, started: float | None = None) -> None:
     """SIGTERM the group led by `pgid`; once the leader is gone (or after `grace` seconds)
-    SIGKILL the group so that no straggler it spawned survives. (A PID is not reused while
-    a process group of that number still has members, so signalling the group is safe
-    after its leader exited.)"""
-    _signal_group(pgid, signal.SIGTERM)
+    SIGKILL the group so that no straggler it spawned survives. The leader's start time
+    (taken now when not given) keeps the SIGKILL off a group that recycled its number."""
+    started = started if started is not None else start_time(pgid)
+    signal_group(pgid, signal.SIGTERM, started)
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and is_running(pgid):
+    while time.monotonic() < deadline and is_running(pgid, started):
         time.sleep(0.05)
-    _signal_group(pgid, signal.SIGKILL)
+    signal_group(pgid, signal.SIGKILL, started)
 
 
 @dataclass
@@ -126,22 +146,22 @@ def stop_all(records: Iterable[ProcRecord], token: str | None = None,
     """Stop recorded process groups (only those still ours: same PID and start time) and
     every process tagged with `token`: SIGTERM, up to `grace` seconds, then SIGKILL.
     Returns how many processes were found alive."""
-    groups = [r.pid for r in records if _group_is_ours(r)]
+    groups = [r for r in records if _group_is_ours(r)]
     strays = tagged(token) if token else []
-    found = {p.pid for p in strays} | set(groups)
+    found = {p.pid for p in strays} | {r.pid for r in groups}
     if not found:
         return 0
-    for pgid in groups:
-        _signal_group(pgid, signal.SIGTERM)
+    for rec in groups:
+        signal_group(rec.pid, signal.SIGTERM, rec.started)
     for proc in strays:
         with contextlib.suppress(psutil.Error):
             proc.terminate()
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and (
-            any(is_running(g) for g in groups) or any(_alive(p) for p in strays)):
+            any(r.running for r in groups) or any(_alive(p) for p in strays)):
         time.sleep(0.05)
-    for pgid in groups:
-        _signal_group(pgid, signal.SIGKILL)
+    for rec in groups:  # each leader may have been reaped meanwhile: checked again
+        signal_group(rec.pid, signal.SIGKILL, rec.started)
     for proc in [*strays, *(tagged(token) if token else [])]:
         with contextlib.suppress(psutil.Error):
             proc.kill()
@@ -204,12 +224,14 @@ class ChildGroup:
                  on_exit: Callable[[str], None] | None = None) -> None:
         self.procs: list[subprocess.Popen[bytes]] = []
         self.labels: dict[int, str] = {}
+        self.started: dict[int, float | None] = {}  # pid: start time, taken before reaping
         self.tag, self.on_start, self.on_exit = tag, on_start, on_exit
 
     def start(self, argv: Sequence[str], label: str | None = None,
               **kwargs: Any) -> subprocess.Popen[bytes]:
         proc = popen(argv, tag=self.tag, **kwargs)
         self.procs.append(proc)
+        self.started[proc.pid] = start_time(proc.pid)  # our unreaped child: the real one
         self.labels[proc.pid] = label or f"pid-{proc.pid}"
         if self.on_start is not None:
             self.on_start(self.labels[proc.pid], proc, argv)
@@ -220,19 +242,25 @@ class ChildGroup:
         if proc in self.procs:
             self.procs.remove(proc)
         label = self.labels.pop(proc.pid, None)
+        self.started.pop(proc.pid, None)
         if label is not None and self.on_exit is not None:
             self.on_exit(label)
 
+    def signal(self, proc: subprocess.Popen[bytes], sig: int) -> bool:
+        """Signal the child's process group, unless its number now leads another's."""
+        return signal_group(proc.pid, sig, self.started.get(proc.pid))
+
     def stop_all(self, grace: float = 3.0) -> None:
-        """TERM every group, wait up to `grace`, then KILL what is left and reap."""
+        """TERM every group, wait up to `grace`, then KILL what is left and reap. A child
+        reaped by the wait (or before) may have freed its number: `signal` checks."""
         for proc in self.procs:
-            _signal_group(proc.pid, signal.SIGTERM)
+            self.signal(proc, signal.SIGTERM)
         deadline = time.monotonic() + grace
         for proc in self.procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         for proc in self.procs:
-            _signal_group(proc.pid, signal.SIGKILL)
+            self.signal(proc, signal.SIGKILL)
             proc.wait()
         if self.tag:  # descendants that left their group (new sessions)
             stop_all((), self.tag, grace=0.5)

@@ -13,7 +13,6 @@ command finds them by their record.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
 import shutil
@@ -195,8 +194,7 @@ class Supervisor:
                 exited = None
             if exited is None and inst.proc.poll() is None:
                 return None
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(inst.proc.pid, signal.SIGKILL)
+            self.group.signal(inst.proc, signal.SIGKILL)  # checked: reaped elsewhere?
         code = inst.proc.wait()
         self.group.forget(inst.proc)
         return 128 - code if code < 0 else code

@@ -162,8 +162,7 @@ def grade(scenario: Scenario, source: Path, state_root: Path, *, student: str | 
                      "failed")
     started, last, spent = _times(handin)
     signals = integrity.signals(scenario, handin, steps, spent, owner_hits)
-    chained = [e.get("hash") for e in handin.events if isinstance(e.get("hash"), str)]
-    fingerprint = {"run_ids": run_ids, "journal_head": chained[0] if chained else None}
+    fingerprint = {"run_ids": run_ids, "journal_head": _journal_head(handin.events)}
     return Grade(handin.student, scenario.id, scenario.title, handin.source, graded_at, result,
                  steps, started, last, spent, handin.exported_at, notes, plots, signals,
                  fingerprint)
@@ -319,3 +318,13 @@ def restart_servers(backend: Any, workdir: Path) -> list[str]:
                 notes.append(f"the student's {name} did not start again: "
                              f"{str(exc).splitlines()[0]}")
     return notes
+
+
+def _journal_head(events: list[dict[str, Any]]) -> str | None:
+    """The hash of the journal's first chained entry, when that entry carries its random
+    nonce (journal.record): only then is it one learner's own. Without it (a journal
+    from before the nonce) two learners who started in the same second share it."""
+    chained = [e for e in events if isinstance(e.get("hash"), str)]
+    if chained and isinstance(chained[0].get("nonce"), str):
+        return str(chained[0]["hash"])
+    return None

@@ -132,7 +132,9 @@ def _short(seconds: int) -> str:
 
 def shared(grades: list[dict[str, Any]]) -> dict[int, list[str]]:
     """Signals across a class: per grade (by index), the other students whose hand-in of
-    the same scenario shares run ids or the exact start time."""
+    the same scenario shares run ids or the journal (its first entry's random nonce). Not
+    the start time alone: it is kept to the second, and a class told "start now" starts
+    many labs in the same second."""
     out: dict[int, list[str]] = {}
     for i, a in enumerate(grades):
         for j, b in enumerate(grades):
@@ -144,8 +146,6 @@ def shared(grades: list[dict[str, Any]]) -> dict[int, list[str]]:
             ids = set(fa.get("run_ids") or []) & set(fb.get("run_ids") or [])
             if ids:
                 same.append(f"{len(ids)} run id(s)")
-            if a.get("started_at") and a.get("started_at") == b.get("started_at"):
-                same.append(f"the start time {a.get('started_at')}")
             if fa.get("journal_head") and fa.get("journal_head") == fb.get("journal_head"):
                 same.append("the journal")
             if not same:

@@ -538,8 +538,10 @@ def test_a_student_who_copied_the_work_passes_with_zero_attempts(
 
 def test_identical_hand_ins_are_signalled_when_the_class_is_collected(
         kflab: Kflab, handins, tmp_path: Path, scenarios_env) -> None:
-    """Ida handed in a copy of Ada's export under her own name: same start time, same
-    journal. Each grade alone looks fine; `kflab grade collect` names both students."""
+    """Ida handed in a copy of Ada's export under her own name: same run ids, same journal.
+    Each grade alone looks fine; `kflab grade collect` names both students. Bob, who may
+    well have started in the same second as Ada (the fixture makes both hand-ins at once),
+    is not named: a start time to the second is no fingerprint."""
     with tarfile.open(handins["ada"]) as tar:
         tar.extractall(tmp_path / "copy", filter="data")
     root = tmp_path / "copy" / "Ada-Lovelace"
@@ -552,15 +554,36 @@ def test_identical_hand_ins_are_signalled_when_the_class_is_collected(
         assert out.returncode == 0, out.stderr
     out = kflab("grade", "collect", "grades", cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr
-    assert "Ada Lovelace / hello-files: shares the start time" in out.stdout, out.stdout
-    assert "Ida / hello-files: shares the start time" in out.stdout
+    assert "Ada Lovelace / hello-files: shares" in out.stdout, out.stdout
+    assert "Ida / hello-files: shares" in out.stdout
     assert "with Ada Lovelace's hand-in" in out.stdout and "the journal" in out.stdout
     assert "Bob / hello-files: shares" not in out.stdout
     rows = {r["student"]: r for r in csv.DictReader(io.StringIO(
         (tmp_path / "grades.csv").read_text()))}
-    assert "shares the start time" in rows["Ida"]["signals"]
+    assert "shares the journal with Ada Lovelace's hand-in" in rows["Ida"]["signals"]
     assert "shares" not in rows["Bob"]["signals"]
     assert "Integrity signals" in (tmp_path / "grades.html").read_text()
+
+
+def test_two_journals_started_in_the_same_second_have_their_own_heads(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two learners of a class who start a lab in the same second write the same first
+    entry but for its nonce: their journals' heads differ, so `grade collect` never calls
+    one a copy of the other. (The clock is fixed here, the one thing replaced.)"""
+    from lab.scenarios import grading, journal
+
+    monkeypatch.setattr(journal, "now", lambda: "2026-11-27T09:00:00Z")
+    heads = []
+    for who in ("ada", "bob"):
+        journal.record(tmp_path / who, "x", "start")
+        journal.record(tmp_path / who, "x", "check", "s1", ok=True)
+        events, _ = journal.read(journal.journal_file(tmp_path / who, "x"))
+        assert "nonce" in events[0] and "nonce" not in events[1]
+        assert journal.chain_break(events) is None
+        heads.append(grading._journal_head(events))
+    assert None not in heads and heads[0] != heads[1]
+    before = {"t": "2026-11-27T09:00:00Z", "event": "start"}  # chained, from before the nonce
+    assert grading._journal_head([{**before, "hash": journal.entry_hash("", before)}]) is None
 
 
 def test_journal_chain(tmp_path: Path) -> None:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import io
 import json
 import os
@@ -299,6 +300,28 @@ def kflab_json(state: Path, *args: str) -> Any:
         return None
 
 
+USERS_LOCK = Path(tempfile.gettempdir()) / "kflab-upstream-examples.lock"
+
+
+def _user_lock() -> int:
+    """A shared lock held by every harness run while it runs: a top-level mount point
+    (/katib) that one run made is removed only by a run that finds itself alone. Two runs
+    side by side used to remove it under each other, and the other run's trials then
+    failed ('bind /katib: No such file or directory'), a wrong verdict of the harness's
+    own making."""
+    fd = os.open(USERS_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    return fd
+
+
+def _alone(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # converts our shared lock
+        return True
+    except OSError:
+        return False
+
+
 def run_example(ex: Example, trees: dict[str, Tree], scratch: Path, timeout: float,
                 with_image: bool) -> Result:
     import yaml
@@ -320,6 +343,7 @@ def run_example(ex: Example, trees: dict[str, Tree], scratch: Path, timeout: flo
     (work / "shim").mkdir()
     (work / "shim" / "sitecustomize.py").write_text(SHIM)
     created: list[Path] = []
+    users = _user_lock()
     notes: list[str] = []
     wanted = sorted(set(images_of(docs)))
     missing = [i for i in wanted if i not in IMAGES or IMAGES[i][0] not in trees]
@@ -337,7 +361,7 @@ def run_example(ex: Example, trees: dict[str, Tree], scratch: Path, timeout: flo
                 wk.mkdir(parents=True)
                 plan["overlays"][str(host)] = (str(root / top), str(up), str(wk))
             else:
-                if not host.exists():
+                with contextlib.suppress(FileExistsError):  # made by a run beside us
                     host.mkdir()
                     created.append(host)
                 plan["binds"][str(host)] = str(root / top)
@@ -361,9 +385,11 @@ def run_example(ex: Example, trees: dict[str, Tree], scratch: Path, timeout: flo
                     proc.wait()
                 res.rc = None
     finally:
-        for host in created:
-            with contextlib.suppress(OSError):
-                host.rmdir()
+        if created and _alone(users):  # another harness run may still have it mounted:
+            for host in created:  # removing it would detach its mount (Linux >= 3.18)
+                with contextlib.suppress(OSError):
+                    host.rmdir()
+        os.close(users)
     res.seconds = time.monotonic() - t0
     judge(res, ex, docs, state, log, with_image and not missing, missing)
     return res

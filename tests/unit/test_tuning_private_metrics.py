@@ -66,3 +66,54 @@ def test_parallel_file_trials_each_get_their_own_folder(tmp_path: Path) -> None:
     assert list(katib.iterdir()) == []  # the host's folder is untouched
     notes = exp["metadata"].get("annotations", {}).get("kflab.dev/local-differences", "")
     assert "katib.collector.file-parallel" not in notes
+
+
+def test_a_mount_point_removed_between_trials_is_made_again(tmp_path: Path) -> None:
+    """The collector's folder removed on the host while the experiment runs (a clean-up,
+    another tool): the next trial still gets its own folder there, as the next pod gets
+    its volume. The first trial asks for the removal and waits until the test has done it
+    (seen through the test's mount namespace, /proc/PID/root, where it is a plain folder).
+    Without the fix the second trial failed: "bind ...: No such file or directory"."""
+    import os
+    import threading
+    import time
+
+    katib = tmp_path / "katib"
+    katib.mkdir()
+    if not _available(katib):
+        pytest.skip("no private mount namespace here")
+    folder = tmp_path / "manifest"
+    folder.mkdir()
+    ask = tmp_path / "remove-now"
+    write(folder, "trial.py", (
+        "import os, sys, time\n"
+        "path, ask, host = sys.argv[1:4]\n"
+        "open(path, 'a').write('loss=1\\n')\n"
+        "if not os.path.exists(ask):  # the first trial only\n"
+        "    open(ask, 'w').close()\n"
+        "    for _ in range(200):\n"
+        "        if not os.path.isdir(host):\n"
+        "            break\n"
+        "        time.sleep(0.05)\n"))
+
+    def remover() -> None:
+        for _ in range(600):
+            if ask.exists():
+                katib.rmdir()
+                return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=remover, daemon=True)
+    thread.start()
+    path = katib / "metrics.log"
+    obj = experiment(maxTrialCount=3, parallelTrialCount=1, metricsCollectorSpec={
+        "collector": {"kind": "File"},
+        "source": {"fileSystemPath": {"path": str(path), "kind": "File"}}})
+    container(obj)["command"] = [sys.executable, "trial.py", str(path), str(ask),
+                                 f"/proc/{os.getpid()}/root{katib}",
+                                 "--x=${trialParameters.x}", "--n=${trialParameters.n}"]
+    exp = LocalBackend(str(tmp_path / "state")).apply(obj, base_dir=folder)
+    thread.join(timeout=5)
+    assert ask.exists(), "the first trial never asked for the removal"
+    assert exp["status"].get("trialsSucceeded") == 3, exp["status"]
+    assert katib.is_dir() and list(katib.iterdir()) == []  # made again, still empty

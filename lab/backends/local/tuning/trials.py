@@ -132,6 +132,10 @@ def launch(group: ChildGroup, spec: Spec, runspec: dict[str, Any], name: str, lo
     mount: list[str] = []
     if coll.kind == "File" and private is not None:
         private.mkdir(parents=True, exist_ok=True)
+        try:  # the mount point, again: removed since the experiment started (a clean-up)?
+            source.parent.mkdir(parents=True, exist_ok=True)  # a pod's volume has no such gap
+        except OSError as exc:
+            problem = f"cannot create the mount point {source.parent}: {exc.strerror or exc}"
         mount = [sys.executable, "-I", "-S", str(MOUNTNS), "run", str(private),
                  str(source.parent), "--"]
         source = private / source.name

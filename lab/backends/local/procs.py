@@ -95,9 +95,9 @@ def signal_group(pgid: int, sig: int, started: float | None) -> bool:
     Safe after that leader exited and was reaped, which a bare killpg is not: the kernel
     keeps a number out of use while any member of its group lives, so if PID `pgid` now
     belongs to a process started at another time, our group has no member left and the
-    number leads someone else's group -- a pipeline task or trial that has just called
-    setsid(), with PIDs recycled every few minutes under a busy test run (pid_max 32768).
-    Nothing is sent then. `started=None` (unknown) signals unchecked."""
+    number leads someone else's group -- a pipeline task, a trial or any program that has
+    just called setsid() (numbers come round once pid_max, 32768 on many systems, are
+    used). Nothing is sent then. `started=None` (unknown) signals unchecked."""
     if started is not None:
         try:
             if abs(psutil.Process(pgid).create_time() - started) >= 0.01:

@@ -201,7 +201,8 @@ def _child(code: str, args: list[str], env: dict[str, str], log: str, tmp: str,
 
 def start(program: Program, args: list[str], env: dict[str, str], log: str,
           tmp: str) -> Any:
-    """Start a task; the returned process has .pid (its group id too), .join(), .exitcode."""
+    """Start a task; the returned process has .pid (its group id too); await it with
+    exit_code()."""
     proc = _context().Process(target=_child, daemon=False,
                               args=(program.code, args, env, log, tmp, os.getcwd()))
     with _procs_lock:

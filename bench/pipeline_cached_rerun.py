@@ -42,7 +42,10 @@ def export(ref: str, dest: Path) -> None:
                            "pyproject.toml"],
                           capture_output=True, check=True).stdout
     with tarfile.open(fileobj=BytesIO(data)) as tar:
-        tar.extractall(dest, filter="data")
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(dest, filter="data")
+        else:  # Python before 3.11.4: our own git archive
+            tar.extractall(dest)
 
 
 def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:

@@ -38,9 +38,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 PROBE = HERE / "launch_probe.py"
 WRAP = 'echo NODE $(date +%s.%N); exec "$@"'
-PHASES = [("node", "to node start"), ("start", "agent / rendezvous"), ("torch", "import torch"),
-          ("cuda", "CUDA ready"), ("group", "process group"), ("done", "steps"),
-          ("end", "exit")]
+PHASES = [("node", "to node"), ("start", "agent+rdzv"), ("torch", "torch import"),
+          ("cuda", "CUDA init"), ("group", "proc group"), ("done", "steps"), ("end", "exit")]
 
 
 def node_argv(*argv: str) -> list[str]:
@@ -127,7 +126,7 @@ def main() -> None:
                 print(f"  round {r + 1}: {name}: {rows[name][-1]['end']:.2f} s", flush=True)
     print(f"\nOne-node launch on {device}, {args.rounds} rounds (medians; seconds spent in "
           f"each phase)")
-    head = f"{'launcher':<42}" + "".join(f"{label:>14}" for _, label in PHASES) + \
+    head = f"{'launcher':<45}" + "".join(f"{label:>13}" for _, label in PHASES) + \
         f"{'total':>8}{'/ torchrun 1':>14}"
     print(head)
     base_total = statistics.median(x["end"] for x in rows["torchrun --nproc_per_node=1"])
@@ -137,7 +136,7 @@ def main() -> None:
             cells.append(statistics.median(x[key] - x.get(prev, 0.0) for x in runs))
             prev = key
         total = statistics.median(x["end"] for x in runs)
-        print(f"{name:<42}" + "".join(f"{c:>14.3f}" for c in cells)
+        print(f"{name:<45}" + "".join(f"{c:>13.3f}" for c in cells)
               + f"{total:>8.2f}{total / base_total:>14.3f}")
     if args.json:
         Path(args.json).write_text(json.dumps({"device": device, "rows": rows}, indent=2))

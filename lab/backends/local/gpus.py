@@ -127,12 +127,16 @@ def _read(root: Path) -> dict[str, dict[str, Any]]:
                                "allocated again by the next workload")
     except state.StateError:
         data = None
+    if not isinstance(data, dict):
+        data = {}
     live = {}
-    for holder, entry in (data or {}).items():
+    for holder, entry in data.items():
         if not isinstance(entry, dict):
             continue
         if _holder_alive(entry) or _left_running(root, entry):
             live[str(holder)] = entry
+    if data and len(live) != len(data):  # written back: the next reader need not look again
+        state.write_json(state.path(root, RECORD), live)
     return live
 
 

@@ -375,6 +375,7 @@ def diagnose(needs: Needs | None = None, host: Host | None = None) -> list[Row]:
                         ("expected for passthrough: the iommu and gpu rows judge it"
                          if passthrough else "install the NVIDIA driver for GPU labs") if pci else
                         ("set gpu: auto or off in lab.yaml" if explicit else "")))
+    rows.append(gpu_discovery_row(host, bool(gpus or pci)))
     rows.append(_iommu_row(host, pci, needs))
     if needs.provider == "vagrant-libvirt" and want_gpu:
         rows += passthrough_rows(needs, host)
@@ -392,6 +393,34 @@ def diagnose(needs: Needs | None = None, host: Host | None = None) -> list[Row]:
 
     rows.append(local_backend_row())
     return rows
+
+
+def gpu_discovery_row(host: Host, nvidia_here: bool) -> Row:
+    """Which GPUs the local backend can give workloads: NVML's, by UUID, narrowed by the
+    user's CUDA_VISIBLE_DEVICES (backends/local/gpu_devices.py), or why none; and whether
+    they can run the bf16 labs (compute capability 8.0 or newer)."""
+    from lab.backends.local import gpu_devices
+
+    found = gpu_devices.view(host.env)
+    if found.error:
+        return Row("gpu discovery", "fail", found.error,
+                   f"name GPUs that `nvidia-smi -L` lists, or unset {gpu_devices.VARIABLE}")
+    if not found.devices:
+        missing_nvml = "nvidia-ml-py" in found.why
+        status = "warn" if nvidia_here and (missing_nvml or not found.value) else "pass"
+        return Row("gpu discovery", status, f"no GPU for local workloads: {found.why}",
+                   gpu_devices.EXTRA if missing_nvml and nvidia_here else "")
+    observed = "; ".join(g.describe() for g in found.devices)
+    if found.why:
+        observed += f" ({found.why})"
+    short = gpu_devices.capability_short(found.devices, gpu_devices.BF16)
+    if short:
+        return Row("gpu discovery", "warn", observed,
+                   "the bf16 labs (gpu-check, mixed-precision-and-profiling, "
+                   "input-pipeline-bottleneck) need compute capability 8.0 or newer "
+                   "(Ampere, Ada, Hopper...): they skip their GPU steps on "
+                   + ", ".join(g.label for g in short))
+    return Row("gpu discovery", "pass", observed)
 
 
 def local_backend_row() -> Row:

@@ -385,8 +385,10 @@ RULES: tuple[Rule, ...] = (
     Rule("pytorch.gpus", "PyTorchJob", "nvidia.com/gpu with other workloads running",
          "the scheduler gives a pod GPUs no other pod holds, or keeps it Pending (0/1 nodes "
          "are available: 1 Insufficient nvidia.com/gpu.)", SAME,
-         "one allocation for jobs, trials and notebooks: other GPUs, or the job waits with "
-         "the scheduler's message; the kflab.dev/gpus annotation shows which it holds",
+         "one allocation for jobs, trials and notebooks, by GPU UUID as the device plugin "
+         "names devices: other GPUs, or the job waits with the scheduler's message; a GPU "
+         "stays held while any process of its holder runs; the kflab.dev/gpus annotation "
+         "shows which it holds",
          "kubernetes scheduler NodeResourcesFit; NVIDIA device plugin",
          test="test_two_jobs_get_two_gpus"),
     Rule("pytorch.cluster-fields", "PyTorchJob",

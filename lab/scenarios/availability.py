@@ -7,7 +7,6 @@ without importing anything). Any other need is left to the step itself."""
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import re
 from collections.abc import Callable
@@ -33,20 +32,42 @@ def _missing(module: str) -> bool:
         return True
 
 
-@functools.lru_cache(maxsize=1)
-def _local_gpus() -> int:
-    from lab.backends.local.training.env import visible_gpus
+def _local_gpus() -> tuple[list[tuple[int, int] | None], str]:
+    """(each GPU's compute capability, why there are fewer or none) of the local backend;
+    NVML is asked once per process (gpu_devices.machine)."""
+    from lab.backends.local.gpu_devices import view
 
-    return len(visible_gpus())
+    found = view()
+    if found.error:
+        return [], found.error
+    return [g.capability for g in found.devices], found.why
 
 
-def cannot_run_here(scenario: Scenario, gpus: Callable[[], int] = _local_gpus) -> str | None:
+def _gpu_shortfall(need: Check,
+                   gpus: Callable[[], tuple[list[tuple[int, int] | None], str]]) -> str | None:
+    have, why = gpus()
+    want = int(need.params.get("min", 1))
+    if len(have) < want:
+        return f"{len(have)} GPU(s) here" + (f": {why}" if why else "")
+    if cap := need.params.get("capability"):
+        major, _, minor = str(cap).partition(".")
+        floor = (int(major), int(minor or 0))
+        good = [c for c in have if c is not None and c >= floor]
+        if len(good) < want:
+            seen = ", ".join(sorted({f"{c[0]}.{c[1]}" if c else "unknown" for c in have}))
+            return f"compute capability here: {seen}; {cap} or newer needed"
+    return None
+
+
+def cannot_run_here(scenario: Scenario,
+                    gpus: Callable[[], tuple[list[tuple[int, int] | None], str]] = _local_gpus,
+                    ) -> str | None:
     """Why some step of `scenario` cannot run on this machine (its need's message), or None."""
     for n, step in enumerate(scenario.steps, 1):
         where = "" if len(scenario.steps) == 1 else f"step {n} ({step.title}) "
         for need in step.needs:
-            if need.type == "gpus" and gpus() < int(need.params.get("min", 1)):
-                return f"{where}{need.message} ({gpus()} GPU(s) here)"
+            if need.type == "gpus" and (short := _gpu_shortfall(need, gpus)):
+                return f"{where}{need.message} ({short})"
             modules = imported_modules(need)
             if modules and any(_missing(m) for m in modules):
                 return f"{where}{need.message}"

@@ -265,14 +265,50 @@ def _valid_logs(p: dict[str, Any]) -> str | None:
 
 
 def _gpus(ctx: Context, p: dict[str, Any]) -> Outcome:
-    """How many GPUs the backend can give workloads (a precondition for GPU steps)."""
+    """How many GPUs the backend can give workloads (a precondition for GPU steps), and,
+    with `capability` ("8.0": bf16), how many of them have at least that CUDA compute
+    capability. A backend that cannot tell capabilities (a cluster) passes that part; the
+    step's own script checks it where it runs."""
     gpus = getattr(ctx.backend, "gpus", None)
     found = list(gpus()) if gpus else []
     want = p.get("min", 1)
     where = f"{ctx.backend.name} backend"
     if len(found) < want:
-        return Outcome(False, f"{len(found)} GPU(s) on the {where}, {want} needed")
+        why = getattr(ctx.backend, "gpu_why", None)
+        reason = why() if why else ""
+        return Outcome(False, f"{len(found)} GPU(s) on the {where}, {want} needed"
+                              + (f": {reason}" if reason else ""))
+    if p.get("capability"):
+        need = _capability(str(p["capability"]))
+        caps = getattr(ctx.backend, "gpu_capabilities", None)
+        if caps is None:
+            return Outcome(True, f"{len(found)} GPU(s) on the {where} (compute capability "
+                                 f"not known here)")
+        known = caps()
+        good = [g for g in found if (c := known.get(g)) is not None and c >= need]
+        seen = ", ".join(sorted({f"{c[0]}.{c[1]}" if c else "unknown"
+                                 for c in (known.get(g) for g in found)}))
+        if len(good) < want:
+            return Outcome(False, f"{len(good)} of the {len(found)} GPU(s) on the {where} "
+                                  f"have compute capability {p['capability']} or newer "
+                                  f"({want} needed; here: {seen})")
+        return Outcome(True, f"{len(good)} GPU(s) with compute capability {p['capability']} "
+                             f"or newer on the {where}")
     return Outcome(True, f"{len(found)} GPU(s) on the {where}")
+
+
+def _capability(text: str) -> tuple[int, int]:
+    major, _, minor = text.partition(".")
+    return int(major), int(minor or 0)
+
+
+def _valid_capability(p: dict[str, Any]) -> str | None:
+    cap = p.get("capability")
+    if cap is None:
+        return None
+    if not re.fullmatch(r"\d+(\.\d+)?", str(cap)):
+        return f'capability: a CUDA compute capability such as "8.0", got {cap!r}'
+    return None
 
 
 CHECK_TYPES.update({
@@ -286,7 +322,8 @@ CHECK_TYPES.update({
          "contains": Field(STR, True)},
         _logs, _valid_logs,
     ),
-    "gpus": CheckType({"min": Field((int,))}, _gpus),
+    "gpus": CheckType({"min": Field((int,)), "capability": Field((str, int, float))}, _gpus,
+                      _valid_capability),
 })
 
 COMMON_FIELDS = {"type", "title", "message", "timeout"}

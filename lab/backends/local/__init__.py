@@ -266,10 +266,24 @@ class LocalBackend:
         yield self._handler("Notebook").url(self, name, namespace), False
 
     def gpus(self) -> list[str]:
-        """GPU ids workloads can use here (CUDA_VISIBLE_DEVICES, else the NVIDIA driver's)."""
-        from lab.backends.local.training.env import visible_gpus
+        """UUIDs of the GPUs workloads can be given here: NVML's, narrowed by the user's
+        CUDA_VISIBLE_DEVICES (gpu_devices.py); a variable naming a GPU wrongly is refused."""
+        from lab.backends.local.gpus import inventory
 
-        return visible_gpus()
+        return inventory()
+
+    def gpu_why(self) -> str:
+        """Why workloads can be given fewer GPUs than the machine may have, or none (no
+        NVML, CUDA_VISIBLE_DEVICES=none...); empty when there is nothing to say."""
+        from lab.backends.local.gpu_devices import view
+
+        return view().why
+
+    def gpu_capabilities(self) -> dict[str, tuple[int, int] | None]:
+        """Each GPU's CUDA compute capability (bf16 needs 8.0), by the ids `gpus` gives."""
+        from lab.backends.local.gpu_devices import view
+
+        return {g.uuid: g.capability for g in view().devices}
 
     def in_progress(self) -> list[str]:
         """What is running now that could still change what a check sees: a kflab process

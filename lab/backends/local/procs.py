@@ -226,9 +226,11 @@ class ChildGroup:
         self.labels: dict[int, str] = {}
         self.started: dict[int, float | None] = {}  # pid: start time, taken before reaping
         self.tag, self.on_start, self.on_exit = tag, on_start, on_exit
+        self.swept = True  # nothing started since the last stop_all (or ever)
 
     def start(self, argv: Sequence[str], label: str | None = None,
               **kwargs: Any) -> subprocess.Popen[bytes]:
+        self.swept = False
         proc = popen(argv, tag=self.tag, **kwargs)
         self.procs.append(proc)
         self.started[proc.pid] = start_time(proc.pid)  # our unreaped child: the real one
@@ -262,8 +264,12 @@ class ChildGroup:
         for proc in self.procs:
             self.signal(proc, signal.SIGKILL)
             proc.wait()
-        if self.tag:  # descendants that left their group (new sessions)
+        # Descendants that left their group (new sessions), found by the tag: a scan of
+        # every process, so not again when nothing was started since the last one (a
+        # supervisor stops its group when the job ends, then again on its way out).
+        if self.tag and not self.swept:
             stop_all((), self.tag, grace=0.5)
+        self.swept = True
 
     def __enter__(self) -> ChildGroup:
         return self

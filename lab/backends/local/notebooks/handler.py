@@ -25,10 +25,12 @@ from typing import Any
 
 from lab import fidelity, state
 from lab.backends.local import gpus as gpus_mod
+from lab.backends.local.gpu_devices import given
 from lab.backends.local.notebooks import spec as nb_spec
 from lab.backends.local.procs import LOOPBACK, free_port, iter_log
 from lab.errors import InputError, LabError, NotFound
 from lab.kube.conditions import now
+from lab.state import ENV_VAR as STATE_ENV
 
 KIND = "Notebook"
 TIMEOUT_ENV = "KFLAB_NOTEBOOK_TIMEOUT"
@@ -60,14 +62,15 @@ def _jupyterlab() -> None:
 
 
 def _plan_gpus(parsed: nb_spec.NotebookSpec) -> tuple[list[str], bool]:
-    available = gpus_mod.inventory()
+    """(the GPUs it may get, whether the machine has any); refuses what cannot fit."""
+    available = gpus_mod.inventory() if parsed.gpus else []
     if parsed.gpus > len(available):
         raise InputError(None, f"spec.template.spec.containers[0].resources.limits."
                                f"{nb_spec.GPU_RESOURCE}",
-                         f"Notebook '{parsed.name}' asks for {parsed.gpus} GPU(s) but this "
-                         f"machine has {len(available)}",
+                         f"Notebook '{parsed.name}' asks for {parsed.gpus} GPU(s) but "
+                         f"{gpus_mod.shortage(parsed.gpus, len(available))}",
                          hint="lower it (`kflab doctor` lists the GPUs)")
-    return available[:parsed.gpus], bool(available)
+    return available[:parsed.gpus], gpus_mod.machine_has_gpus()
 
 
 def _cpu_set(count: int | None) -> list[int] | None:
@@ -104,12 +107,13 @@ def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = Tru
     holder = gpus_mod.holder_of(KIND, parsed.namespace, parsed.name)
     if parsed.gpus:  # GPUs no other workload holds, waiting as a Pending pod would
         gpus = gpus_mod.acquire(backend.root, holder, {"main": parsed.gpus},
-                                on_pending=lambda msg: backend.emit({
+                                available=gpus, on_pending=lambda msg: backend.emit({
                                     "event": "message", "text": (
                                         f"Notebook {parsed.name} is waiting for GPUs: {msg} "
                                         f"(held by: {', '.join(gpus_mod.holders(backend.root))})"
                                     )}))["main"]
-        obj["metadata"].setdefault("annotations", {})[gpus_mod.ANNOTATION] = ",".join(gpus)
+        obj["metadata"].setdefault("annotations", {})[gpus_mod.ANNOTATION] = \
+            gpus_mod.labels(gpus)
     run = _run(backend, obj)
     info_file, log = state.path(run, "server.json"), state.path(run, "server.log")
     config, settings = state.path(run, "jupyter-config"), state.path(run, "jupyter-settings")
@@ -127,15 +131,20 @@ def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = Tru
            "JUPYTER_CONFIG_DIR": str(config),
            "JUPYTER_RUNTIME_DIR": str(state.path(run, "jupyter-runtime")),
            "NB_PREFIX": parsed.prefix, "PYTHONUNBUFFERED": "1"}
+    # Jobs submitted from the notebook (its terminal, or the SDK in a kernel) go to this
+    # lab, as a notebook on Kubeflow submits to its own cluster: same state folder, so the
+    # same GPU ledger; they see the machine's GPUs, not only the notebook's (gpu_devices.py).
+    if STATE_ENV not in dict(parsed.env):
+        env[STATE_ENV] = str(backend.root)
     if gpus or host_has_gpus:
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+        env.update(given(gpus))
     argv = [sys.executable, "-m", "jupyterlab", f"--port={port}",
             f"--ServerApp.base_url={parsed.prefix}/"]
     rec = backend.procs.spawn(proc_id(parsed.namespace, parsed.name), argv,
                               owner=f"{KIND}/{parsed.namespace}/{parsed.name}", log=log,
                               cwd=base_dir, env=env)
-    if parsed.gpus:  # held while the server lives
-        gpus_mod.bind(backend.root, holder, rec.pid)
+    if parsed.gpus:  # held while the server (or a kernel it left running) lives
+        gpus_mod.bind(backend.root, holder, rec.pid, token=rec.tag)
     if cpus is not None:  # the kernels it starts inherit the set (a cluster uses a quota)
         import psutil
 

@@ -24,7 +24,7 @@ from lab.backends.local import gpus, owners
 from lab.backends.local.owners import Lease
 from lab.backends.local.procs import iter_log
 from lab.backends.local.training import status as st
-from lab.backends.local.training.env import plan_gpus, visible_gpus
+from lab.backends.local.training.env import available_for, plan_gpus
 from lab.backends.local.training.run import Supervisor
 from lab.backends.local.training.spec import (
     KINDS,
@@ -40,7 +40,8 @@ from lab.state import StateError
 
 def validate(backend: Any, obj: dict[str, Any], *, base_dir: Path) -> None:
     """Everything `apply` refuses (the spec, the GPUs it asks for), with no side effect."""
-    plan_gpus(parse(obj), visible_gpus())
+    job = parse(obj)
+    plan_gpus(job, available_for(job))
 
 
 def _prepare(backend: Any, obj: dict[str, Any], base_dir: Path, lease: Lease,
@@ -49,23 +50,23 @@ def _prepare(backend: Any, obj: dict[str, Any], base_dir: Path, lease: Lease,
     `allocate`, the GPUs are taken from the shared allocation (gpus.py), waiting Pending
     while other workloads hold them, as the scheduler keeps a pod Pending."""
     job = parse(obj)
-    available = visible_gpus()
+    available = available_for(job)
     plan = plan_gpus(job, available)
     apply_defaults(obj, job)
     if allocate and any(plan.values()):
-        plan = _allocate(backend, obj, job, plan, available)
+        plan = _allocate(backend, obj, job, plan, available, lease)
     meta = obj["metadata"]
     run_dir = backend.store.run_dir(job.kind, meta["name"], meta["namespace"])
     for rep, i in job.ordered():  # a re-applied job starts with fresh replica logs
         state.remove(backend.root, backend.store.run_file(
             job.kind, meta["name"], meta["namespace"], f"{rep.name(i)}.log"))
     sup = Supervisor(backend, obj, job, run_dir, base_dir, lease)
-    sup.prepare(plan, bool(available))
+    sup.prepare(plan, gpus.machine_has_gpus())
     return sup
 
 
 def _allocate(backend: Any, obj: dict[str, Any], job: Any, plan: dict[str, list[str]],
-              available: list[str]) -> dict[str, list[str]]:
+              available: list[str], lease: Lease) -> dict[str, list[str]]:
     meta = obj["metadata"]
     holder = gpus.holder_of(job.kind, meta["namespace"], meta["name"])
     asks = {part: len(ids) for part, ids in plan.items()}
@@ -78,7 +79,8 @@ def _allocate(backend: Any, obj: dict[str, Any], job: Any, plan: dict[str, list[
         backend.emit({"event": "message", "text": f"{job.kind} {meta['name']} is waiting "
                       f"for GPUs: {message} (held by: {', '.join(gpus.holders(backend.root))})"})
 
-    got = gpus.acquire(backend.root, holder, asks, available=available, on_pending=pending)
+    got = gpus.acquire(backend.root, holder, asks, available=available, on_pending=pending,
+                       token=lease.token, owner=f"{lease.kind}/{lease.namespace}/{lease.name}")
     obj["metadata"].setdefault("annotations", {})[gpus.ANNOTATION] = gpus.describe(got)
     return got
 

@@ -129,7 +129,7 @@ class _Run:
         elif self.spec.collector.kind in ("File", "TensorFlowEvent") and self.parallel > 1:
             self.parallel = 1  # announced: katib.collector.file-parallel / tfevent-parallel
         self.t0 = time.monotonic()
-        self.host_gpus = bool(gpus.inventory())
+        self.host_gpus = gpus.machine_has_gpus()
         if self.trials:
             self._seed()
 
@@ -252,11 +252,13 @@ class _Run:
         them and trials of this experiment are running (the loop tries again as they
         end). With none running, wait as a Pending pod waits for its GPUs."""
         holder = gpus.holder_of("Trial", self.ns, name)
-        got = gpus.allocate(self.store.root, holder, asks)
+        whose = {"token": self.lease.token,
+                 "owner": f"{self.lease.kind}/{self.lease.namespace}/{self.lease.name}"}
+        got = gpus.allocate(self.store.root, holder, asks, **whose)
         if got is None and self.active:
             return None
         if got is None:
-            got = gpus.acquire(self.store.root, holder, asks, on_pending=lambda msg: (
+            got = gpus.acquire(self.store.root, holder, asks, **whose, on_pending=lambda msg: (
                 self.backend.emit({"event": "message", "text": (
                     f"trial {name} is waiting for {sum(asks.values())} GPU(s): {msg} (held "
                     f"by: {', '.join(gpus.holders(self.store.root))})")})))
@@ -304,7 +306,8 @@ class _Run:
                                            private=log.parent / "metrics"
                                            if self.private_metrics else None)
         if held:
-            trial["metadata"].setdefault("annotations", {})[gpus.ANNOTATION] = ",".join(held)
+            trial["metadata"].setdefault("annotations", {})[gpus.ANNOTATION] = \
+                gpus.labels(held)
         proc = started.proc
         coll = self.spec.collector
         metrics = MetricLog(self.spec.objective.names, coll.filters)
@@ -671,11 +674,11 @@ def _runnable(obj: dict[str, Any]) -> Spec:
         raise LabError("a Trial is created by its Experiment, not applied on its own",
                        hint="apply the Experiment (kind: Experiment) instead")
     spec = tuning_spec.parse(obj)
-    if spec.gpus > len(have := gpus.inventory()):
+    if spec.gpus and spec.gpus > len(have := gpus.inventory()):
         where = ".".join(str(k) for k in ("spec.trialTemplate.trialSpec", *spec.container_path))
         raise InputError(f"experiment '{spec.name}'", f"{where}.resources.limits.nvidia.com/gpu",
-                         f"each trial asks for {spec.gpus} GPU(s) but this machine has "
-                         f"{len(have)}: no trial could ever start",
+                         f"each trial asks for {spec.gpus} GPU(s) but "
+                         f"{gpus.shortage(spec.gpus, len(have))}: no trial could ever start",
                          hint="lower the limit (`kflab doctor` lists the GPUs)")
     if spec.max_trials is None and spec.algorithm != "grid" and spec.objective.goal is None:
         raise InputError(f"experiment '{spec.name}'", "spec.maxTrialCount",

@@ -24,9 +24,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from lab.backends.local.gpus import machine_has_gpus
 from lab.backends.local.procs import ChildGroup
 from lab.backends.local.training import status as job_status
-from lab.backends.local.training.env import plan_gpus, visible_gpus
+from lab.backends.local.training.env import available_for, plan_gpus
 from lab.backends.local.training.run import Supervisor
 from lab.backends.local.training.spec import apply_defaults, parse
 from lab.backends.local.tuning.spec import JOB_TRIAL_KINDS
@@ -92,8 +93,7 @@ class JobTrial:
         obj = copy.deepcopy(runspec)  # the supervisor annotates it; the trial keeps its own
         job = parse(obj)
         apply_defaults(obj, job)
-        available = visible_gpus()
-        plan = held if held is not None else plan_gpus(job, available)
+        plan = held if held is not None else plan_gpus(job, available_for(job))
         sup = _TrialSupervisor(backend, obj, job, run_dir, base_dir, lease)
         # Replica labels in the experiment's lease carry the trial's name (master-0 of
         # every trial would collide); the lease is shared with the experiment's thread.
@@ -101,7 +101,7 @@ class JobTrial:
                                on_start=lambda label, proc, argv=(): lease.add(
                                    f"{trial}/{label}", proc, argv),
                                on_exit=lambda label: lease.drop(f"{trial}/{label}"))
-        sup.prepare(plan, bool(available))
+        sup.prepare(plan, machine_has_gpus())
         leaders = job.flavor.leaders(job)
         primary = next((i for i in sup.instances if i.rep.type in leaders), sup.instances[0])
         primary.log = primary_log

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from lab import state
+from lab.backends.local.gpu_devices import given
 from lab.backends.local.procs import ChildGroup
 from lab.backends.local.tuning.metrics import Tail
 from lab.backends.local.tuning.spec import PLACEHOLDER, Spec, meta_source
@@ -96,7 +97,7 @@ def trial_env(container: dict[str, Any], name: str,
             env[str(item["name"])] = str(item["value"])
     env["KATIB_TRIAL_NAME"] = name
     if gpus is not None:  # the host has GPUs: the trial sees those it was given, as a pod
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+        env.update(given(gpus))
     return env
 
 

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab import fidelity, signals, state
-from lab.backends.local import gpus
+from lab import signals, state
+from lab.backends.local import fidelity, gpus
 from lab.backends.local.owners import Lease
 from lab.backends.local.procs import ChildGroup, iter_log, kill_group
 from lab.backends.local.tuning import earlystop, jobtrial, tfevent

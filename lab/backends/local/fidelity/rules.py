@@ -323,14 +323,27 @@ RULES: tuple[Rule, ...] = (
          "refused: the entrypoint is unknown locally; the error shows the command line to add",
          "kubernetes Container.command semantics",
          field="spec.trialTemplate.trialSpec.spec.template.spec.containers[0].command"),
+    Rule("katib.trialSpec.trainjob", "Experiment", "a TrainJob trial (trainer.kubeflow.org)",
+         "the trial controller creates the TrainJob; the webhook defaults its success and "
+         "failure conditions to the TrainJob's Complete and Failed, and its primary pod to "
+         "node index 0 (replicated job node), where the collector reads the container "
+         "named by primaryContainerName (the runtime's node container)",
+         SAME, "every node runs as the local TrainJob runs it (numNodes, PET_* env); the "
+         "trial ends with the TrainJob's Complete or Failed condition and its metrics come "
+         "from node 0; a primaryContainerName other than node is refused (Katib's pod "
+         "webhook would find no such container)",
+         f"{KATIB} pkg/apis/controller/experiments/v1beta1/experiment_defaults.go "
+         "setDefaultTrialTemplate, constants.go DefaultTrainJobSuccessCondition, "
+         "DefaultTrainJobPrimaryPodLabels; examples/v1beta1/kubeflow-trainer/"
+         "trainjob-pytorch.yaml", test="test_trainjob_trial_runs_every_node_and_reads_node_0"),
     Rule("katib.trialSpec.kind", "Experiment",
-         "trial kinds other than Job, PyTorchJob, TFJob (TrainJob, MPIJob, XGBoostJob, "
+         "trial kinds other than Job, PyTorchJob, TFJob, TrainJob (MPIJob, XGBoostJob, "
          "Argo Workflow, Tekton PipelineRun)",
          "the trial controller creates any kind named in katib-config's trialResources; "
          "that kind's own controller runs it",
-         REFUSED, "refused naming the kind: the local backend runs trials whose pod "
-         "template it reads (a Job, PyTorchJob or TFJob); write the trial as a batch/v1 "
-         "Job running the same command, or run it on a cluster",
+         REFUSED, "refused naming the kind: the local backend runs trials of kind Job, "
+         "PyTorchJob, TFJob or TrainJob; write the trial as one of those running the same "
+         "command, or run it on a cluster",
          f"{KATIB} manifests/v1beta1/installs/katib-standalone/katib-config.yaml "
          "trialResources; pkg/controller.v1beta1/trial/trial_controller.go",
          field="spec.trialTemplate.trialSpec.kind"),

@@ -17,7 +17,7 @@ from typing import Any
 from lab.backends.local.containers import choice, images, workload
 from lab.backends.local.containers import spec as cspec
 from lab.backends.local.containers.engine import Engine
-from lab.backends.local.runners import ContainerRun
+from lab.backends.local.runners import ContainerRun, Mount
 from lab.backends.local.training.spec import JobSpec, Replica
 
 
@@ -67,11 +67,11 @@ def _same(name: str) -> str:
 
 def replica_run(engine: Engine, job: JobSpec, rep: Replica, index: int, *, root: Path,
                 token: str, base_dir: Path, network: str | None,
-                gpus: Sequence[str]) -> ContainerRun:
+                gpus: Sequence[str], mounts: Sequence[Mount] = ()) -> ContainerRun:
     env = pod_env(job, rep, index)
     names = job.flavor.hostnames(job, rep, index)
     owner = f"{job.kind}/{job.namespace}/{job.name}"
     return workload.container(engine, container_spec(rep, env), root=root, token=token,
                               owner=owner, part=rep.name(index), env=env, base_dir=base_dir,
                               network=network, aliases=names if network else (),
-                              hostname=names[0], gpus=gpus)
+                              hostname=names[0], gpus=gpus, mounts=mounts)

@@ -31,6 +31,7 @@ from lab.backends.local.containers import workload
 from lab.backends.local.containers.engine import Engine
 from lab.backends.local.owners import Lease
 from lab.backends.local.procs import ChildGroup, free_port
+from lab.backends.local.runners import Mount
 from lab.backends.local.training import containers
 from lab.backends.local.training import status as st
 from lab.backends.local.training.env import localize, replica_env, service_names
@@ -79,6 +80,7 @@ class Instance:
     offset: int = 0
     partial: bytes = b""
     gpus: tuple[str, ...] = ()  # its GPUs from the ledger (a container is given them)
+    mounts: tuple[Mount, ...] = ()  # more folders for its container (a Katib collector's)
 
     @property
     def name(self) -> str:
@@ -224,7 +226,7 @@ class Supervisor:
         run = containers.replica_run(self.engine, self.job, inst.rep, inst.index,
                                      root=self.backend.root, token=self.lease.token,
                                      base_dir=self.base_dir, network=self.network,
-                                     gpus=inst.gpus)
+                                     gpus=inst.gpus, mounts=inst.mounts)
         with open(inst.log, "ab") as fh:
             inst.proc = run.start(self.group, inst.name, fh)
         inst.state, inst.exit_code, inst.restart_at = "running", None, None

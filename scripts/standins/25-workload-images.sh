@@ -2,7 +2,8 @@
 # Stand-in: the workload images the container-runner tests run (no registry is reachable here),
 # built offline from Debian's packages on the debootstrap base that 20-systemd-target.sh
 # imports: localhost/kflab-python:bookworm (Debian's python3) and localhost/kflab-torch:bookworm
-# (that plus the CPU wheel torch==2.13.0 from /opt/wheels, or $KFLAB_TORCH_WHEEL, and numpy). Idempotent
+# (that plus the CPU wheel torch==2.13.0 from /opt/wheels, or $KFLAB_TORCH_WHEEL, and numpy),
+# localhost/kflab-custom-predictor:bookworm (a user's KServe custom predictor: predictor.py). Idempotent
 # and cached by content key: an image is rebuilt only when its Containerfile (and, for torch,
 # the wheel and the pip set) changes. Needs root (rootful podman's store, as 20-*.sh).
 set -euo pipefail
@@ -12,6 +13,7 @@ export CONTAINERS_CONF="$PWD/tests/integration/systemd_target/containers.conf"
 base=localhost/kflab-debootstrap:bookworm
 python_image=localhost/kflab-python:bookworm
 torch_image=localhost/kflab-torch:bookworm
+predictor_image=localhost/kflab-custom-predictor:bookworm
 wheel=${KFLAB_TORCH_WHEEL:-$(ls /opt/wheels/torch-2.13.0+cpu-cp311-*"$(uname -m)".whl 2>/dev/null | head -n1 || true)}
 
 if ! podman image exists "$base"; then
@@ -27,6 +29,14 @@ else
   echo "building $python_image (Debian's python3)"
   podman build -q --label "kflab.content=$py_key" -t "$python_image" -f "$here/python.Containerfile" "$here" >/dev/null
   echo "python image built: $python_image ($py_key)"
+fi
+
+pred_key=$( { echo "$py_key"; cat "$here/predictor.Containerfile" "$here/predictor.py"; } | sha256sum | cut -c1-16)
+if [ "$(label "$predictor_image")" = "$pred_key" ]; then
+  echo "predictor image cached: $predictor_image ($pred_key)"
+else
+  podman build -q --label "kflab.content=$pred_key" -t "$predictor_image" -f "$here/predictor.Containerfile" "$here" >/dev/null
+  echo "predictor image built: $predictor_image ($pred_key)"
 fi
 
 if [ -z "$wheel" ] || [ ! -f "$wheel" ]; then

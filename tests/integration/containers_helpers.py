@@ -19,6 +19,7 @@ from lab.backends.local.containers import cleanup, engine, images
 REPO = Path(__file__).resolve().parents[2]
 CONF = REPO / "tests" / "integration" / "systemd_target" / "containers.conf"
 PYTHON = "localhost/kflab-python:bookworm"
+PREDICTOR = "localhost/kflab-custom-predictor:bookworm"
 TORCH = "localhost/kflab-torch:bookworm"
 SCRIPT = "scripts/standins/25-workload-images.sh"
 

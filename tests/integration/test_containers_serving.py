@@ -12,14 +12,14 @@ import signal
 from pathlib import Path
 
 import pytest
-from containers_helpers import leftovers, podman, use_podman
+from containers_helpers import PREDICTOR, leftovers, podman, use_podman
 from crds import crd_schema, schema_errors
 
 from lab.backends.local import LocalBackend
 from lab.kube.conditions import is_true
 
 pytestmark = pytest.mark.slow
-PREDICTOR = "localhost/kflab-custom-predictor:bookworm"
+
 
 
 def isvc(name: str, **container: object) -> dict:

@@ -6,7 +6,7 @@ engine engine.py picks. A job's replicas all run the same way (one network: loop
 processes, a container network otherwise). The annotation `kflab.dev/runtime` on the
 resource overrides it: `container` runs even known images in containers, `process` runs
 the manifest's command on this machine whatever the image (the image's own files are then
-not there).
+not there); `$KFLAB_RUNTIME` says the same for every resource without the annotation.
 
 `decide(obj)` answers for a whole manifest without starting anything: what the upstream
 examples' sweep (docs/fidelity.md) asks of each example: "would this run in a container
@@ -15,6 +15,7 @@ here, and with which engine?".
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -24,16 +25,21 @@ from lab.backends.local.containers import images
 from lab.errors import InputError, LabError
 
 ANNOTATION = "kflab.dev/runtime"
+ENV = "KFLAB_RUNTIME"  # the same for every resource (the annotation wins)
 VALUES = ("process", "container")
 
 
 def override(obj: dict[str, Any]) -> str | None:
-    """The annotation's value (validated), or None."""
+    """The annotation's value (validated), else $KFLAB_RUNTIME's, or None."""
     meta = obj.get("metadata") if isinstance(obj, dict) else None
     notes = (meta or {}).get("annotations") if isinstance(meta, dict) else None
     value = notes.get(ANNOTATION) if isinstance(notes, dict) else None
     if value is None:
-        return None
+        env = os.environ.get(ENV, "").strip()
+        if env and env not in VALUES:
+            raise LabError(f"{ENV}={env!r} is not a runtime kflab knows",
+                           hint="set it to process or container, or unset it")
+        return env or None
     if value not in VALUES:
         raise InputError(None, f"metadata.annotations.{ANNOTATION}",
                          f"{value!r} is not a runtime kflab knows",

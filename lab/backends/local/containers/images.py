@@ -232,6 +232,22 @@ def ensure(engine: Engine, image: str, policy: str, *, where: str,
         return found
 
 
+def preflight(engine: Engine, image: str, policy: str, *, where: str) -> None:
+    """What `ensure` would refuse without pulling anything (`kflab apply` checks every
+    document before applying the first): a missing image under Never, a present image
+    built for another architecture."""
+    ref = parse(image)
+    if ref is None or policy not in POLICIES or policy == "Always":
+        return  # ensure says what is wrong with the name or the policy; Always pulls
+    if (engine.path, str(ref)) in _ENSURED:
+        return
+    found = inspect(engine, str(ref))
+    if found is None and policy == "Never":
+        ensure(engine, image, policy, where=where)  # raises ErrImageNeverPull's line
+    if found is not None:
+        check_arch(engine, found, where)
+
+
 def check_arch(engine: Engine, image: Image, where: str) -> None:
     """Refuse an image built for another architecture (the engine would start it and the
     kernel refuse its programs: `exec format error`)."""

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from lab import content, fidelity, state
+from lab.backends.local.containers import images
 from lab.backends.local.procs import iter_log
 from lab.backends.local.serving import custom, runtimes
 from lab.backends.local.serving import spec as serving_spec
@@ -68,8 +69,11 @@ def validate(backend: Any, obj: dict[str, Any], *, base_dir: Path) -> None:
     """Reject a bad manifest before the running version is replaced (a custom container
     also needs a container engine that runs)."""
     if custom.is_custom(obj):
-        custom.parse(obj, base_dir=base_dir, root=backend.root)
-        custom.engine_for(obj)
+        spec = custom.parse(obj, base_dir=base_dir, root=backend.root)
+        engine = custom.engine_for(obj)
+        assert engine is not None
+        images.preflight(engine, spec.container.image, spec.container.pull_policy,
+                         where=f"{spec.container.where}.image")
         return
     serving_spec.parse(obj, base_dir=base_dir, state=backend.root)
 
@@ -131,7 +135,9 @@ def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = Tru
             _spawn(backend, spec, slot)
         found = differences(spec)
         loading = f"loading {spec.model_format} model from {spec.storage_uri}"
-    if previous is not None and wait and serving(backend, previous):
+    # a fixed hostPort cannot be held by the old and the new server at once: replaced
+    fixed = isinstance(spec, custom.Custom) and spec.host_port is not None
+    if previous is not None and wait and serving(backend, previous) and not fixed:
         return _rollout(backend, obj, spec, previous, limit, spawn, found)
     if previous is not None:  # nothing serves: replace it outright
         delete(backend, previous)

@@ -39,6 +39,14 @@ def container_spec(rep: Replica, env: Sequence[tuple[str, str]] | None = None
                       rep.where, env=env)
 
 
+def preflight(engine: Engine, job: JobSpec) -> None:
+    """Refuse, before anything is applied, an image that Never may not pull or that is
+    built for another architecture (containers/images.py)."""
+    for rep in job.replicas.values():
+        spec = container_spec(rep)
+        images.preflight(engine, spec.image, spec.pull_policy, where=f"{rep.where}.image")
+
+
 def pull(engine: Engine, job: JobSpec, emit: Callable[[dict[str, Any]], None] | None,
          *, pulled: bool = False) -> None:
     """Every image of the job present (each once), as its imagePullPolicy asks; `pulled`:

@@ -44,7 +44,9 @@ def validate(backend: Any, obj: dict[str, Any], *, base_dir: Path) -> None:
     container engine this machine lacks), with no side effect."""
     job = parse(obj)
     plan_gpus(job, visible_gpus())
-    containers.engine_for(job, obj)
+    engine = containers.engine_for(job, obj)
+    if engine is not None:
+        containers.preflight(engine, job)
 
 
 def _prepare(backend: Any, obj: dict[str, Any], base_dir: Path, lease: Lease,

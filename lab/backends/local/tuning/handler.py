@@ -682,9 +682,8 @@ def trial_engine(spec: Spec) -> Engine | None:
     return engines.require(f"experiment '{spec.name}': the trials' image {image} ({where})")
 
 
-def pull_images(engine: Engine, spec: Spec, emit: Any) -> None:
-    """Every image the trials run, present as its imagePullPolicy asks: pulled once for the
-    whole experiment (images.ensure remembers), never once per trial."""
+def _policies(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    """(field, image, imagePullPolicy) of every image the trials run."""
     for where, image in spec.images:
         if not isinstance(image, str) or not image:
             continue
@@ -692,8 +691,14 @@ def pull_images(engine: Engine, spec: Spec, emit: Any) -> None:
         path = where.removeprefix("spec.trialTemplate.trialSpec").removesuffix(".image")
         for part in filter(None, path.replace("[", ".").replace("]", "").split(".")):
             node = node[int(part)] if part.isdigit() else node[part]
-        policy = node.get("imagePullPolicy") or images.default_policy(image)
-        images.ensure(engine, image, str(policy), where=where, emit=emit)
+        yield where, image, str(node.get("imagePullPolicy") or images.default_policy(image))
+
+
+def pull_images(engine: Engine, spec: Spec, emit: Any) -> None:
+    """Every image the trials run, present as its imagePullPolicy asks: pulled once for the
+    whole experiment (images.ensure remembers), never once per trial."""
+    for where, image, policy in _policies(spec):
+        images.ensure(engine, image, policy, where=where, emit=emit)
 
 
 def _runnable(obj: dict[str, Any]) -> Spec:
@@ -702,7 +707,9 @@ def _runnable(obj: dict[str, Any]) -> Spec:
         raise LabError("a Trial is created by its Experiment, not applied on its own",
                        hint="apply the Experiment (kind: Experiment) instead")
     spec = tuning_spec.parse(obj)
-    trial_engine(spec)
+    if (engine := trial_engine(spec)) is not None:
+        for where, image, policy in _policies(spec):
+            images.preflight(engine, image, policy, where=where)
     if spec.gpus > len(have := gpus.inventory()):
         where = ".".join(str(k) for k in ("spec.trialTemplate.trialSpec", *spec.container_path))
         raise InputError(f"experiment '{spec.name}'", f"{where}.resources.limits.nvidia.com/gpu",

@@ -107,8 +107,12 @@ def _default_run(argv: list[str], timeout: float) -> tuple[int, str, str]:
 
 
 def _json(text: str) -> Any:
+    """The first JSON value in the output (a warning line may come before or after it)."""
+    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
+    if start < 0:
+        return None
     try:
-        return json.loads(text)
+        return json.JSONDecoder().raw_decode(text[start:])[0]
     except ValueError:
         return None
 
@@ -147,6 +151,20 @@ def probe(name: str, which: Which = shutil.which, run: Run = _default_run) -> En
     return Engine("docker", path, version, any("rootless" in o for o in options), True, "",
                   go_arch(str(info.get("Architecture") or "")),
                   any("selinux" in o for o in options))
+
+
+def describe(engine: Engine | None) -> tuple[str, str, str]:
+    """(status, observed, advice) for `kflab doctor`'s row."""
+    if engine is None:
+        return ("warn", "none: workloads whose image kflab does not run as a process are "
+                "refused", f"{INSTALL}; `{ENV}=none` means none on purpose")
+    where = f"{engine.path}" if engine.path else "not installed"
+    if not engine.running:
+        other = "docker" if engine.name == "podman" else "podman"
+        return ("warn", f"{engine.title} {engine.version}, not running ({where}): "
+                f"{engine.problem}", f"start {engine.title}, or set {ENV}={other}")
+    arch = f", {engine.arch}" if engine.arch else ""
+    return ("pass", f"{engine.label}, running{arch} ({where})", "")
 
 
 def select(env: Mapping[str, str] | None = None, which: Which = shutil.which,

@@ -152,8 +152,9 @@ _LAYER = re.compile(r"(?:Copying blob (?:sha256:)?(?P<pblob>[0-9a-f]{6,})"
 
 def pull(engine: Engine, ref: str, emit: Emit | None, why: str) -> None:
     """`engine pull REF`, its layers reported as `pull` events (the CLI draws a bar):
-    Podman prints `Copying blob X` then `Copying blob X done`/`skipped`, Docker
-    `X: Pulling fs layer` ... `X: Pull complete`/`Already exists`."""
+    Podman prints `Copying blob X` per layer (on a terminal `... done` too; without one,
+    `Copying config` once every layer is in), Docker `X: Pulling fs layer` ...
+    `X: Pull complete`/`Already exists`."""
     seen: set[str] = set()
     done: set[str] = set()
     tail: list[str] = []
@@ -171,14 +172,17 @@ def pull(engine: Engine, ref: str, emit: Emit | None, why: str) -> None:
             continue
         tail = [*tail[-4:], line]
         m = _LAYER.search(line)
-        if m is None:
+        if line.startswith(("Copying config", "Writing manifest")):
+            done |= seen  # Podman without a terminal says no more per layer: all are in
+        elif m is None:
             continue
-        blob = (m.group("pblob") or m.group("dblob"))[:12]
-        seen.add(blob)
-        state = m.group("dstate") or ""
-        if line.endswith((" done", "already exists")) or state in (
-                "Pull complete", "Already exists"):
-            done.add(blob)
+        else:
+            blob = (m.group("pblob") or m.group("dblob"))[:12]
+            seen.add(blob)
+            state = m.group("dstate") or ""
+            if line.endswith((" done", "already exists")) or state in (
+                    "Pull complete", "Already exists"):
+                done.add(blob)
         if emit:
             emit({"event": "pull", "image": ref, "done": len(done), "total": len(seen),
                   "why": why})

@@ -26,11 +26,12 @@ from lab.errors import LabError
 
 
 def collector_mount(engine: Engine, spec: Spec, container: cspec.ContainerSpec,
-                    private: Path) -> tuple[list[Mount], Path]:
-    """(the mounts for the collector's folder, the host path kflab reads metrics from)."""
+                    private: Path) -> tuple[list[Mount], Path | None]:
+    """(the mounts for the collector's folder, the host path kflab reads metrics from;
+    None for the StdOut collector, which reads the trial's log)."""
     coll = spec.collector
     if coll.kind not in ("File", "TensorFlowEvent"):
-        return [], private
+        return [], None
     path = str(coll.path)
     if not posixpath.isabs(path):  # relative to the container's working folder
         base = workload.workdir(container) or images.ensure(
@@ -63,9 +64,10 @@ def launch(group: ChildGroup, engine: Engine, spec: Spec, runspec: dict[str, Any
     env = trial_env(container, name)
     try:
         cs = cspec.read(container, where, env=env)
-        mounts, source = collector_mount(engine, spec, cs, private)
+        mounts, found = collector_mount(engine, spec, cs, private)
     except LabError as exc:  # a bad quantity, a missing image: the trial fails naming it
-        return None, private, str(exc).splitlines()[0]
+        return None, log, str(exc).splitlines()[0]
+    source = found if found is not None else log
     run = workload.container(engine, cs, root=root, token=str(group.tag),
                              owner=f"Trial/{spec.namespace}/{name}", part="trial", env=env,
                              base_dir=base_dir, gpus=gpus or (), mounts=mounts)

@@ -201,7 +201,7 @@ def launch_job(backend: Any, lease: Any, spec: Spec, runspec: dict[str, Any], na
             mounts, found = containers.collector_mount(
                 engine, spec, cspec.read(container, "spec.trialTemplate.trialSpec"),
                 log.parent / "metrics")
-            source = found if coll.kind != "StdOut" else log
+            source = found if found is not None else log
         except LabError as exc:
             problem = str(exc).splitlines()[0]
     elif coll.kind == "File":

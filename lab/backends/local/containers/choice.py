@@ -146,9 +146,20 @@ class Decision:
     reason: str  # why (the refusal's message for `refused`)
 
 
+def forced(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object as the choice reads it: a KServe custom predictor always runs its image
+    (the local model servers serve only modelFormat predictors)."""
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    pred = spec.get("predictor") if isinstance(spec.get("predictor"), dict) else {}
+    if obj.get("kind") == "InferenceService" and pred.get("containers"):
+        return {"metadata": {"annotations": {ANNOTATION: "container"}}}
+    return obj
+
+
 def decide(obj: dict[str, Any]) -> Decision:
     """Process, container (and which engine) or refused, for any manifest, starting nothing."""
     found = list(containers_of(obj))
+    obj = forced(obj) | {"kind": obj.get("kind")}
     try:
         first = needs_container(found, obj)
     except LabError as exc:

@@ -112,8 +112,8 @@ def engine_for(obj: dict[str, Any]) -> Engine | None:
     """The engine for the predictor's container: custom containers always need one."""
     image = ((obj["spec"]["predictor"]["containers"] or [{}])[0] or {}).get("image")
     found = [("spec.predictor.containers[0].image", image)]
-    return choice.engine_for(found, {"metadata": {"annotations": {
-        choice.ANNOTATION: "container"}}}, f"InferenceService {obj['metadata'].get('name')}")
+    return choice.engine_for(found, choice.forced(obj),
+                             f"InferenceService {obj['metadata'].get('name')}")
 
 
 def host_port(custom: Custom) -> int:

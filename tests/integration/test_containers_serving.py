@@ -2,17 +2,19 @@
 its port published on 127.0.0.1 only, STORAGE_URI's folder mounted at /mnt/models as the
 storage initializer would put it, Ready once its readinessProbe answers, read back with
 the status KServe writes (validated against the upstream CRD), answering predictions; and
-deleted, nothing is left."""
+deleted, nothing is left. A Notebook of an image kflab does not run as JupyterLab is that
+image's container, served the same way."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import urllib.request
 from pathlib import Path
 
 import pytest
-from containers_helpers import PREDICTOR, leftovers, podman, use_podman
+from containers_helpers import PREDICTOR, PYTHON, leftovers, podman, use_podman
 from crds import crd_schema, schema_errors
 
 from lab.backends.local import LocalBackend
@@ -82,3 +84,32 @@ def test_down_removes_a_predictor_whose_client_was_killed(state: Path, tmp_path:
     assert leftovers(state)["containers"], "the container should outlive its client"
     stopped = backend.down()
     assert leftovers(state) == {"containers": [], "networks": []}, stopped
+
+
+def test_a_notebook_of_an_image_kflab_does_not_run_is_its_container(
+        state: Path, tmp_path: Path, shared: Path, monkeypatch) -> None:
+    """A Notebook whose image is not one of Kubeflow's JupyterLab images: the image's own
+    server, NB_PREFIX in its env, its port on 127.0.0.1, the manifest's folder at
+    /home/jovyan/lab-files as the cluster backend's ConfigMap puts it."""
+    use_podman(monkeypatch, PYTHON)
+    (tmp_path / "hello.txt").write_text("hi from the lab folder\n")
+    nb = {"apiVersion": "kubeflow.org/v1", "kind": "Notebook",
+          "metadata": {"name": "web", "namespace": "default"},
+          "spec": {"template": {"spec": {"containers": [{
+              "name": "web", "image": PYTHON,
+              "command": ["sh", "-c", "echo prefix=$NB_PREFIX; "
+                          "exec python3 -m http.server 8888 --directory /home/jovyan"],
+              "workingDir": "/home/jovyan",
+              "ports": [{"containerPort": 8888, "name": "notebook-port"}]}]}}}}
+    backend = LocalBackend(str(state))
+    obj = backend.apply(nb, base_dir=tmp_path)
+    assert obj["status"]["readyReplicas"] == 1, obj["status"]
+    assert schema_errors(crd_schema(shared, "Notebook"), obj) == []
+    url = backend._handler("Notebook").url(backend, "web")
+    assert url.startswith("http://127.0.0.1:") and url.endswith("/notebook/default/web/")
+    base = url.split("/notebook/")[0]
+    with urllib.request.urlopen(f"{base}/lab-files/hello.txt", timeout=5) as resp:
+        assert resp.read() == b"hi from the lab folder\n"
+    assert any("prefix=/notebook/default/web" in ln for ln in backend.logs("notebook", "web"))
+    assert backend.delete("Notebook", "web")
+    assert leftovers(state) == {"containers": [], "networks": []}

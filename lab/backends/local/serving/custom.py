@@ -17,14 +17,12 @@ predictor (handler.py `_ready`).
 from __future__ import annotations
 
 import socket
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lab import state
-from lab.backends.local.containers import choice, images, workload
+from lab.backends.local.containers import choice, images, probe, workload
 from lab.backends.local.containers import spec as cspec
 from lab.backends.local.containers.engine import Engine
 from lab.backends.local.procs import LOOPBACK, free_port
@@ -98,14 +96,14 @@ def parse(obj: dict[str, Any], *, base_dir: Path, root: Path) -> Custom:
     model = serving_spec.resolve_storage(uri, base_dir=base_dir, state=root,
                                          field=f"{where}.env.{STORAGE_ENV}") if uri else None
     port = container.ports[0] if container.ports else cspec.Port(DEFAULT_PORT)
-    probe = first.get("readinessProbe") if isinstance(first.get("readinessProbe"), dict) \
+    readiness = first.get("readinessProbe") if isinstance(first.get("readinessProbe"), dict) \
         else {}
     ignored = [f"spec.predictor.{k}" for k in CLUSTER_ONLY if pred.get(k) not in (None, {}, [])]
     ignored += [f"spec.predictor.containers[{i}]" for i in range(1, len(containers))]
     ignored += [f"{where}.{k}" for k in ("livenessProbe", "startupProbe", "volumeMounts",
                                          "securityContext") if first.get(k)]
     return Custom(name, str(meta.get("namespace") or "default"), container, port.container,
-                  port.host, model, uri, protocol, probe, tuple(ignored))
+                  port.host, model, uri, protocol, readiness, tuple(ignored))
 
 
 def engine_for(obj: dict[str, Any]) -> Engine | None:
@@ -159,38 +157,7 @@ def write_info(ready_file: Path, custom: Custom, port: int, started: str) -> Non
 
 
 def ready(info: dict[str, Any]) -> bool:
-    """The container's readinessProbe through the published port, as the kubelet's prober
-    judges it (httpGet: a 2xx/3xx answer; tcpSocket: a connection); without a probe, any
-    HTTP answer (even 404: a server is there). A connection alone proves nothing here:
-    Docker's proxy and rootless Podman's accept on the host port before the container
-    listens, and close at once when it does not (so tcpSocket waits for that close)."""
-    custom = info.get("custom") or {}
-    probe = custom.get("probe") or {}
+    """The container's readinessProbe through the published port (containers/probe.py)."""
     port = info.get("port")
-    if not isinstance(port, int):
-        return False
-    if isinstance(probe.get("tcpSocket"), dict) and not isinstance(probe.get("httpGet"), dict):
-        return _holds(port)
-    http = probe.get("httpGet") if isinstance(probe.get("httpGet"), dict) else {}
-    path = str(http.get("path") or "/")
-    try:
-        with urllib.request.urlopen(f"http://{LOOPBACK}:{port}{path}", timeout=2) as resp:
-            return 200 <= resp.status < 400
-    except urllib.error.HTTPError as exc:
-        return not http and exc.code < 600  # no probe: any answer will do
-    except (OSError, ValueError):
-        return False
-
-
-def _holds(port: int) -> bool:
-    """A TCP connection that the far end keeps open (a proxy with no listener behind it
-    closes it at once)."""
-    try:
-        with socket.create_connection((LOOPBACK, port), timeout=1) as conn:
-            conn.settimeout(0.3)
-            try:
-                return conn.recv(1) != b""
-            except TimeoutError:
-                return True
-    except OSError:
-        return False
+    return isinstance(port, int) and probe.answers(port, (info.get("custom") or {}).get(
+        "probe") or {})

@@ -106,9 +106,9 @@ class ContainerRun:
             out += ["-v", f"{m.host}:{m.container}:{'ro' if m.read_only else 'rw'}{z}"]
         if self.workdir:
             out += ["-w", self.workdir]
-        if self.spec.cpus:
+        if self.spec.cpus and self.engine.limits:
             out += ["--cpus", self.spec.cpus]
-        if self.spec.memory:
+        if self.spec.memory and self.engine.limits:
             out += ["--memory", str(self.spec.memory)]
         out += gpu_args(self.engine, self.gpus)
         for host, port in self.publish:

@@ -51,6 +51,13 @@ class Engine:
     problem: str = ""  # why it cannot run containers now (one line), when not running
     arch: str = ""  # the architecture it runs images for (Go's names: amd64, arm64)
     selinux: bool = False  # bind mounts need relabelling (`:z`, as kfp.local's DockerRunner)
+    cgroups: str = ""  # v1 | v2 (rootless engines cannot set limits on v1)
+
+    @property
+    def limits(self) -> bool:
+        """Whether --cpus/--memory take effect (not for a rootless engine on cgroups v1:
+        Podman ignores them there with a warning, Docker refuses them)."""
+        return not (self.rootless and self.cgroups == "v1")
 
     @property
     def title(self) -> str:
@@ -131,7 +138,8 @@ def probe(name: str, which: Which = shutil.which, run: Run = _default_run) -> En
             security = host.get("security") or {}
             return Engine("podman", path, str(ver.get("Version") or "?"),
                           bool(security.get("rootless")), True, "",
-                          str(host.get("arch") or ""), bool(security.get("selinuxEnabled")))
+                          str(host.get("arch") or ""), bool(security.get("selinuxEnabled")),
+                          str(host.get("cgroupVersion") or ""))
         _, vout, _ = run([path, "--version"], PROBE_TIMEOUT)
         version = vout.split()[-1] if vout.split() else "?"
         return Engine("podman", path, version, os.geteuid() != 0, False,
@@ -150,7 +158,8 @@ def probe(name: str, which: Which = shutil.which, run: Run = _default_run) -> En
     options = [str(o) for o in info.get("SecurityOptions") or []]
     return Engine("docker", path, version, any("rootless" in o for o in options), True, "",
                   go_arch(str(info.get("Architecture") or "")),
-                  any("selinux" in o for o in options))
+                  any("selinux" in o for o in options),
+                  f"v{info.get('CgroupVersion')}" if info.get("CgroupVersion") else "")
 
 
 def describe(engine: Engine | None) -> tuple[str, str, str]:
@@ -164,6 +173,10 @@ def describe(engine: Engine | None) -> tuple[str, str, str]:
         return ("warn", f"{engine.title} {engine.version}, not running ({where}): "
                 f"{engine.problem}", f"start {engine.title}, or set {ENV}={other}")
     arch = f", {engine.arch}" if engine.arch else ""
+    if not engine.limits:
+        return ("pass", f"{engine.label}, running{arch}, cgroups {engine.cgroups}: cpu and "
+                f"memory limits are not applied ({where})",
+                "cgroups v2 lets a rootless engine apply limits")
     return ("pass", f"{engine.label}, running{arch} ({where})", "")
 
 

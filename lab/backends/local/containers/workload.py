@@ -91,3 +91,13 @@ def remove_network(engine: Engine, name: str, wait: float = 10.0) -> None:
         if time.monotonic() >= deadline:
             return  # `kflab down` removes it by its labels
         time.sleep(0.2)
+
+
+def limits_note(engine: Engine, specs: Sequence[ContainerSpec]) -> str | None:
+    """What to tell the user when the manifest's cpu/memory limits cannot be applied."""
+    limited = [s.where for s in specs if s.cpus or s.memory]
+    if not limited or engine.limits:
+        return None
+    return (f"note: {engine.label} on cgroups {engine.cgroups} cannot apply resources.limits "
+            f"cpu and memory ({limited[0]}{' ...' if len(limited) > 1 else ''}): the "
+            "containers run without them")

@@ -55,6 +55,8 @@ def start(backend: Any, engine: Engine, obj: dict[str, Any], parsed: NotebookSpe
           base_dir: Path, gpus: list[str], pid_id: str, info_file: Path, log: Path) -> Any:
     """Pull as the policy asks, then start the container as a tracked background process."""
     cs = preflight(engine, obj, parsed)
+    if note := workload.limits_note(engine, [cs]):
+        backend.emit({"event": "message", "text": note})
     images.ensure(engine, cs.image, cs.pull_policy, where=f"{WHERE}.image", emit=backend.emit)
     port = cs.ports[0] if cs.ports else cspec.Port(DEFAULT_PORT)
     host = port.host or free_port()

@@ -144,6 +144,8 @@ def run(engine: Engine, custom: Custom, *, root: Path, token: str, base_dir: Pat
 
 
 def pull(engine: Engine, custom: Custom, emit: Any) -> None:
+    if (note := workload.limits_note(engine, [custom.container])) and emit:
+        emit({"event": "message", "text": note})
     images.ensure(engine, custom.container.image, custom.container.pull_policy,
                   where=f"{custom.container.where}.image", emit=emit)
 

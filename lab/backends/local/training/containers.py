@@ -52,6 +52,9 @@ def pull(engine: Engine, job: JobSpec, emit: Callable[[dict[str, Any]], None] | 
     """Every image of the job present (each once), as its imagePullPolicy asks; `pulled`:
     an earlier step of this same apply already pulled them (a background supervisor)."""
     seen: set[str] = set()
+    note = workload.limits_note(engine, [container_spec(r) for r in job.replicas.values()])
+    if note and emit:
+        emit({"event": "message", "text": note})
     for rep in job.replicas.values():
         spec = container_spec(rep)
         if spec.image in seen:

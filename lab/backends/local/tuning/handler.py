@@ -697,6 +697,12 @@ def _policies(spec: Spec) -> Iterator[tuple[str, str, str]]:
 def pull_images(engine: Engine, spec: Spec, emit: Any) -> None:
     """Every image the trials run, present as its imagePullPolicy asks: pulled once for the
     whole experiment (images.ensure remembers), never once per trial."""
+    from lab.backends.local.containers import spec as cspec
+    from lab.backends.local.containers import workload
+
+    with contextlib.suppress(LabError):  # a bad quantity fails the trial, naming it
+        if note := workload.limits_note(engine, [cspec.read(spec.container, "the trials'")]):
+            emit({"event": "message", "text": note})
     for where, image, policy in _policies(spec):
         images.ensure(engine, image, policy, where=where, emit=emit)
 

@@ -133,3 +133,80 @@ def test_tfjob_chief_and_workers_reach_each_other_by_tf_config(state: Path, tmp_
         "reached=tfc-chief-0.team-a.svc,tfc-worker-0.team-a.svc"]
     assert schema_errors(crd_schema(shared, "TFJob"), obj) == []
     assert leftovers(state) == {"containers": [], "networks": []}
+
+
+LIMITS = """\
+from pathlib import Path
+root = Path("/sys/fs/cgroup")
+if (root / "cgroup.controllers").exists():  # cgroups v2
+    cpu = (root / "cpu.max").read_text().split()
+    mem = (root / "memory.max").read_text().strip()
+    print("cpu", int(cpu[0]) / int(cpu[1]), "memory", mem, flush=True)
+else:
+    quota = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
+    period = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+    mem = (root / "memory" / "memory.limit_in_bytes").read_text().strip()
+    print("cpu", quota / period, "memory", mem, flush=True)
+"""
+
+
+def test_cpu_and_memory_limits_reach_the_container(state: Path, tmp_path: Path,
+                                                   monkeypatch) -> None:
+    """resources.limits as the kubelet applies them: the container's cgroup says 0.5 CPU
+    and 256 MiB (requests only schedule a pod, and change nothing here)."""
+    found = use_podman(monkeypatch, PYTHON)
+    if not found.limits:
+        pytest.skip(f"{found.label} cannot apply limits (cgroups {found.cgroups})")
+    (tmp_path / "limits.py").write_text(LIMITS)
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+           "metadata": {"name": "lim", "namespace": "default"},
+           "spec": {"pytorchReplicaSpecs": {"Master": {"restartPolicy": "Never", "template": {
+               "spec": {"containers": [{
+                   "name": "pytorch", "image": PYTHON, "command": ["python3", "limits.py"],
+                   "resources": {"limits": {"cpu": "500m", "memory": "256Mi"},
+                                 "requests": {"cpu": "100m", "memory": "64Mi"}}}]}}}}}}
+    backend = LocalBackend(str(state))
+    obj = backend.apply(job, base_dir=tmp_path)
+    logs = list(backend.logs("PyTorchJob", "lim"))
+    assert obj["status"]["conditions"][-1]["type"] == "Succeeded", logs
+    assert logs == ["[master-0] cpu 0.5 memory 268435456"]
+
+
+NODE = """\
+import os, socket, time
+addr, port = os.environ["PET_MASTER_ADDR"], int(os.environ["PET_MASTER_PORT"])
+rank = os.environ["PET_NODE_RANK"]
+if rank == "0":
+    srv = socket.create_server(("0.0.0.0", port))
+    conn, _ = srv.accept()
+    print("node-0 got", conn.recv(64).decode(), flush=True)
+else:
+    for _ in range(600):
+        try:
+            s = socket.create_connection((addr, port), timeout=1)
+            break
+        except OSError:
+            time.sleep(0.1)
+    s.sendall(f"node {rank} of {os.environ['PET_NNODES']} via {addr}:{port}".encode())
+"""
+
+
+def test_trainjob_nodes_reach_node_0_by_its_jobset_name(state: Path, tmp_path: Path,
+                                                        shared: Path, monkeypatch) -> None:
+    """A TrainJob whose trainer image kflab does not run as a process: each node a
+    container, node 0 reached at `<job>-node-0-0.<job>` (its JobSet pod's hostname and
+    subdomain) on the torch runtime's port 29500, as the Trainer's torch plugin says."""
+    use_podman(monkeypatch, PYTHON)
+    (tmp_path / "node.py").write_text(NODE)
+    obj = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+           "metadata": {"name": "tj", "namespace": "default"},
+           "spec": {"runtimeRef": {"name": "torch-distributed"},
+                    "trainer": {"image": PYTHON, "numNodes": 2,
+                                "command": ["python3", "node.py"]}}}
+    backend = LocalBackend(str(state))
+    obj = backend.apply(obj, base_dir=tmp_path)
+    logs = list(backend.logs("TrainJob", "tj"))
+    assert obj["status"]["conditions"][-1]["type"] == "Complete", logs
+    assert "[node-0] node-0 got node 1 of 2 via tj-node-0-0.tj:29500" in logs
+    assert schema_errors(crd_schema(shared, "TrainJob"), obj) == []
+    assert leftovers(state) == {"containers": [], "networks": []}

@@ -149,3 +149,66 @@ def test_trial_containers_carry_the_owner_labels_and_go_with_delete(state: Path,
     assert leftovers(state) == {"containers": [], "networks": []}
     assert podman("ps", "-a", "--filter", f"name={running[0]}", "--format",
                   "{{.Names}}").stdout.strip() == ""
+
+
+JOB_TRIAL = """\
+import os, socket, sys, time
+addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+lr = float(sys.argv[1])
+if os.environ["RANK"] == "0":
+    srv = socket.create_server(("0.0.0.0", port))
+    conn, _ = srv.accept()
+    got = conn.recv(64).decode()
+    print(f"worker said {got}", flush=True)
+    print(f"loss={lr * 2:.4f}", flush=True)
+else:
+    for _ in range(600):
+        try:
+            s = socket.create_connection((addr, port), timeout=1)
+            break
+        except OSError:
+            time.sleep(0.1)
+    s.sendall(b"hello")
+"""
+
+
+def test_pytorchjob_trials_run_their_replicas_in_containers(state: Path, tmp_path: Path,
+                                                            shared: Path,
+                                                            monkeypatch) -> None:
+    """A trial whose trialSpec is a PyTorchJob: every replica a container in the trial's
+    own network, the Master's output what the StdOut collector reads."""
+    use_podman(monkeypatch, PYTHON)
+    (tmp_path / "job.py").write_text(JOB_TRIAL)
+
+    def spec() -> dict:
+        return {"replicas": 1, "restartPolicy": "Never", "template": {"spec": {"containers": [{
+            "name": "pytorch", "image": PYTHON,
+            "command": ["python3", "job.py", "${trialParameters.learningRate}"]}]}}}
+
+    exp = {"apiVersion": "kubeflow.org/v1beta1", "kind": "Experiment",
+           "metadata": {"name": "jobtrials", "namespace": "default"},
+           "spec": {"objective": {"type": "minimize", "objectiveMetricName": "loss"},
+                    "algorithm": {"algorithmName": "random"},
+                    "parallelTrialCount": 2, "maxTrialCount": 2,
+                    "parameters": [{"name": "lr", "parameterType": "double",
+                                    "feasibleSpace": {"min": "0.01", "max": "0.05"}}],
+                    "trialTemplate": {
+                        "primaryContainerName": "pytorch",
+                        "trialParameters": [{"name": "learningRate", "reference": "lr"}],
+                        "trialSpec": {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                                      "spec": {"pytorchReplicaSpecs": {
+                                          "Master": spec(), "Worker": spec()}}}}}}
+    backend = LocalBackend(str(state))
+    exp = backend.apply(exp, base_dir=tmp_path)
+    trials = [t for t in backend.list("Trial") if t["metadata"]["labels"][
+        "katib.kubeflow.org/experiment"] == "jobtrials"]
+    assert exp["status"].get("trialsSucceeded") == 2, [t["status"] for t in trials]
+    for trial in trials:
+        lr = float(trial["spec"]["parameterAssignments"][0]["value"])
+        metric = trial["status"]["observation"]["metrics"][0]
+        assert float(metric["latest"]) == pytest.approx(2 * lr, abs=1e-4)
+        assert "worker said hello" in "\n".join(backend.logs("Trial",
+                                                             trial["metadata"]["name"]))
+        jsonschema.Draft4Validator(TRIAL_STATUS).validate(trial["status"])
+    assert schema_errors(crd_schema(shared, "Experiment"), exp) == []
+    assert leftovers(state) == {"containers": [], "networks": []}

@@ -379,7 +379,8 @@ RULES: tuple[Rule, ...] = (
          "the image's entrypoint runs (with args)", REFUSED,
          "an image kflab runs as a process: refused, the entrypoint is unknown locally (the "
          "error shows the command line to add and keeps the args); any other image runs in "
-         "its container (Podman or Docker), entrypoint included", "kubernetes Container.command semantics",
+         "its container (Podman or Docker), entrypoint included",
+         "kubernetes Container.command semantics",
          field="spec.pytorchReplicaSpecs.Master.template.spec.containers[0].command"),
     Rule("pytorch.valueFrom", "PyTorchJob", "env valueFrom (secrets, field refs)",
          "resolved by the kubelet", REFUSED, "refused: give a literal value",

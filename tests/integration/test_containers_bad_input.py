@@ -9,9 +9,12 @@ import json
 import os
 import platform
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -143,10 +146,6 @@ def test_an_image_for_another_architecture_is_refused(state: Path, tmp_path: Pat
 def test_signals_stop_the_containers(state: Path, tmp_path: Path, monkeypatch) -> None:
     """Ctrl-C (SIGINT) on `kflab apply` of a job whose replicas are containers: the job is
     marked Failed naming the signal, and no container or network is left."""
-    import signal
-    import sys
-    import time
-
     use_podman(monkeypatch, PYTHON)
     doc = job(PYTHON)
     doc["metadata"]["name"] = "sleepy"
@@ -179,3 +178,38 @@ def test_signals_stop_the_containers(state: Path, tmp_path: Path, monkeypatch) -
     assert status["conditions"][-1]["type"] == "Failed"
     assert "SIGINT" in status["conditions"][-1]["message"] or \
         "interrupt" in status["conditions"][-1]["message"].lower()
+
+
+def test_a_killed_owner_leaves_no_container(state: Path, tmp_path: Path, monkeypatch) -> None:
+    """`kflab apply` killed outright (SIGKILL: no handler runs) while its job's replicas run
+    as containers: the next command that looks finds the owner dead, marks the job Failed
+    and removes the containers and the network by their labels."""
+    use_podman(monkeypatch, PYTHON)
+    doc = job(PYTHON)
+    doc["metadata"]["name"] = "orphans"
+    c = doc["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    c["command"] = ["python3", "-c", "import time; print('up', flush=True); time.sleep(600)"]
+    doc["spec"]["pytorchReplicaSpecs"]["Worker"] = doc["spec"]["pytorchReplicaSpecs"][
+        "Master"]
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(doc))
+    env = {**os.environ, "KFLAB_STATE": str(state), "CONTAINERS_CONF": str(CONF),
+           "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.Popen([sys.executable, "-m", "lab.cli", "apply", "-f",
+                             str(tmp_path / "job.yaml")], env=env, cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(leftovers(state)["containers"]) < 2:
+            time.sleep(0.3)
+        assert len(leftovers(state)["containers"]) == 2
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    got = run_kflab("get", "pytorchjob", "orphans", "-o", "json",
+                    env={"KFLAB_STATE": str(state)})
+    status = json.loads(got.stdout)["status"]
+    assert status["conditions"][-1]["type"] == "Failed"
+    assert "ended without finishing it" in status["conditions"][-1]["message"]
+    assert leftovers(state) == {"containers": [], "networks": []}

@@ -217,7 +217,7 @@ def ensure(engine: Engine, image: str, policy: str, *, where: str,
     with _GUARD:
         lock = _LOCKS.setdefault(key, threading.Lock())
     with lock:
-        if key in _ENSURED:
+        if key in _ENSURED:  # pulled (or found) by this process already: once is enough
             return _ENSURED[key]
         found = None if policy == "Always" else inspect(engine, str(ref))
         if found is None and policy == "Never":
@@ -232,7 +232,8 @@ def ensure(engine: Engine, image: str, policy: str, *, where: str,
             if found is None:
                 raise LabError(f"{where}: {engine.title} pulled {ref} but cannot inspect it")
         check_arch(engine, found, where)
-        _ENSURED[key] = found
+        if policy == "Always":  # asked again, a present image is inspected, not remembered
+            _ENSURED[key] = found
         return found
 
 

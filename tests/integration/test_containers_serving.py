@@ -113,3 +113,36 @@ def test_a_notebook_of_an_image_kflab_does_not_run_is_its_container(
     assert any("prefix=/notebook/default/web" in ln for ln in backend.logs("notebook", "web"))
     assert backend.delete("Notebook", "web")
     assert leftovers(state) == {"containers": [], "networks": []}
+
+
+def test_a_format_served_by_its_runtimes_image(state: Path, tmp_path: Path, shared: Path,
+                                               monkeypatch) -> None:
+    """modelFormat pmml: no local server loads it, so KServe's pick, kserve-pmmlserver, runs
+    as its image with the runtime's args ({{.Name}} replaced, --model_dir=/mnt/models) and
+    the storageUri mounted there. No registry is reachable here: the custom-predictor test
+    image (which takes KServe's server flags) is tagged with the runtime's image name for
+    this test, and said to be a stand-in."""
+    use_podman(monkeypatch, PREDICTOR)
+    runtime_image = "docker.io/kserve/pmmlserver:v0.16.0"
+    if podman("image", "exists", runtime_image).returncode == 0:
+        pytest.skip(f"{runtime_image} is here already: not overwriting it")
+    assert podman("tag", PREDICTOR, runtime_image).returncode == 0
+    try:
+        (tmp_path / "pmml").mkdir()
+        (tmp_path / "pmml" / "model.json").write_text(json.dumps({"weights": [1, 1],
+                                                                  "bias": 0}))
+        isvc = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+                "metadata": {"name": "pmml-demo", "namespace": "default"},
+                "spec": {"predictor": {"model": {"modelFormat": {"name": "pmml"},
+                                                 "storageUri": "file://./pmml"}}}}
+        backend = LocalBackend(str(state))
+        obj = backend.apply(isvc, base_dir=tmp_path)
+        assert is_true(obj["status"], "Ready"), obj["status"]
+        assert schema_errors(crd_schema(shared, "InferenceService"), obj) == []
+        assert backend.predict("pmml-demo", {"instances": [[2, 3]]})["predictions"] == [5]
+        assert any("serving pmml-demo on 8080" in line
+                   for line in backend.logs("isvc", "pmml-demo"))
+        assert backend.delete("InferenceService", "pmml-demo")
+        assert leftovers(state) == {"containers": [], "networks": []}
+    finally:
+        podman("untag", runtime_image, runtime_image)

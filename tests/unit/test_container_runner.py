@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from lab.backends.local import workloads
 from lab.backends.local.containers import choice, cleanup, engine, images
 from lab.backends.local.containers import spec as cspec
 from lab.backends.local.runners import ContainerRun, Mount, gpu_args
@@ -162,28 +163,28 @@ def pytorchjob(image: str, **annotations: str) -> dict:
 def test_decide_without_an_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(engine.ENV, "none")
     engine.forget()
-    assert choice.decide(pytorchjob("python:3.11")).runtime == "process"
-    refused = choice.decide(pytorchjob("kubeflowkatib/pytorch-mnist-cpu:latest"))
+    assert workloads.decide(pytorchjob("python:3.11")).runtime == "process"
+    refused = workloads.decide(pytorchjob("kubeflowkatib/pytorch-mnist-cpu:latest"))
     assert refused.runtime == "refused" and "Podman or Docker" in refused.reason
     assert refused.images == ("kubeflowkatib/pytorch-mnist-cpu:latest",)
-    forced = choice.decide(pytorchjob("kubeflowkatib/x:1", **{choice.ANNOTATION: "process"}))
+    forced = workloads.decide(pytorchjob("kubeflowkatib/x:1", **{choice.ANNOTATION: "process"}))
     assert forced.runtime == "process"
-    bad = choice.decide(pytorchjob("python:3", **{choice.ANNOTATION: "vm"}))
+    bad = workloads.decide(pytorchjob("python:3", **{choice.ANNOTATION: "vm"}))
     assert bad.runtime == "refused" and choice.ANNOTATION in bad.reason
     monkeypatch.setenv(choice.ENV, "process")
-    assert choice.decide(pytorchjob("kubeflowkatib/x:1")).runtime == "process"
+    assert workloads.decide(pytorchjob("kubeflowkatib/x:1")).runtime == "process"
 
 
 def test_decide_with_the_engine_here(monkeypatch: pytest.MonkeyPatch) -> None:
     found = engine.current()
     if found is None or not found.running:
         pytest.skip("no running container engine here")
-    got = choice.decide(pytorchjob("kubeflowkatib/pytorch-mnist-cpu:latest"))
+    got = workloads.decide(pytorchjob("kubeflowkatib/pytorch-mnist-cpu:latest"))
     assert (got.runtime, got.engine) == ("container", found.name)
     isvc = {"kind": "InferenceService", "metadata": {"name": "m"}, "spec": {"predictor": {
         "containers": [{"name": "kserve-container", "image": "python:3.11"}]}}}
     # a custom predictor is always its image's container, even of a Python base
-    assert choice.decide(isvc).runtime == "container"
+    assert workloads.decide(isvc).runtime == "container"
 
 
 @pytest.mark.parametrize(("obj", "fields"), [
@@ -203,7 +204,7 @@ def test_decide_with_the_engine_here(monkeypatch: pytest.MonkeyPatch) -> None:
      ["spec.template.spec.containers[0].image"]),
 ])
 def test_the_workload_containers_of_each_kind(obj: dict, fields: list[str]) -> None:
-    assert [f for f, _ in choice.containers_of(obj)] == fields
+    assert [f for f, _ in workloads.containers_of(obj)] == fields
 
 
 def host(**env: str) -> Host:
@@ -248,4 +249,45 @@ def test_require_names_the_engine_that_would_run_it(monkeypatch: pytest.MonkeyPa
         engine.require("image x (spec.y)")
     assert "no container engine is installed here" in str(err.value)
     assert "Podman or Docker" in str(err.value)
+    engine.forget()
+
+
+RUNTIMES_FILE = ("upstream/kubeflow-manifests-26.03/applications/kserve/kserve/"
+                 "kserve-cluster-resources.yaml")
+
+
+def test_runtime_images_are_the_ones_the_manifests_ship(shared: Path) -> None:
+    import yaml
+
+    from lab.backends.local.serving import runtime_images
+
+    shipped = {}
+    for doc in yaml.safe_load_all((shared / RUNTIMES_FILE).read_text()):
+        if isinstance(doc, dict) and doc.get("kind") == "ClusterServingRuntime":
+            c = doc["spec"]["containers"][0]
+            shipped[doc["metadata"]["name"]] = {k: c[k] for k in ("image", "command", "args")
+                                                if c.get(k)}
+    ours = {k: v for k, v in runtime_images.IMAGES.items()}
+    assert ours == {k: v for k, v in shipped.items() if k in ours}
+    assert set(shipped) - set(ours) == {"kserve-huggingfaceserver-multinode"}  # Ray: refused
+
+
+def test_a_format_only_an_image_serves_is_refused_naming_it_without_an_engine(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from lab.backends.local import LocalBackend
+
+    monkeypatch.setenv(engine.ENV, "none")
+    engine.forget()
+    (tmp_path / "m").mkdir()
+    isvc = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+            "metadata": {"name": "flowers", "namespace": "default"},
+            "spec": {"predictor": {"model": {"modelFormat": {"name": "tensorflow"},
+                                             "storageUri": "file://./m"}}}}
+    with pytest.raises(LabError) as err:
+        LocalBackend(str(tmp_path / "state")).validate(isvc, base_dir=tmp_path)
+    text = str(err.value)
+    assert "tensorflow/serving:2.6.2" in text and "kserve-tensorflow-serving" in text
+    assert "Podman or Docker" in text
+    got = workloads.decide(isvc)
+    assert got.runtime == "refused" and got.images == ("tensorflow/serving:2.6.2",)
     engine.forget()

@@ -1,6 +1,8 @@
 """A custom KServe predictor, as a user bakes one into an image: the V1 protocol on port 8080
 (GET /v1/models/NAME, POST /v1/models/NAME:predict), a linear model read from /mnt/models
-(where KServe's storage initializer puts STORAGE_URI). Standard library only."""
+(where KServe's storage initializer puts STORAGE_URI). Standard library only. It takes the
+flags of KServe's own model servers (--model_name, --model_dir, --http_port), so a test can
+also run it in place of a runtime's image that no registry here can serve."""
 
 import argparse
 import json
@@ -10,8 +12,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 parser = argparse.ArgumentParser()
 parser.add_argument("--model_name", default="model")
 parser.add_argument("--http_port", type=int, default=8080)
+parser.add_argument("--model_dir", default="/mnt/models")
 args = parser.parse_args()
-with open(os.path.join("/mnt/models", "model.json")) as fh:
+with open(os.path.join(args.model_dir, "model.json")) as fh:
     model = json.load(fh)
 
 

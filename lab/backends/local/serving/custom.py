@@ -16,6 +16,7 @@ predictor (handler.py `_ready`).
 
 from __future__ import annotations
 
+import copy
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from lab.backends.local.containers import spec as cspec
 from lab.backends.local.containers.engine import Engine
 from lab.backends.local.procs import LOOPBACK, free_port
 from lab.backends.local.runners import Mount
+from lab.backends.local.serving import runtime_images
 from lab.backends.local.serving import spec as serving_spec
 from lab.errors import InputError, LabError
 
@@ -54,13 +56,38 @@ class Custom:
 
 
 def is_custom(obj: dict[str, Any]) -> bool:
+    """A custom predictor, or a model whose runtime only its image serves."""
     pred = (obj.get("spec") or {}).get("predictor") if isinstance(obj.get("spec"), dict) \
         else None
-    return isinstance(pred, dict) and bool(pred.get("containers"))
+    return isinstance(pred, dict) and (bool(pred.get("containers"))
+                                       or serving_spec.image_runtime(obj) is not None)
+
+
+def _as_custom(obj: dict[str, Any]) -> tuple[dict[str, Any], str | None, str | None]:
+    """(the object with its predictor as KServe's container, the runtime, the model's
+    storageUri): a model whose runtime runs by image becomes that runtime's container."""
+    found = serving_spec.image_runtime(obj)
+    if found is None:
+        return obj, None, None
+    runtime, model, where, protocol = found
+    name = str(obj["metadata"].get("name"))
+    c = runtime_images.container(runtime, name, model)
+    c["readinessProbe"] = runtime_images.readiness(name, protocol)
+    c.setdefault("env", [])
+    c["env"] = [*c["env"], {"name": PROTOCOL_ENV, "value": "v2" if protocol == "v2"
+                            else "v1"}]
+    out = copy.deepcopy(obj)
+    out["spec"]["predictor"] = {k: v for k, v in obj["spec"]["predictor"].items()
+                                if k not in serving_spec.LEGACY_FRAMEWORKS and k != "model"}
+    out["spec"]["predictor"]["containers"] = [c]
+    uri = model.get("storageUri")
+    return out, runtime, (f"{where}.storageUri", uri) if isinstance(uri, str) else None
 
 
 def parse(obj: dict[str, Any], *, base_dir: Path, root: Path) -> Custom:
-    """Validate a custom predictor; InputError names the field."""
+    """Validate a custom predictor (or a model served by its runtime's image); InputError
+    names the field."""
+    obj, _, storage = _as_custom(obj)
     meta = obj.get("metadata") or {}
     name = meta.get("name")
     if not isinstance(name, str) or not serving_spec.DNS_1035.match(name):
@@ -92,9 +119,11 @@ def parse(obj: dict[str, Any], *, base_dir: Path, root: Path) -> Custom:
         raise InputError(None, f"{where}.env.{PROTOCOL_ENV}",  # predictor_custom.go
                          f"invalid protocol {protocol!r}, expected one of v1, v2",
                          hint=f"set {PROTOCOL_ENV} to v1 or v2 (or remove it)")
-    uri = values.get(STORAGE_ENV, "")
+    uri, field = values.get(STORAGE_ENV, ""), f"{where}.env.{STORAGE_ENV}"
+    if storage is not None:  # the model's storageUri, for its runtime's image
+        field, uri = storage
     model = serving_spec.resolve_storage(uri, base_dir=base_dir, state=root,
-                                         field=f"{where}.env.{STORAGE_ENV}") if uri else None
+                                         field=field) if uri else None
     port = container.ports[0] if container.ports else cspec.Port(DEFAULT_PORT)
     readiness = first.get("readinessProbe") if isinstance(first.get("readinessProbe"), dict) \
         else {}
@@ -108,9 +137,12 @@ def parse(obj: dict[str, Any], *, base_dir: Path, root: Path) -> Custom:
 
 def engine_for(obj: dict[str, Any]) -> Engine | None:
     """The engine for the predictor's container: custom containers always need one."""
-    image = ((obj["spec"]["predictor"]["containers"] or [{}])[0] or {}).get("image")
-    found = [("spec.predictor.containers[0].image", image)]
-    return choice.engine_for(found, choice.forced(obj),
+    as_custom, runtime, _ = _as_custom(obj)
+    image = ((as_custom["spec"]["predictor"]["containers"] or [{}])[0] or {}).get("image")
+    found = [(f"KServe's runtime {runtime} for spec.predictor" if runtime else
+              "spec.predictor.containers[0].image", image)]
+    always = {"metadata": {"annotations": {choice.ANNOTATION: "container"}}}
+    return choice.engine_for(found, always,
                              f"InferenceService {obj['metadata'].get('name')}")
 
 

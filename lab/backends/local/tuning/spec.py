@@ -469,7 +469,7 @@ def _workload_images(trial_spec: dict[str, Any], cpath: tuple[Any, ...],
     where = "spec.trialTemplate.trialSpec"
     if not job_trial:
         return [(f"{where}{_dotted(cpath)}.image", _at(trial_spec, cpath).get("image"))]
-    from lab.backends.local.containers.choice import containers_of
+    from lab.backends.local.workloads import containers_of
 
     return [(f"{where}.{f}", img) for f, img in containers_of(trial_spec)]
 

@@ -31,7 +31,7 @@ from lab.backends.local.containers import workload
 from lab.backends.local.containers.engine import Engine
 from lab.backends.local.owners import Lease
 from lab.backends.local.procs import ChildGroup, free_port
-from lab.backends.local.runners import Mount
+from lab.backends.local.runners import Mount, ProcessRun
 from lab.backends.local.training import containers
 from lab.backends.local.training import status as st
 from lab.backends.local.training.env import localize, replica_env, service_names
@@ -210,10 +210,9 @@ class Supervisor:
         argv = [localize(a, service_names(self.job), self.job.namespace)
                 for a in inst.rep.command]
         try:
+            run = ProcessRun(self.launcher(argv, inst.env, inst.cwd), inst.cwd, inst.env)
             with open(inst.log, "ab") as fh:
-                inst.proc = self.group.start(self.launcher(argv, inst.env, inst.cwd),
-                                             label=inst.name,
-                                             cwd=inst.cwd, env=inst.env, stdout=fh)
+                inst.proc = run.start(self.group, inst.name, fh)
         except OSError as exc:
             raise LabError(f"{inst.name}: cannot run {argv[0]!r}: {exc.strerror}",
                            hint="check the container's command and workingDir") from None

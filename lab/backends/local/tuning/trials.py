@@ -20,6 +20,7 @@ from typing import IO, Any
 from lab import state
 from lab.backends.local.containers.engine import Engine
 from lab.backends.local.procs import ChildGroup
+from lab.backends.local.runners import ProcessRun
 from lab.backends.local.tuning.metrics import Tail
 from lab.backends.local.tuning.spec import PLACEHOLDER, Spec, meta_source
 from lab.errors import LabError
@@ -333,6 +334,6 @@ def _written(record: Path) -> set[str]:
 def _start(group: ChildGroup, label: str, argv: list[str], cwd: Path, env: dict[str, str],
            out: IO[bytes]) -> tuple[Any, str | None]:
     try:
-        return group.start(argv, label=label, cwd=cwd, env=env, stdout=out), None
+        return ProcessRun(argv, cwd, env).start(group, label, out), None
     except OSError as exc:
         return None, f"cannot start {argv[0]}: {exc.strerror}"

@@ -291,3 +291,17 @@ def test_a_format_only_an_image_serves_is_refused_naming_it_without_an_engine(
     got = workloads.decide(isvc)
     assert got.runtime == "refused" and got.images == ("tensorflow/serving:2.6.2",)
     engine.forget()
+
+
+def test_hostile_names_and_paths_are_refused() -> None:
+    with pytest.raises(InputError) as err:
+        cspec.read({"name": "c", "image": "a:1", "env": [{"name": "A=B", "value": "x"}]},
+                   "spec.c")
+    assert err.value.field == "spec.c.env[0].name"
+    c = container(command=["python3"])
+    bad = ContainerRun(PODMAN, c, "n", [], {}, mounts=(Mount(Path("/w"), "/katib:rw,z"),))
+    with pytest.raises(LabError) as mount:
+        bad.argv()
+    assert "cannot mount '/katib:rw,z'" in str(mount.value)
+    with pytest.raises(LabError):
+        ContainerRun(PODMAN, c, "n", [], {}, mounts=(Mount(Path("/a:b"), "/w"),)).argv()

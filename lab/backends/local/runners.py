@@ -24,6 +24,7 @@ from lab.backends.local.containers import cleanup
 from lab.backends.local.containers.engine import Engine
 from lab.backends.local.containers.spec import ContainerSpec, entry, final_env
 from lab.backends.local.procs import LOOPBACK, ChildGroup
+from lab.errors import LabError
 
 # Where the cluster backend's work-folder ConfigMap puts a workload's files
 # (lab/backends/cluster/workload.py FILES_DIR, WORK_DIR): the same paths here.
@@ -103,6 +104,12 @@ class ContainerRun:
             out += ["-e", f"{key}={value}"]
         z = ",z" if self.engine.selinux else ""
         for m in self.mounts:
+            for path in (str(m.host), m.container):
+                if any(c in path for c in ":,\n") or not path.startswith("/"):
+                    raise LabError(f"{self.spec.where}: cannot mount {path!r} in a "
+                                   "container: a bind mount's paths are absolute and hold "
+                                   "no ':' or ','",
+                                   hint="move the folder, or change the path in the manifest")
             out += ["-v", f"{m.host}:{m.container}:{'ro' if m.read_only else 'rw'}{z}"]
         if self.workdir:
             out += ["-w", self.workdir]

@@ -28,6 +28,7 @@ _SUFFIX = {"m": Decimal("0.001"), "": Decimal(1), "k": Decimal(10) ** 3,
            "P": Decimal(10) ** 15, "E": Decimal(10) ** 18, "Ki": Decimal(2) ** 10,
            "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30, "Ti": Decimal(2) ** 40,
            "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60}
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 _VAR = re.compile(r"\$\(([-._a-zA-Z][-._a-zA-Z0-9]*)\)|\$\$")
 
 
@@ -123,6 +124,10 @@ def read(container: dict[str, Any], where: str,
         env = [(str(e["name"]), str(e.get("value", "")))
                for e in container.get("env") or [] if isinstance(e, dict) and "name" in e
                and "valueFrom" not in e]
+    for i, (name, _) in enumerate(env):
+        if not _ENV_NAME.match(name):  # the API server's rule (IsEnvVarName)
+            raise InputError(None, f"{where}.env[{i}].name", f"{name!r} is not a valid "
+                             "variable name", hint="use letters, digits, '_', '-' and '.'")
     workdir = container.get("workingDir")
     limits = ((container.get("resources") or {}).get("limits") or {}) \
         if isinstance(container.get("resources"), dict) else {}

@@ -74,5 +74,7 @@ def launch(group: ChildGroup, engine: Engine, spec: Spec, runspec: dict[str, Any
     with open(log, "ab") as fh:
         try:
             return run.start(group, name, fh), source, None
+        except LabError as exc:  # a path the engine cannot mount
+            return None, source, str(exc).splitlines()[0]
         except OSError as exc:
             return None, source, f"cannot start {engine.path}: {exc.strerror}"

@@ -530,8 +530,7 @@ def _template(r: _Reader, spec: dict[str, Any], params: tuple[Param, ...],
         paths = _trainjob_trainer(r, trial_spec, primary, f"{p}.trialSpec")
     if not paths or (tkind is not None and tkind not in TRIAL_KINDS):
         if tkind not in (None, *TRIAL_KINDS):  # Argo Workflow, MPIJob, XGBoostJob...
-            article = "an" if str(tkind)[:1].upper() in "AEIOU" else "a"
-            raise r.fail(f"{p}.trialSpec.kind", f"{article} {tkind} trial ({api}) needs its own "
+            raise r.fail(f"{p}.trialSpec.kind", f"a trial of kind {tkind} ({api}) needs its own "
                          "controller on a cluster: the local backend runs trials of kind "
                          "Job, PyTorchJob, TFJob or TrainJob",
                          "run this Experiment on a cluster (`kflab up`), or write the trial "

@@ -173,6 +173,15 @@ def translate(sd: Standin, root: Path, work: Path) -> tuple[str, list[str]]:
     if pip_at is not None:
         site = work / "site"
         subprocess.run([*PIP, "--target", str(site), *reqs], check=True)
+        # What no program of these images reads: C headers, CMake files, static libraries
+        # and torch's bundled tests (as 25-workload-images.sh trims kflab's torch image).
+        for junk in [*site.glob("torch/include"), *site.glob("torch/share"),
+                     *site.glob("torch/test"), *site.glob("nvidia/*/include"),
+                     *site.glob("nvidia/**/*.a")]:
+            if junk.is_dir():
+                shutil.rmtree(junk)
+            else:
+                junk.unlink()
         copy = []
         if (site / "bin").is_dir():  # console scripts (torchrun...) go on PATH
             copy.append("COPY site/bin/ /usr/local/bin/")
@@ -180,7 +189,8 @@ def translate(sd: Standin, root: Path, work: Path) -> tuple[str, list[str]]:
             copy[-1] = "COPY bin/ /usr/local/bin/"
         copy.append(f"COPY site/ {SITE}/")
         lines[pip_at:pip_at + 1] = copy
-        notes.append("pip install " + " ".join(reqs) + " (Debian's pip, from PyPI here"
+        notes.append("pip install " + " ".join(reqs) + " (Debian's pip, from PyPI here, "
+                     "headers and static libraries left out"
                      + (f"; dropped {', '.join(dropped)}" if dropped else "") + ")")
         notes += extra
     return "\n".join(lines) + "\n", notes

@@ -413,6 +413,10 @@ def judge(key: str, objs: list[tuple[dict[str, Any], Any]], rc: int | None, out:
         msg = strip_paths(error_line(out), cwd, state)
         if expect.get("outcome") == "refused" and expect.get("match", "") in msg:
             return Outcome("exact", f"refused as upstream refuses it ({expect['why']}): {msg}")
+        if "KServe has no runtime for it" in msg:  # the controller finds none either
+            return Outcome("exact", "refused as KServe v0.16 fails it (no ServingRuntime "
+                           "supports that format and protocol: predictor_model.go "
+                           f"GetSupportingRuntimes): {msg}")
         what = needs_in(msg)
         if what:
             return Outcome("needs", f"needs {what}: {msg}")
@@ -553,6 +557,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     results = load(RESULTS) or {"examples": {}}
     keys = [k for k in fresh["files"] if not args.only or any(o in k for o in args.only)]
+    if args.missing:  # resume: only what has no result yet in the columns asked for
+        keys = [k for k in keys if any(c not in results["examples"].get(k, {})
+                                       for c in args.column)]
     scratch = Path(tempfile.mkdtemp(prefix="kflab-sweep-"))
     try:
         for key in keys:
@@ -595,6 +602,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="examples whose NAME/path contains this (repeatable)")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per example")
     p.add_argument("--keep", action="store_true", help="keep the scratch folders")
+    p.add_argument("--missing", action="store_true",
+                   help="only examples without a result in the columns asked for (resume)")
     sub.add_parser("render", help="write docs/fidelity.md from the rules and the results")
     args = ap.parse_args(argv)
     if args.cmd == "list":

@@ -14,7 +14,7 @@ each example as a user would -- `kflab apply -f FILE` from a copy of the example
 fresh state folder, a timeout per example and the trial counts the example sets, and records a
 verdict per column:
 
-- `none`: no container engine (KFLAB_CONTAINER_ENGINE=none);
+- `none`: no container engine (a PATH without podman and docker);
 - `engine`: Podman (or Docker) on the machine. No registry is reachable here, so an image
   built from the example's own Dockerfile on a local Debian base (scripts/fidelity_images.py)
   stands in where the real image cannot be pulled, and the row says so.
@@ -158,6 +158,7 @@ NEEDS = (  # (pattern in the logs or the error, what the example needs)
     (re.compile(r"No such file or directory: '(/[^']+)'|can't open file '(/[^']+)'"),
      "its image: the program {0} lives in the example's container image"),
     (re.compile(r"Temporary failure in name resolution|Network is unreachable|urlopen error|"
+                r"Error downloading|"
                 r"Failed to establish a new connection|Could not resolve host|"
                 r"Name or service not known|ConnectionError|HTTPSConnectionPool"),
      "the network: it downloads its dataset or model at run time, and this machine reaches "
@@ -229,13 +230,32 @@ def kflab() -> str:
     return str(Path(sys.executable).with_name("kflab"))
 
 
+ENGINES = ("podman", "docker", "nerdctl")
+
+
+def path_without_engines(where: Path) -> str:
+    """A PATH with every program of this one but the container engines' CLIs: one folder of
+    links, so kflab finds no engine, as on a machine without one."""
+    if not where.is_dir():
+        where.mkdir(parents=True)
+        for folder in os.environ.get("PATH", "").split(os.pathsep):
+            with contextlib.suppress(OSError):
+                for entry in os.scandir(folder or "."):
+                    link = where / entry.name
+                    if entry.name not in ENGINES and not link.exists() and \
+                            os.access(entry.path, os.X_OK) and not entry.is_dir():
+                        link.symlink_to(entry.path)
+    return str(where)
+
+
 def environment(state: Path, column: str) -> dict[str, str]:
     env = dict(os.environ, KFLAB_STATE=str(state), KFLAB_BACKEND="local", NO_COLOR="1",
                COLUMNS="200")
-    for var in ("KFLAB_RUNTIME", "KFLAB_MODEL_MIRROR", "PYTHONPATH"):  # nothing hidden
+    for var in ("KFLAB_RUNTIME", "KFLAB_MODEL_MIRROR", "PYTHONPATH",  # nothing hidden
+                "KFLAB_CONTAINER_ENGINE"):
         env.pop(var, None)
     if column == "none":
-        env["KFLAB_CONTAINER_ENGINE"] = "none"
+        env["PATH"] = path_without_engines(state.parent.parent / "path-without-engines")
     else:
         env.pop("KFLAB_CONTAINER_ENGINE", None)
         env.setdefault("CONTAINERS_CONF", "/work/shared/recipes/containers.conf")

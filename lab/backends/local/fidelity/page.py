@@ -122,8 +122,8 @@ def examples(listing: Mapping[str, Any], results: Mapping[str, Any]) -> list[str
            "registry here serves), the network (a dataset or model downloaded at run time), "
            "a GPU;",
            "- **wrong**: an outcome a cluster would not give.", "",
-           "Two columns: with no container engine (`KFLAB_CONTAINER_ENGINE=none`), and with "
-           "one (Podman here). No registry is reachable from the machine the sweep ran on: "
+           "Two columns: with no container engine (none on the PATH), and with one (Podman "
+           "here). No registry is reachable from the machine the sweep ran on: "
            "where an image was built here from the example's own Dockerfile, on a local "
            "Debian base with Debian's packages and PyPI wheels, to stand in for the real "
            "one, the row names it. Figures that vary from run to run (best values, "
@@ -131,7 +131,7 @@ def examples(listing: Mapping[str, Any], results: Mapping[str, Any]) -> list[str
     out += ["| tree | repository | tag | folder | files |", "| --- | --- | --- | --- | --- |"]
     for name, t in trees.items():
         n = sum(1 for k in files if k.startswith(name + "/"))
-        note = f" ({t['note']})" if t.get("note") else ""
+        note = f"; {t['note']}" if t.get("note") else ""
         out.append(f"| {name} | {t['repository']} | {t['tag']} | {t['folder']}{note} | {n} |")
     out.append("")
     for column, title in COLUMNS.items():

@@ -56,3 +56,48 @@ def test_generate_name_is_named_with_the_fix(tmp_path: Path) -> None:
     assert err.value.field == "metadata.name"
     assert "generateName ('load-test') is for `kubectl create`" in str(err.value)
     assert "load-test-1" in (err.value.hint or "")
+
+
+def _pipeline_refusal(tmp_path: Path, source: str) -> LabError:
+    from lab.backends.shapes import pipeline_run_manifest
+
+    (tmp_path / "p.py").write_text(source)
+    with pytest.raises(LabError) as err:
+        LocalBackend(str(tmp_path / "state")).apply(pipeline_run_manifest("p.py", "p"),
+                                                    base_dir=tmp_path)
+    return err.value
+
+
+def test_a_pipeline_importing_kfp_kubernetes_says_it_needs_a_cluster(tmp_path: Path) -> None:
+    """KFP 2.16.0 samples/core/kubernetes_pvc/kubernetes_pvc.py: `from kfp import
+    kubernetes` without kfp-kubernetes installed (it is not, in kflab's environment)."""
+    pytest.importorskip("kfp")
+    try:
+        import kfp.kubernetes  # noqa: F401
+        pytest.skip("kfp-kubernetes is installed here")
+    except ImportError:
+        pass
+    err = _pipeline_refusal(tmp_path, "from kfp import dsl, kubernetes\n")
+    assert "imports kfp.kubernetes" in str(err) and "cluster" in (err.hint or "")
+
+
+def test_a_pipeline_importing_a_missing_module_names_it(tmp_path: Path) -> None:
+    err = _pipeline_refusal(tmp_path, "import kflab_no_such_module_xyz\n")
+    assert "no module named 'kflab_no_such_module_xyz'" in str(err)
+    assert "pip install" in (err.hint or "")
+
+
+@pytest.mark.parametrize("predictor", [
+    {"model": {"modelFormat": {"name": "sklearn"}, "storageUri": "file:///tmp/m"}},
+    {"containers": [{"name": "kserve-container", "image": "kserve/custom-model:latest"}]},
+])
+def test_a_transformer_says_what_it_is_and_how_to_serve_without_it(tmp_path: Path,
+                                                                  predictor: dict) -> None:
+    """KServe v0.16.0 docs/samples/v1beta1/transformer/*: both predictor kinds say the same."""
+    text = _refusal(tmp_path, {
+        "apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+        "metadata": {"name": "t"},
+        "spec": {"predictor": predictor, "transformer": {"containers": [
+            {"name": "kserve-container", "image": "kserve/image-transformer:latest"}]}}})
+    assert "a transformer is not run on the local backend" in text
+    assert "remove it to serve the predictor alone" in text

@@ -69,6 +69,27 @@ def _forget_modules_under(folder: Path) -> None:
             del sys.modules[name]
 
 
+def _import_error(path: Path, exc: ImportError) -> InputError:
+    """What a pipeline file's failed import needs, said so a user can act: kfp-kubernetes
+    (`from kfp import kubernetes`: PVCs, secrets, pod settings only a cluster applies) or
+    another package this installation lacks."""
+    missing = exc.name or ""
+    if missing in ("kfp.kubernetes", "kfp_kubernetes") or "'kubernetes' from 'kfp'" in str(exc):
+        return InputError(str(path), None, "the pipeline imports kfp.kubernetes (the "
+                          "kfp-kubernetes package): its settings (PVCs, secrets, pod "
+                          "fields) need a cluster, and kfp-kubernetes is not installed here",
+                          hint="run it on the cluster backend (`kflab pipeline run --backend "
+                               "cluster`); to compile it here, pip install kfp-kubernetes")
+    if missing and not missing.startswith("kfp"):
+        top = missing.split(".")[0]
+        return InputError(str(path), None, f"importing the pipeline failed: no module named "
+                          f"'{missing}' in kflab's environment",
+                          hint=f"pip install the package that provides '{top}' into kflab's "
+                               "environment, or run the pipeline where it is installed")
+    return InputError(str(path), None, f"importing the pipeline failed: {exc!r}",
+                      hint="run `python FILE` to see the full error")
+
+
 def _load_module(path: Path) -> Any:
     """Import a pipeline file under a private module name, its folder importable."""
     mod_name = f"kflab_pipeline_{uuid.uuid4().hex[:8]}"
@@ -88,6 +109,8 @@ def _load_module(path: Path) -> Any:
         raise InputError(str(path), None, f"importing the pipeline called sys.exit({exc.code!r})"
                          ": the file runs when kflab loads it, so nothing was run",
                          hint='move that code under `if __name__ == "__main__":`') from None
+    except ImportError as exc:
+        raise _import_error(path, exc) from exc
     except Exception as exc:
         raise InputError(str(path), None, f"importing the pipeline failed: {exc!r}",
                          hint="run `python FILE` to see the full error") from exc

@@ -135,6 +135,9 @@ EXPECT: dict[str, dict[str, str]] = {
     "pipelines/samples/core/exit_handler/exit_handler.py": {
         "outcome": "FAILED",
         "why": "fails on purpose: fail_op exits 1 inside the ExitHandler; the exit task runs"},
+    "pipelines/samples/core/output_a_directory/output_a_directory.py": {
+        "outcome": "import", "match": "",
+        "why": "a typo at the tag ('ddef' on line 32): it is not valid Python anywhere"},
     "pipelines/samples/core/parallel_join/parallel_join.py": {
         "outcome": "import", "match": "",
         "why": "written for the KFP v1 SDK (kfp.dsl.ContainerOp): it does not import with "
@@ -155,14 +158,16 @@ NEEDS = (  # (pattern in the logs or the error, what the example needs)
     (re.compile(r"cannot pull image|pull access denied|manifest unknown|"
                 r"pinging container registry|initializing source", re.I),
      "its image: it cannot be pulled here (no registry is reachable from this machine)"),
+    (re.compile(r"/apis/v2beta1/healthz|/apis/v1beta1/healthz"),
+     "a KFP API server: the file calls one (kfp.Client()) when it is imported"),
     (re.compile(r"No such file or directory: '(/[^']+)'|can't open file '(/[^']+)'"),
      "its image: the program {0} lives in the example's container image"),
     (re.compile(r"Temporary failure in name resolution|Network is unreachable|urlopen error|"
                 r"Error downloading|"
                 r"Failed to establish a new connection|Could not resolve host|"
                 r"Name or service not known|ConnectionError|HTTPSConnectionPool"),
-     "the network: it downloads its dataset or model at run time, and this machine reaches "
-     "no such host"),
+     "the network: it downloads what it uses (a dataset, a model, a component) from a host "
+     "this machine cannot reach"),
     (re.compile(r"no container engine|install Podman|needs a container engine|"
                 r"Podman or Docker", re.I),
      "its image: a container engine (Podman or Docker) would run it"),

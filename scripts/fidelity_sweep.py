@@ -580,7 +580,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("the trees differ from docs/fidelity/listing.json: run `list` first",
               file=sys.stderr)
         return 2
-    results = load(RESULTS) or {"examples": {}}
+    out = Path(args.results) if args.results else RESULTS
+    results = load(out) or {"examples": {}}
     keys = [k for k in fresh["files"] if not args.only or any(o in k for o in args.only)]
     if args.missing:  # resume: only what has no result yet in the columns asked for
         keys = [k for k in keys if any(c not in results["examples"].get(k, {})
@@ -594,7 +595,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 entry[column] = res.as_dict()
                 results.setdefault("runs", {})[column] = {
                     "date": dt.date.today().isoformat(), "kflab": kflab_version()}
-                save(RESULTS, results)
+                save(out, results)
                 print(f"{res.verdict:<8} {column:<6} {key} [{res.seconds:.0f} s]\n"
                       f"         {res.reason[:300]}", flush=True)
     finally:
@@ -627,6 +628,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="examples whose NAME/path contains this (repeatable)")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per example")
     p.add_argument("--keep", action="store_true", help="keep the scratch folders")
+    p.add_argument("--results", help="write here instead of docs/fidelity/results.json "
+                                     "(a part run beside another)")
     p.add_argument("--missing", action="store_true",
                    help="only examples without a result in the columns asked for (resume)")
     sub.add_parser("render", help="write docs/fidelity.md from the rules and the results")

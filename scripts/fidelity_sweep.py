@@ -606,6 +606,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_merge(args: argparse.Namespace) -> int:
+    """Take one column of a part run written with --results into the stored results."""
+    part, results = load(Path(args.part)), load(RESULTS) or {"examples": {}}
+    n = 0
+    for key, entry in part.get("examples", {}).items():
+        if args.column in entry:
+            results["examples"].setdefault(key, {})[args.column] = entry[args.column]
+            n += 1
+    if args.column in part.get("runs", {}):
+        results.setdefault("runs", {})[args.column] = part["runs"][args.column]
+    save(RESULTS, results)
+    print(f"{n} results of column {args.column} merged into {RESULTS.relative_to(REPO)}")
+    return 0
+
+
 def cmd_render(args: argparse.Namespace) -> int:
     sys.path.insert(0, str(REPO))
     from lab.backends.local.fidelity import page
@@ -632,6 +647,9 @@ def main(argv: list[str] | None = None) -> int:
                                      "(a part run beside another)")
     p.add_argument("--missing", action="store_true",
                    help="only examples without a result in the columns asked for (resume)")
+    p = sub.add_parser("merge", help="take one column of a --results part into the results")
+    p.add_argument("part")
+    p.add_argument("--column", choices=COLUMNS, required=True)
     sub.add_parser("render", help="write docs/fidelity.md from the rules and the results")
     args = ap.parse_args(argv)
     if args.cmd == "list":
@@ -639,6 +657,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "run":
         args.column = args.column or list(COLUMNS)
         return cmd_run(args)
+    if args.cmd == "merge":
+        return cmd_merge(args)
     return cmd_render(args)
 
 

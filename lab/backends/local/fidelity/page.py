@@ -147,6 +147,7 @@ def examples(listing: Mapping[str, Any], results: Mapping[str, Any]) -> list[str
     out += ["Re-run by a developer, niced and in parts (upstream trees checked out at the tags "
             "above, one folder each under DIR):", "",
             "```",
+            "python scripts/fidelity_images.py --trees DIR   # the stand-in images (Podman)",
             "python scripts/fidelity_sweep.py list --trees DIR",
             "python scripts/fidelity_sweep.py run --trees DIR [--column none|engine] "
             "[--only katib/] [--timeout 900]",

@@ -52,6 +52,9 @@ class Standin:
     dockerfile: str  # in the tree
     context: str = ""  # build context in the tree ("" = the tree's root, as upstream builds)
     note: str = ""
+    # requirements the CPU torch wheel stands in for, where the one named cannot work on the
+    # base's Python (said in the label)
+    cpu_torch_for: tuple[str, ...] = ()
 
 
 STANDINS = (
@@ -68,7 +71,8 @@ STANDINS = (
     Standin("pytorch-elastic-echo",
             ("ghcr.io/kubeflow/training-v1/pytorch-elastic-example-echo:latest",),
             "training-operator", "examples/pytorch/elastic/echo/Dockerfile",
-            note="the example pulls it IfNotPresent"),
+            note="the example pulls it IfNotPresent",
+            cpu_torch_for=("torch==1.13.1",)),
 )
 
 
@@ -106,6 +110,12 @@ def pip_requirements(args: list[str], image_file: Callable[[str], Path]
         else:
             reqs.append(a)
     return reqs, dropped
+
+
+def cpu_wheel() -> str:
+    """torch's CPU wheel on this machine (the one kflab pins; $KFLAB_TORCH_WHEEL)."""
+    return os.environ.get("KFLAB_TORCH_WHEEL") or next(
+        (str(w) for w in sorted(Path("/opt/wheels").glob("torch-*+cpu-cp311-*.whl"))), "")
 
 
 def translate(sd: Standin, root: Path, work: Path) -> tuple[str, list[str]]:
@@ -161,12 +171,17 @@ def translate(sd: Standin, root: Path, work: Path) -> tuple[str, list[str]]:
             workdir = posixpath.normpath(posixpath.join(workdir, rest.strip()))
         lines.append(ins)
     extra: list[str] = []
+    for req in sd.cpu_torch_for:
+        if req in reqs:
+            wheel = cpu_wheel()
+            reqs = [wheel if r == req else r for r in reqs]
+            extra.append(f"{req} -> the CPU wheel {Path(wheel).name}: torch 1.13's elastic "
+                         "launcher fails on Python 3.11 (Debian 12's), the image's is 3.8")
     if any("download.pytorch.org/whl/cpu" in d for d in dropped):
         # The CPU index is not reachable; its torch is the CPU wheel on this machine
         # (the one kflab pins, $KFLAB_TORCH_WHEEL). Its torchvision/torchaudio CPU
         # builds are not here, and PyPI's are built against CUDA torch: left out.
-        wheel = os.environ.get("KFLAB_TORCH_WHEEL") or next(
-            (str(w) for w in sorted(Path("/opt/wheels").glob("torch-*+cpu-cp311-*.whl"))), "")
+        wheel = cpu_wheel()
         left = [r for r in reqs if r in ("torchvision", "torchaudio")]
         reqs = [wheel if r == "torch" else r for r in reqs if r not in left]
         extra = [f"torch is the CPU wheel {Path(wheel).name}; left out: {', '.join(left)}"]

@@ -17,8 +17,9 @@ then does everything as before -- on anything else:
   a lab recorded by `kflab up` in the state folder;
 - a terminal narrower than the progress line (rich would wrap it); otherwise the lines are
   printed as rich prints them there (its styles on a terminal, plain text to a pipe);
-- no memo, or one whose files, environment variables, kfp or kflab changed, or a cache
-  entry it names gone, damaged or naming another execution;
+- no memo, or one whose files, folders' import names, environment variables, interpreter,
+  $PYTHONPATH, kfp or kflab changed (replay.py's docstring lists what a memo keys on), or a
+  cache entry it names gone, damaged or naming another execution;
 - anything the backend's ownership rules would act on: the run's lock held by another
   process, a stop request, an earlier owner that recorded processes or whose tagged
   processes are alive, a record that is unreadable or still running; no /proc (the owner

@@ -190,7 +190,8 @@ def solve(session: Session) -> list[str]:
                        hint="`kflab skip` moves past it (recorded as skipped, not solved)")
     # Logged before it runs: a solution that fails half-way has still shown the learner code.
     journal.record(session.state_root, session.scenario.id, "solve", session.step.id)
-    done = solve_step(session.step, session.context())
+    done = [line for text in solve_step(session.step, session.context())
+            for line in text.splitlines()]
     session.step_record()["solved"] = True
     session.save()
     return done

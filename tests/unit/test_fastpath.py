@@ -184,6 +184,7 @@ def inproc(project: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
                  "KFLAB_CONTEXT", "KFLAB_STATE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(project)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))  # as _run's children have it: part of the key
     yield project
 
 

@@ -417,6 +417,10 @@ class TrialTable:
                 hanging("           plot: ", esc(plot))
 
 
+def passed_count(res: ScenarioResult) -> int:
+    return sum(s.status == "passed" for s in res.steps)
+
+
 def summary(results: list[ScenarioResult]) -> None:
     from rich.table import Table
 
@@ -428,6 +432,17 @@ def summary(results: list[ScenarioResult]) -> None:
         table.add_row(cell(res.id), res.mode, f"{passed}/{len(res.steps)}",
                       MARK.get(res.status, esc(res.status)), f"{res.seconds:.1f}s")
     console().print(table)
+    for res in results:  # which steps were skipped, and each step's own reason
+        reasons: dict[str, list[str]] = {}
+        for step in res.steps:
+            if step.status == "skipped" and step.skip_reason:
+                reasons.setdefault(step.skip_reason, []).append(step.id)
+        for why, steps in reasons.items():
+            if len(steps) == len(res.steps):
+                hanging("", f"[yellow]{esc(res.id)}[/]: skipped, {esc(why)}")
+            else:
+                hanging("", f"[yellow]{esc(res.id)}[/]: step {esc(', '.join(steps))} "
+                        f"skipped, {esc(why)}; {passed_count(res)} of {len(res.steps)} passed")
 
 
 def _hang(text: str, style: str = "", mark: tuple[str, str] | None = None) -> None:

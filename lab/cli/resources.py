@@ -47,7 +47,9 @@ def apply(obj: Obj, files: tuple[str, ...], validation: str, dry_run: bool) -> N
         for item in planned:  # plan() validated every document; nothing is stored or run
             click.echo(f"{item.ref} valid (client dry run: validated here, nothing applied)")
         return
-    record_warnings(obj.state, planned)
+    from lab.scenarios.guided import where_now
+
+    record_warnings(obj.state, planned, where_now(obj.state))
     failed = False
     for item in planned:
         res = apply_document(backend, item.doc, item.base_dir)

@@ -17,6 +17,7 @@ import sys
 import sysconfig
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 # Module names whose distribution is named otherwise (for a package that is not installed,
 # importlib.metadata cannot say which distribution would have provided it).
@@ -43,21 +44,25 @@ def requirements() -> dict[str, tuple[str, str | None]]:
     try:
         from packaging.markers import Marker
     except ImportError:  # packaging itself broken: markers are not evaluated
-        Marker = None  # noqa: N806
+        Marker = None
     out: dict[str, tuple[str, str | None]] = {}
     for req in reqs:
         spec, _, marker = req.partition(";")
         name = re.split(r"[\s<>=!~\[;(]", spec.strip(), maxsplit=1)[0]
         found = _EXTRA.search(marker)
         extra = found.group(1) if found else None
-        if marker.strip() and Marker is not None:
-            try:
-                if not Marker(marker).evaluate({"extra": extra or ""}):
-                    continue
-            except Exception:  # an unreadable marker: keep the requirement
-                pass
+        if marker.strip() and Marker is not None and not _applies(Marker, marker, extra):
+            continue
         out.setdefault(_norm(name), (spec.strip(), extra))
     return out
+
+
+def _applies(marker_type: Any, marker: str, extra: str | None) -> bool:
+    """Whether a requirement's marker holds on this platform (an unreadable one: yes)."""
+    try:
+        return bool(marker_type(marker).evaluate({"extra": extra or ""}))
+    except Exception:
+        return True
 
 
 def _installed(dist: str) -> str | None:

@@ -621,9 +621,10 @@ def show_step(session: Any, index: int | None = None) -> None:
 
 
 def scenario_table(items: list[Any], progress: dict[str, str] | None = None,
-                   here: dict[str, str] | None = None) -> None:
+                   here: dict[str, str] | None = None, partly: set[str] | None = None) -> None:
     """The scenarios; `progress` (id -> "2/3", "done") adds where the learner is; `here`
-    (id -> why) marks the labs this machine cannot run (no GPU, a missing extra)."""
+    (id -> why) marks the labs this machine cannot run whole (no GPU, a missing extra),
+    `partly` those of them whose other steps do run here."""
     from lab.scenarios.model import BACKENDS
 
     columns = [Column("ID", key=True), Column("TITLE"), Column("LEVEL"), Column("TIME"),
@@ -637,7 +638,10 @@ def scenario_table(items: list[Any], progress: dict[str, str] | None = None,
             if (why := s.why_not(b)) is not None:
                 runs += f" (not {b}*)"
                 notes.append(f"* {s.id} on {b}: {why}")
-        if here and s.id in here:
+        if here and s.id in here and partly and s.id in partly:
+            runs += " (partly here*)"
+            notes.append(f"* {s.id} on this machine: {here[s.id]}")
+        elif here and s.id in here:
             runs += " (not here*)"
             notes.append(f"* {s.id} cannot run on this machine: {here[s.id]}")
         row = [s.id, s.title, s.level, s.duration, str(len(s.steps)), ", ".join(s.requires),
@@ -725,8 +729,16 @@ def scenario_overview(s: Any, progress: str | None = None) -> None:
 
 
 def doctor_table(rows: list[Any], title: str) -> None:
+    """The doctor's rows: a box table on a terminal; piped, plain aligned columns as the
+    other commands print (print_table), one line per check, nothing drawn, cut or wrapped."""
     from rich.table import Table
 
+    if not console().is_terminal:
+        console().print(f"kflab doctor ({esc(title)})", soft_wrap=True)
+        print_table([Column("CHECK", key=True), Column("RESULT"), Column("OBSERVED"),
+                     Column("ADVICE")],
+                    [[r.name, r.status, r.observed or "", r.advice or ""] for r in rows])
+        return
     table = Table(title=f"kflab doctor ({esc(title)})", header_style="bold")
     for col in ("check", "result", "observed", "advice"):
         table.add_column(col)

@@ -101,14 +101,23 @@ def import_problem(exc: BaseException, path: Path) -> InputError:
     if isinstance(exc, SyntaxError):
         text = (exc.text or "").strip()[:120]
         problem = f"{type(exc).__name__}: {exc.msg}"
-        hint = (f"correct line {line} ({text}), then run again" if text and line
+        hint = (f"correct line {line} (`{text}`), then run again" if text and line
                 else "correct the file, then run again")
     else:
         words = str(exc).splitlines()[0][:300] if str(exc) else ""
         problem = f"importing the pipeline failed: {type(exc).__name__}" + \
             (f": {words}" if words else "")
         hint = f"run `python {path.name}` to see the full error"
-    return InputError(file or str(path), None, problem, line=line, hint=hint)
+    return InputError(_shown(file or str(path)), None, problem, line=line, hint=hint)
+
+
+def _shown(file: str) -> str:
+    """A file as the learner typed it: relative to the current folder when inside it."""
+    try:
+        return os.path.relpath(file) if Path(file).resolve().is_relative_to(Path.cwd()) \
+            else file
+    except (OSError, ValueError):
+        return file
 
 
 def _load_module(path: Path) -> Any:
@@ -138,7 +147,7 @@ def _load_module(path: Path) -> Any:
                          hint='move that code under `if __name__ == "__main__":`') from None
     except _ExitCalled as exc:
         file, line = _where(exc, path.parent)
-        raise InputError(file or str(path), None,
+        raise InputError(_shown(file or str(path)), None,
                          f"importing the pipeline called os._exit({exc.args[0]!r}): the file "
                          "runs when kflab loads it, so nothing was run", line=line,
                          hint='move that code under `if __name__ == "__main__":`') from None

@@ -58,8 +58,8 @@ def test_the_replay_is_never_stale_in_a_learners_terminal(term: Terminal) -> Non
     (term.home / "comp.py").write_text(COMP)
     (term.home / "pipe.py").write_text(PIPE)
     term.open("t", 80)
-    show = "kflab get run pipe 2>/dev/null -o jsonpath='{.status.run_details.task_details[0].outputs" \
-        ".parameters.Output}'; echo"
+    show = ("kflab get run pipe 2>/dev/null -o jsonpath='{.status.run_details"
+            ".task_details[0].outputs.parameters.Output}'; echo")
     rc, out, _ = term.type("t", "kflab pipeline run pipe.py")
     assert rc == 0 and "pipelinerun/pipe SUCCEEDED" in out, out
     assert term.type("t", show)[1].strip() == "3"
@@ -94,6 +94,7 @@ def test_doctor_fits_80_columns_and_is_plain_when_piped(term: Terminal) -> None:
 def test_scenario_list_says_which_steps_run_here_at_80_columns(term: Terminal) -> None:
     term.open("l", 80)
     rc, out, _ = term.type("l", "kflab scenario list")
+    assert rc == 0, out
     text = " ".join(out.split())
     assert "distributed-training-trainjob on this machine: steps 1-4 run here; step 5" in \
         text, out

@@ -183,6 +183,7 @@ class TrainJobFlavor(Flavor):
     fidelity_prefix = ""  # no rows in lab/fidelity.py yet: notes are printed directly
     running_condition = False
     own_parser = True
+    counts_frozen_on_failure = False  # jobsStatus follows the JobSet (record)
 
     # --- the manifest ----------------------------------------------------------------------
     def parse_object(self, obj: dict[str, Any]) -> JobSpec:

@@ -26,6 +26,11 @@ then does everything as before -- on anything else:
   record's start time and the tagged-process check read it).
 Nothing is written before all of that is known; an error while writing (a full disk) also
 hands over to the normal path, which applies the run again from the start.
+
+A local run it hands over (a first run, an edited pipeline) gets its task fork server
+started here (_prestart), so that the server's start overlaps kflab's own instead of
+following it; $KFLAB_NO_PRESTART=1 turns that off (benches compare both, tests calling
+answer() in their own process keep it out).
 """
 
 from __future__ import annotations
@@ -216,7 +221,10 @@ def answer(argv: list[str]) -> int | None:
 
     signals.install()  # as the normal path does before anything is written
     try:
-        return _answer(req, t0)
+        code = _answer(req, t0)
+        if code is None:
+            _prestart(req)
+        return code
     except KeyboardInterrupt as exc:  # what the normal path prints (click's Abort branch)
         print(f"stopped: {signals.reason(exc)}", file=sys.stderr)
         return signals.exit_code(exc)
@@ -226,6 +234,21 @@ def answer(argv: list[str]) -> int | None:
         return 1
     except Exception:  # anything unforeseen: the normal path decides
         return None
+
+
+def _prestart(req: _Request) -> None:
+    """A local run the engine will do (no memo answers it): start its task fork server now,
+    so that the server's own start -- an interpreter, then kfp's executor imported -- runs
+    beside this process's start (click, the command tree, kfp, the compile) instead of
+    after it, when the first task is ready (taskproc.warm_up; measured in
+    docs/performance.md, "The first run's start"). Nothing is written; a run that never
+    starts a task leaves the idle server to end with this process."""
+    if req.file is None or not os.path.isfile(req.file) or \
+            os.environ.get("KFLAB_NO_PRESTART"):
+        return
+    from lab.backends.local.pipelines import taskproc
+
+    taskproc.warm_up()
 
 
 def _answer(req: _Request, t0: float) -> int | None:

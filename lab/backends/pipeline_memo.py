@@ -97,14 +97,18 @@ def versions() -> str:
     return ",".join(out)
 
 
+_OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the `lab` package
+
+
 def installed(path: str) -> bool:
-    """A path inside the Python installation or an installed package (site-packages,
-    dist-packages): its files change only with a version, which the memo's key holds."""
+    """A path inside the Python installation, an installed package (site-packages,
+    dist-packages) or kflab's own package (an editable install's too): its files change
+    only with a version or kflab's pipeline code, which the memo's key holds."""
     real = os.path.realpath(path)
     if "site-packages" in real or "dist-packages" in real:
         return True
     return any((real + os.sep).startswith(os.path.realpath(p) + os.sep)
-               for p in {sys.prefix, sys.base_prefix})
+               for p in {sys.prefix, sys.base_prefix, _OWN})
 
 
 def listing(folder: str) -> str | None:

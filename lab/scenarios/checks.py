@@ -107,13 +107,31 @@ def _metric_misses(run: dict[str, Any], query: str) -> str:
         return ""
     (name,) = wanted
     tasks = ((run.get("status") or {}).get("run_details") or {}).get("task_details") or []
+    chosen = _selected_tasks(run, query, name)
     misses = []
     for task in tasks if isinstance(tasks, list) else []:
         metrics = ((task or {}).get("outputs") or {}).get("metrics")
+        if chosen is not None and (task or {}).get("display_name") not in chosen:
+            continue  # the query reads another task's metrics
         if isinstance(metrics, dict) and metrics and name not in metrics:
             misses.append(f"{task.get('display_name')} logged "
                           f"{', '.join(map(str, list(metrics)[:3]))}")
     return f"; not '{name}': " + "; ".join(misses[:5]) if misses else ""
+
+
+def _selected_tasks(run: dict[str, Any], query: str, name: str) -> set[str] | None:
+    """The tasks whose metrics the query reads (`[?display_name=='compare-models'] | [0]`),
+    found by asking the same query for their names; None when it reads them all (or the
+    answer is not names, as under length())."""
+    try:
+        found = jmespath.search(query.replace(f"outputs.metrics.{name}", "display_name"), run)
+    except jmespath.exceptions.JMESPathError:
+        return None
+    if isinstance(found, str):
+        return {found}
+    if isinstance(found, list) and found and all(isinstance(f, str) for f in found):
+        return set(found)
+    return None
 
 
 def _valid_query(p: dict[str, Any]) -> str | None:

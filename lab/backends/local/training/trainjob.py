@@ -102,6 +102,20 @@ def _resources(raw: Any, where: str) -> tuple[int, int, int]:
     return gpus, nvidia, cpus
 
 
+def _ignored_resources(raw: Any) -> tuple[str, ...]:
+    """The parts of resourcesPerNode a local node does not act on: everything but the GPU
+    counts (the node's GPUs) and cpu (numProcPerNode auto), e.g. memory."""
+    where = "trainer.resourcesPerNode"
+    if not isinstance(raw, dict):
+        return ()
+    out = [f"{where}.{key}" for key in raw if key not in ("limits", "requests")]
+    for part in ("requests", "limits"):
+        for name in raw.get(part) or {}:
+            if name != "cpu" and "gpu" not in str(name).lower():
+                out.append(f"{where}.{part}.{name}")
+    return tuple(out)
+
+
 def resolve_nproc(value: str, gpus: int, cpus: int) -> str:
     """numProcPerNode as Torch.EnforceMLPolicy writes it into PET_NPROC_PER_NODE."""
     if value == "cpu" or (value == "auto" and gpus == 0):
@@ -169,6 +183,7 @@ class TrainJobFlavor(Flavor):
     fidelity_prefix = ""  # no rows in lab/fidelity.py yet: notes are printed directly
     running_condition = False
     own_parser = True
+    counts_frozen_on_failure = False  # jobsStatus follows the JobSet (record)
 
     # --- the manifest ----------------------------------------------------------------------
     def parse_object(self, obj: dict[str, Any]) -> JobSpec:
@@ -201,8 +216,9 @@ class TrainJobFlavor(Flavor):
         _list(trainer.get("args"), "spec.trainer.args", '["--epochs", "2"]')
         node = Replica(NODE, nodes, self.default_restart, _command(trainer), env, None, nvidia,
                        MASTER_PORT)
-        ignored = tuple(k for k in CLUSTER_ONLY if spec.get(k)) + tuple(
-            f"trainer.{k}" for k in ("image", "resourcesPerNode") if trainer.get(k))
+        ignored = tuple(k for k in CLUSTER_ONLY if spec.get(k)) + \
+            (("trainer.image",) if trainer.get("image") else ()) + \
+            _ignored_resources(trainer.get("resourcesPerNode"))
         job = JobSpec(meta["name"], meta.get("namespace", "default"), {NODE: node},
                       BACKOFF_LIMIT, None, "All", kind=self.kind, nproc_per_node=nproc,
                       ignored=ignored, runtime=runtime)

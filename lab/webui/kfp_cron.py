@@ -246,7 +246,10 @@ class Schedule:
 
     def _cron(self, last: int | None, created: int, now: int) -> int:
         """cron_schedule.go GetNextScheduledTime / ...NoCatchup."""
-        spec = parse(self.cron or "")
+        try:
+            spec = parse(self.cron or "")
+        except CronError:  # refused when created; an empty or damaged record: never
+            return NEVER
         zone = self.zone()
         effective = last if last is not None else (self.start if self.start is not None
                                                    else created)

@@ -26,7 +26,9 @@ import base64
 import binascii
 import calendar
 import json
+import re
 import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -212,8 +214,15 @@ def parse_filter(raw: str) -> list[Predicate]:
     if len(raw) > MAX_FILTER_CHARS:
         raise _invalid(f"the filter is {len(raw)} characters, over kflab's limit of "
                        f"{MAX_FILTER_CHARS} (MAX_FILTER_CHARS)")
+    # list_request_util.go parseAPIFilter: url.QueryUnescape first (the KFP UI sends
+    # encodeURIComponent(JSON.stringify(filter)) as the value), so '+' reads as a space
+    bad_escape = re.search(r"%(?![0-9A-Fa-f]{2})", raw)
+    if bad_escape:
+        raise _invalid(f"failed to parse valid filter from {json.dumps(raw[:500])}: invalid "
+                       f"URL escape {json.dumps(raw[bad_escape.start():bad_escape.start() + 3])}")
+    text = urllib.parse.unquote_plus(raw)
     try:
-        doc = loads(raw.encode(), max_depth=MAX_FILTER_DEPTH)
+        doc = loads(text.encode(), max_depth=MAX_FILTER_DEPTH)
     except BodyTooDeep:
         raise bad(f"nested deeper than {MAX_FILTER_DEPTH} levels: not a v2beta1.Filter"
                   ) from None

@@ -19,6 +19,8 @@ from lab.webui.kfp_store import (
     already_exists,
     internal,
     invalid,
+    list_error,
+    listed,
     new_id,
     not_found,
 )
@@ -112,21 +114,21 @@ class Pipelines:
         try:
             opts = kfp_list.options(kfp_list.PIPELINES, query)
         except kfp_list.ListError as exc:
-            raise _list_error(exc).wrap(
+            raise list_error(exc).wrap(
                 f"Failed to list pipelines due invalid list options: pageToken: "
                 f"{query.get('page_token', '')}, pageSize: {query.get('page_size', 0)}, "
                 f"sortBy: {query.get('sort_by', '')}, filter: {query.get('filter', '')}"
             ) from None
         rows = [_pipeline_view(p) for p in self.records.all("pipelines")]
         page, total, token = kfp_list.page(opts, rows)
-        return _listed("pipelines", page, total, token)
+        return listed("pipelines", page, total, token)
 
     def list_versions(self, pid: str, query: dict[str, str], **_: Any) -> dict[str, Any]:
         """PipelineServer.ListPipelineVersions."""
         try:
             opts = kfp_list.options(kfp_list.VERSIONS, query)
         except kfp_list.ListError as exc:
-            raise _list_error(exc).wrap(
+            raise list_error(exc).wrap(
                 f"Failed to list pipeline versions due invalid list options: pageToken: "
                 f"{query.get('page_token', '')}, pageSize: {query.get('page_size', 0)}, "
                 f"sortBy: {query.get('sort_by', '')}, filter: {query.get('filter', '')}"
@@ -139,7 +141,7 @@ class Pipelines:
                 f"Failed to list pipeline versions for pipeline {pid}") from None
         rows = [_version_view(v) for v in self.versions_of(pid)]
         page, total, token = kfp_list.page(opts, rows)
-        return _listed("pipeline_versions", page, total, token)
+        return listed("pipeline_versions", page, total, token)
 
     def versions_of(self, pid: str) -> list[dict[str, Any]]:
         return [v for v in self.records.all("versions") if v["pipeline_id"] == pid]
@@ -369,21 +371,6 @@ def _url_of(data: dict[str, Any]) -> str:
     return str(package.get("pipeline_url") or "") if isinstance(package, dict) else ""
 
 
-def _list_error(exc: kfp_list.ListError) -> ApiError:
-    return ApiError(exc.http, str(exc), external=exc.external, code=exc.code)
-
-
-def _listed(key: str, page: list[dict[str, Any]], total: int, token: str) -> dict[str, Any]:
-    """A List*Response as grpc-gateway writes it (EmitUnpopulated false: an empty list, a
-    zero total and an empty token are left out)."""
-    out: dict[str, Any] = {}
-    if page:
-        out[key] = page
-    if total:
-        out["total_size"] = total
-    if token:
-        out["next_page_token"] = token
-    return out
 
 
 def _pipeline_view(p: dict[str, Any]) -> dict[str, Any]:

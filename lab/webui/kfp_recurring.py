@@ -33,8 +33,8 @@ from typing import Any
 from lab import state
 from lab.kube.conditions import now
 from lab.webui import kfp_cron, kfp_list
-from lab.webui.kfp_runs import FINISHED, RUN_FIELDS, _listed, _list_error
-from lab.webui.kfp_store import ApiError, invalid, new_id, not_found
+from lab.webui.kfp_runs import FINISHED, RUN_FIELDS
+from lab.webui.kfp_store import ApiError, invalid, list_error, listed, new_id, not_found
 
 RESYNC = 30.0  # scheduledworkflow main.go recurringRunResyncIntervalSeconds default
 FIELDS = ("recurring_run_id", "display_name", "description", "pipeline_version_id",
@@ -222,7 +222,7 @@ class RecurringRuns:
         try:
             opts = kfp_list.options(kfp_list.RECURRING_RUNS, query)
         except kfp_list.ListError as exc:
-            raise _list_error(exc).wrap("Failed to list recurring runs due to error parsing "
+            raise list_error(exc).wrap("Failed to list recurring runs due to error parsing "
                                         "the listing options") from None
         eid = query.get("experiment_id") or ""
         if eid and self.records.get("experiments", eid) is None:
@@ -233,7 +233,7 @@ class RecurringRuns:
         rows = [_view(r, self.api.namespace) for r in self.records.all("recurringruns")
                 if not eid or r.get("experiment_id") == eid]
         page, total, token = kfp_list.page(opts, rows)
-        return _listed("recurringRuns", page, total, token)
+        return listed("recurringRuns", page, total, token)
 
     def _mode(self, jid: str, enable: bool) -> dict[str, Any]:
         """resource_manager.go ChangeJobMode."""

@@ -33,6 +33,8 @@ from lab.webui.kfp_store import (
     failed_precondition,
     invalid,
     kfp_error,
+    list_error,
+    listed,
     new_id,
     not_found,
 )
@@ -51,19 +53,6 @@ EXPERIMENT_FIELDS = ("experiment_id", "display_name", "description", "created_at
 STOP_GRACE = 10.0  # seconds a run's process has to stop its tasks and record CANCELED
 
 
-def _list_error(exc: kfp_list.ListError) -> ApiError:
-    return ApiError(exc.http, str(exc), external=exc.external, code=exc.code)
-
-
-def _listed(key: str, page: list[dict[str, Any]], total: int, token: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if page:
-        out[key] = page
-    if total:
-        out["total_size"] = total
-    if token:
-        out["next_page_token"] = token
-    return out
 
 
 class Experiments:
@@ -120,10 +109,10 @@ class Experiments:
         try:
             opts = kfp_list.options(kfp_list.EXPERIMENTS, query)
         except kfp_list.ListError as exc:
-            raise _list_error(exc).wrap("Failed to create list options") from None
+            raise list_error(exc).wrap("Failed to create list options") from None
         rows = [_experiment_view(e) for e in self.records.all("experiments")]
         page, total, token = kfp_list.page(opts, rows)
-        return _listed("experiments", page, total, token)
+        return listed("experiments", page, total, token)
 
     def delete(self, eid: str, **_: Any) -> dict[str, Any]:
         """resource_manager.go DeleteExperiment: never the default one; its runs stay
@@ -325,7 +314,7 @@ class Runs:
         try:
             opts = kfp_list.options(kfp_list.RUNS, query)
         except kfp_list.ListError as exc:
-            raise _list_error(exc).wrap("Failed to create list options") from None
+            raise list_error(exc).wrap("Failed to create list options") from None
         eid = query.get("experiment_id") or ""
         if eid and self.records.get("experiments", eid) is None:
             raise not_found("Experiment", eid).wrap(
@@ -333,7 +322,7 @@ class Runs:
                 "Try filtering based on namespace").wrap("Failed to list runs")
         rows = [r for r in self.all_views() if not eid or r.get("experiment_id") == eid]
         page, total, token = kfp_list.page(opts, rows)
-        return _listed("runs", page, total, token)
+        return listed("runs", page, total, token)
 
     def find(self, rid: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """(the API's record, the PipelineRun) of a run id; a run started outside the API
@@ -384,8 +373,14 @@ class Runs:
             record["seen"] = True
             with contextlib.suppress(state.StateError):
                 self.records.put("runs", record, rid)
-        run = _run_shape(obj, record["experiment_id"]) if obj else {
-            "state": "PENDING", "finished_at": EPOCH}
+        retried = record.get("retried_at")
+        if obj is not None and retried and (obj.get("status") or {}).get(
+                "created_at", "") < retried and self.running(rid):
+            obj = None  # retried: the earlier attempt's record until the new one is made
+            run: dict[str, Any] = {"state": "RUNNING", "finished_at": EPOCH}
+        else:
+            run = _run_shape(obj, record["experiment_id"]) if obj else {
+                "state": "PENDING", "finished_at": EPOCH}
         if obj is None and record.get("terminated"):  # stopped before it recorded a run
             run.update(state="CANCELED", finished_at=record["terminated"])
         elif obj is None and not self.running(rid):  # refused before it ran, or gone

@@ -86,6 +86,24 @@ def unimplemented(message: str) -> ApiError:
     return kfp_error(12, message, message)
 
 
+def list_error(exc: Any) -> ApiError:
+    """A kfp_list.ListError as the API's error."""
+    return ApiError(exc.http, str(exc), external=exc.external, code=exc.code)
+
+
+def listed(key: str, page: list[dict[str, Any]], total: int, token: str) -> dict[str, Any]:
+    """A List*Response as grpc-gateway writes it (EmitUnpopulated false: an empty list, a
+    zero total and an empty token are left out)."""
+    out: dict[str, Any] = {}
+    if page:
+        out[key] = page
+    if total:
+        out["total_size"] = total
+    if token:
+        out["next_page_token"] = token
+    return out
+
+
 def new_id() -> str:
     return str(uuid.uuid4())
 

@@ -467,6 +467,9 @@ def test_exchanges_match_the_kfp_2_16_schema(finished: Any, server: Any, schema:
             if p["in"] == "body" and sent is not None:
                 schema(p["schema"]["$ref"].split("/")[-1], sent, sent=True)
         ref = op["responses"]["200"]["schema"].get("$ref")
+        if op["operationId"] == "HealthzService_GetHealthz":
+            # apiserver/main.go writes commit_sha and tag_name too (not in the swagger)
+            out = {k: v for k, v in out.items() if k not in ("commit_sha", "tag_name")}
         if ref:
             schema(ref.split("/")[-1], out)
     assert {"UploadPipeline", "RunService_CreateRun", "RunService_GetRun",

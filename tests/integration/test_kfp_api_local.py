@@ -428,6 +428,48 @@ def test_recurring_run_triggers_with_max_concurrency(client: Any, tmp_path: Path
     assert client.list_recurring_runs(experiment_id=exp.experiment_id).recurring_runs is None
 
 
+def test_the_links_kfp_client_prints_resolve_in_the_ui(client: Any, finished: Any,
+                                                      server: Any, tmp_path: Path) -> None:
+    """kfp.Client prints KFP UI links (#/runs/details/ID, #/experiments/details/ID,
+    #/pipelines/details/ID); in `kflab ui` they open the run's page, the experiment's runs
+    and the pipeline's versions (headless Chromium; skipped without it)."""
+    import shutil
+
+    from tests.integration.test_webui_browser import chromium, static_copy
+
+    pipeline, exp, done = finished
+    run_page = server.api.handle("GET", f"/apis/v2beta1/runs/{done.run_id}", {}, "", b"")
+    assert run_page[0] == 200
+    from lab.webui import views
+
+    assert views.answer(server.backend, server.api, f"runs/{done.run_id}")["name"] == \
+        server.api.run_name(done.run_id)
+    page = views.answer(server.backend, server.api, f"kfp/experiments/{exp.experiment_id}")
+    assert "tiny from version" in [r["display_name"] for r in page["runs"]]
+    page = views.answer(server.backend, server.api, f"kfp/pipelines/{pipeline.pipeline_id}")
+    assert page["pipeline"]["display_name"] == "tiny-add" and page["versions"]
+    with pytest.raises(views.NotFound):
+        views.answer(server.backend, server.api, "kfp/experiments/no-such-id")
+    if shutil.which("chromium") is None:
+        pytest.skip("chromium not installed (scripts/standins/50-chromium.sh)")
+    ui = UiServer(server.backend, server.api.root, static=static_copy(
+        tmp_path / "static", "no-stream.js")).start()
+    try:
+        name = server.api.run_name(done.run_id)
+        dom = chromium(tmp_path, f"{ui.url}#/runs/details/{done.run_id}", "--dump-dom").stdout
+        assert f"Run {name}" in dom and 'class="dag"' in dom, dom[dom.find("<main"):][:2000]
+        dom = chromium(tmp_path, f"{ui.url}#/experiments/details/{exp.experiment_id}",
+                       "--dump-dom").stdout
+        assert "KFP experiment lab-exp" in dom and f'href="#/runs/{name}"' in dom, \
+            dom[dom.find("<main"):][:2000]
+        dom = chromium(tmp_path, f"{ui.url}#/pipelines/details/{pipeline.pipeline_id}",
+                       "--dump-dom").stdout
+        assert "Pipeline tiny-add" in dom and "Versions, newest first" in dom, \
+            dom[dom.find("<main"):][:2000]
+    finally:
+        ui.stop()
+
+
 def test_no_run_process_is_left_a_zombie(client: Any, finished: Any, server: Any) -> None:
     """Issue 34: `kflab ui` kept one zombie process per run started through the API."""
     import time

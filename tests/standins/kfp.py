@@ -1,13 +1,14 @@
 """STAND-INS for Kubeflow Pipelines' services, for the cluster backend's tests:
 
-- the KFP v2beta1 REST API (ml-pipeline:8888), the endpoints kflab uses only: experiments
-  (list with a display_name filter, create) and runs (create with an inline pipeline_spec,
-  get, list by experiment with a display_name filter and sort_by created_at, delete), plus
-  /apis/v2beta1/healthz. Responses follow the API's own schema (the 2.16.0 swagger; the tests
-  validate every response against it). A run executes with kfp.local (kfp_run.py) and moves
-  PENDING -> RUNNING -> SUCCEEDED/FAILED. task_details are what KFP 2.16 writes (kfp_argo.py):
-  the persistence agent's report of the run's Argo nodes (drivers, a DAG node per task with
-  an `executor` child, root-driver, root, the workflow's node; no execution ids, no outputs,
+- the KFP v2beta1 REST API (ml-pipeline:8888): experiments (create) and runs (create with an
+  inline pipeline_spec or a pipeline version, get, delete), plus /apis/v2beta1/healthz; the
+  rest that kfp.Client's documented calls reach (pipelines, versions, list filters, sort and
+  pages, archive, recurring runs...) is in kfp_resources.py. Responses follow the API's own
+  schema (the 2.16.0 swagger; the tests validate every response against it). A run
+  executes with kfp.local (kfp_run.py) and moves PENDING -> RUNNING -> SUCCEEDED/FAILED.
+  task_details are what KFP 2.16 writes (kfp_argo.py): the persistence agent's report of
+  the run's Argo nodes (drivers, a DAG node per task with an `executor` child,
+  root-driver, root, the workflow's node; no execution ids, no outputs,
   no pod names) and, for cache-enabled tasks that ran, the launcher's nameless cache rows.
   Each Pod node becomes a pod in `kubeflow`, named and labelled as Argo v3.7 names it.
 - ML Metadata (metadata-grpc-service:8080): GetContextByTypeAndName, GetExecutionsByContext,
@@ -22,10 +23,9 @@
 - the object store (seaweedfs:8333, S3 API): GET of an object, path-style, the request's
   SigV4 signature checked with the stand-in's credentials (403 otherwise).
 
-Not covered: pipelines and pipeline versions, recurring runs, archive/terminate/retry,
-namespaces (multi-user), caching, paging beyond one page, filters other than EQUALS on
-display_name, the UI and its artifact proxy, MLMD types and ParentContexts, cache hits (no
-task is ever served from cache here), Argo's Omitted nodes for tasks never scheduled.
+Not covered: what kfp_resources.py lists as not covered, namespaces (multi-user), caching,
+the UI and its artifact proxy, MLMD types and ParentContexts, cache hits (no task is ever
+served from cache here), Argo's Omitted nodes for tasks never scheduled.
 """
 
 from __future__ import annotations

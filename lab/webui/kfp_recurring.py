@@ -320,16 +320,16 @@ class RecurringRuns:
     def _loop(self) -> None:
         while not self._stopped.is_set():
             timeout: float | None = RESYNC
-            if self._locked():
-                try:
+            try:
+                if self._locked():
                     with self.api.lock:
                         due, poll = self.sync(int(time.time()))
                     timeout = None if due >= kfp_cron.NEVER else max(0.0, due - time.time())
                     if poll:
                         timeout = min(timeout, RESYNC) if timeout is not None else RESYNC
-                except Exception as exc:  # one line, never a dead scheduler
-                    sys.stderr.write(f"kflab ui: recurring runs: {type(exc).__name__}: "
-                                     f"{str(exc)[:200]}\n")
+            except Exception as exc:  # one line, never a dead scheduler; tried again later
+                sys.stderr.write(f"kflab ui: recurring runs: {type(exc).__name__}: "
+                                 f"{str(exc)[:200]}\n")
             self._wake.wait(timeout)
             self._wake.clear()
 

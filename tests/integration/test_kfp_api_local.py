@@ -470,6 +470,22 @@ def test_the_links_kfp_client_prints_resolve_in_the_ui(client: Any, finished: An
         ui.stop()
 
 
+def test_kflab_delete_run_of_a_running_api_run(client: Any, server: Any) -> None:
+    """`kflab delete run NAME` on a run started through the API stops it and deletes it from
+    the API too, as on a cluster, where it calls KFP's delete_run (it showed FAILED, "no
+    record of the run")."""
+    run = client.create_run_from_pipeline_func(napping, arguments={"seconds": 120.0},
+                                               run_name="deleted from the CLI")
+    wait_state(client, run.run_id, {"RUNNING"})
+    name = server.api.run_name(run.run_id)
+    done = run_kflab("--state", str(server.api.root), "delete", "run", name)
+    assert done.returncode == 0, done.stderr
+    with pytest.raises(kfp_server_api_exception()) as err:
+        client.get_run(run.run_id)
+    assert err.value.status == 404
+    assert run.run_id not in [r.run_id for r in client.list_runs(page_size=100).runs]
+
+
 def test_no_run_process_is_left_a_zombie(client: Any, finished: Any, server: Any) -> None:
     """Issue 34: `kflab ui` kept one zombie process per run started through the API."""
     import time

@@ -174,7 +174,12 @@ class Resources:
                 "SortByFieldName": column, "SortByFieldValue": value, "KeyFieldName": "UUID",
                 "KeyFieldValue": ident, "IsDesc": desc, "Filter": groups or None}).encode()
             ).decode()
-        return 200, lean(body), ""
+        schema = {"runs": "v2beta1ListRunsResponse",
+                  "experiments": "v2beta1ListExperimentsResponse",
+                  "pipelines": "v2beta1ListPipelinesResponse",
+                  "versions": "v2beta1ListPipelineVersionsResponse",
+                  "jobs": "v2beta1ListRecurringRunsResponse"}[kind]
+        return 200, lean(body), schema
 
     # --- requests ---------------------------------------------------------------------------
 

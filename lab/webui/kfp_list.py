@@ -188,20 +188,6 @@ class Predicate:
     go_type: str  # the Go type of the value, for KFP's messages: int32, []string, ...
 
 
-def _depth(value: Any, limit: int) -> bool:
-    """Whether `value` nests no deeper than `limit` (checked without recursion)."""
-    todo = [(value, 1)]
-    while todo:
-        item, level = todo.pop()
-        if level > limit:
-            return False
-        if isinstance(item, dict):
-            todo += [(v, level + 1) for v in item.values()]
-        elif isinstance(item, list):
-            todo += [(v, level + 1) for v in item]
-    return True
-
-
 def parse_filter(raw: str) -> list[Predicate]:
     """The predicates of a `filter` query parameter, as list_request_util.go parseAPIFilter
     and filter.go toPredicates read them; errors carry KFP's messages."""

@@ -53,8 +53,8 @@ def fnv32a(text: str) -> int:
 def swf_name(display: str, suffix: str) -> str:
     """template.go toSWFCRDResourceGeneratedName (lower-case letters, digits, '-', at most
     25) plus the 5 characters Kubernetes' generateName adds."""
-    base = re.sub(r"[^a-z0-9-]+", "", display.lower()) or "job-"
-    return base[:25] + suffix[:5]
+    base = re.sub(r"[^a-z0-9-]+", "", display.lower())[:25].lstrip("-") or "job-"
+    return base + suffix[:5]  # (a leading '-' dropped: the run's name must start with one)
 
 
 def _stamp(epoch: int) -> str:

@@ -392,6 +392,7 @@ def diagnose(needs: Needs | None = None, host: Host | None = None) -> list[Row]:
         rows += existing_rows(needs, host)
 
     rows.append(local_backend_row())
+    rows.append(container_engine_row(host))
     return rows
 
 
@@ -421,6 +422,29 @@ def gpu_discovery_row(host: Host, nvidia_here: bool) -> Row:
                    "(Ampere, Ada, Hopper...): they skip their GPU steps on "
                    + ", ".join(g.label for g in short))
     return Row("gpu discovery", "pass", observed)
+
+
+def container_engine_row(host: Host) -> Row:
+    """The engine that runs images kflab does not run as processes: which, version,
+    rootless or not, running or not (lab/backends/local/containers/engine.py)."""
+    from lab.backends.local.containers import engine as engines
+    from lab.errors import LabError
+
+    def which(name: str) -> str | None:
+        found = host.which(name)  # type: ignore[operator]
+        return str(found) if found else None
+
+    def run(argv: list[str], timeout: float) -> tuple[int, str, str]:
+        code, out = host.run(argv, timeout)
+        return code, out, out
+
+    try:
+        found = engines.select(host.env, which, run)
+    except LabError as exc:
+        return Row("container engine", "fail", str(exc).split("\n")[0],
+                   exc.hint or f"fix {engines.ENV}")
+    status, observed, advice = engines.describe(found)
+    return Row("container engine", status, observed, advice)
 
 
 def local_backend_row() -> Row:

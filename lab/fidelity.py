@@ -319,7 +319,9 @@ RULES: tuple[Rule, ...] = (
          test="test_more_trials_restart_the_experiment_and_keep_its_trials"),
     Rule("katib.trialTemplate.command", "Experiment", "trial container without command",
          "the image's entrypoint runs", REFUSED,
-         "refused: the entrypoint is unknown locally; the error shows the command line to add",
+         "an image kflab runs as a process: refused, the entrypoint is unknown locally (the "
+         "error shows the command line to add); any other image runs in its container "
+         "(Podman or Docker), entrypoint included",
          "kubernetes Container.command semantics",
          field="spec.trialTemplate.trialSpec.spec.template.spec.containers[0].command"),
     Rule("katib.trialSpec.kind", "Experiment",
@@ -375,8 +377,10 @@ RULES: tuple[Rule, ...] = (
          test="test_master_and_workers_rank_and_world_size"),
     Rule("pytorch.command", "PyTorchJob", "container without command",
          "the image's entrypoint runs (with args)", REFUSED,
-         "refused: the entrypoint is unknown locally; the error shows the command line to add "
-         "and keeps the args", "kubernetes Container.command semantics",
+         "an image kflab runs as a process: refused, the entrypoint is unknown locally (the "
+         "error shows the command line to add and keeps the args); any other image runs in "
+         "its container (Podman or Docker), entrypoint included",
+         "kubernetes Container.command semantics",
          field="spec.pytorchReplicaSpecs.Master.template.spec.containers[0].command"),
     Rule("pytorch.valueFrom", "PyTorchJob", "env valueFrom (secrets, field refs)",
          "resolved by the kubelet", REFUSED, "refused: give a literal value",
@@ -438,8 +442,10 @@ RULES: tuple[Rule, ...] = (
                   "names them), not on the shared port {port}"),
     Rule("tfjob.command", "TFJob", "container without command",
          "the image's entrypoint runs (with args)", REFUSED,
-         "refused: the entrypoint is unknown locally; the error shows the command line to add "
-         "and keeps the args", "kubernetes Container.command semantics",
+         "an image kflab runs as a process: refused, the entrypoint is unknown locally (the "
+         "error shows the command line to add and keeps the args); any other image runs in "
+         "its container (Podman or Docker), entrypoint included",
+         "kubernetes Container.command semantics",
          field="spec.tfReplicaSpecs.Worker.template.spec.containers[0].command"),
     Rule("tfjob.valueFrom", "TFJob", "env valueFrom (secrets, field refs)",
          "resolved by the kubelet", REFUSED, "refused: give a literal value",
@@ -538,8 +544,10 @@ RULES: tuple[Rule, ...] = (
          "refused naming the block: no cluster credentials locally; give storageUri",
          f"{KSERVE} pkg/apis/serving/v1beta1/predictor.go StorageSpec",
          field="spec.predictor.model.storage"),
-    Rule("kserve.components", "InferenceService", "transformer, explainer, custom containers",
-         "run their own images", REFUSED, "refused: they are images",
+    Rule("kserve.components", "InferenceService", "transformer, explainer",
+         "run their own images", REFUSED,
+         "refused (a custom predictor, spec.predictor.containers, runs in its container "
+         "with Podman or Docker)",
          f"{KSERVE} pkg/apis/serving/v1beta1/inference_service.go",
          field="spec.transformer"),
     # --- Kubeflow Notebook -----------------------------------------------------------------

@@ -247,6 +247,7 @@ class Progress:
         self.t0 = time.monotonic()
         self.task_t0: dict[str, float] = {}
         self.trials: TrialTable | None = None
+        self.pulls: PullBar | None = None
         # Skip reasons already printed: a lab whose steps all need a GPU says why once.
         self.said_skips: set[str] = set()
 
@@ -306,12 +307,57 @@ class Progress:
             out.print(f"[dim]{esc(ev['replica'])} |[/] {esc(ev['line'])}", soft_wrap=True)
         elif kind == "message":
             hanging(f"{self._elapsed()}   ", esc(ev["text"]))
+        elif kind in ("pull", "pulled"):  # a container image being pulled (containers/)
+            self.pulls = self.pulls or PullBar(self._elapsed)
+            self.pulls.update(ev)
         elif kind == "experiment-started":
             self.trials = TrialTable(ev, self._elapsed)
         elif kind in ("trial-started", "trial-finished", "experiment-finished") and self.trials:
             self.trials.update(ev)
             if kind == "experiment-finished":
                 self.trials = None
+
+
+class PullBar:
+    """An image pull: a bar of layers on a terminal (the engine's own bars need one), the
+    start and the end on one line each elsewhere."""
+
+    def __init__(self, elapsed: Any) -> None:
+        self.elapsed = elapsed
+        self.bars: dict[str, Any] = {}
+        self.progress: Any = None
+        self.t0: dict[str, float] = {}
+
+    def update(self, ev: dict[str, Any]) -> None:
+        out = console()
+        image = str(ev.get("image"))
+        if image not in self.t0:
+            self.t0[image] = time.monotonic()
+            if not out.is_terminal:
+                out.print(f"{self.elapsed()}   pulling image {esc(image)} "
+                          f"[dim]({esc(ev.get('why', ''))})[/]", soft_wrap=True)
+        if out.is_terminal and self.progress is None:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            self.progress = Progress(TextColumn("   pulling {task.description}"),
+                                     BarColumn(), MofNCompleteColumn(),
+                                     TextColumn("layers"), console=out, transient=True)
+            self.progress.start()
+        if self.progress is not None:
+            if image not in self.bars:
+                self.bars[image] = self.progress.add_task(esc(image), total=None)
+            total = ev.get("total") or ev.get("layers") or None
+            done = ev.get("done", total if ev["event"] == "pulled" else 0)
+            self.progress.update(self.bars[image], completed=done, total=total)
+        if ev["event"] == "pulled":
+            took = time.monotonic() - self.t0[image]
+            if self.progress is not None:
+                self.progress.remove_task(self.bars.pop(image))
+                if not self.bars:
+                    self.progress.stop()
+                    self.progress = None
+            out.print(f"{self.elapsed()}   pulled image {esc(image)} [dim]"
+                      f"({ev.get('layers', 0)} layers, {took:.1f}s)[/]", soft_wrap=True)
 
 
 STATE_COLOR = {"Succeeded": "green", "Running": "cyan", "Failed": "red",

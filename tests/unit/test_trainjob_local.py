@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from lab.backends.local import LocalBackend
+from lab.backends.local.training import containers
 from lab.backends.local.training import run as training_run
 from lab.backends.local.training.env import operator_env
 from lab.backends.local.training.runtimes import SHIPPED
@@ -77,7 +78,8 @@ def test_bad_trainer_fields_are_refused_naming_the_field(change: dict, field: st
     if change.get("command", 1) is None:
         del obj["spec"]["trainer"]["command"]
     with pytest.raises(InputError) as err:
-        parse(obj)
+        # the runtime's image (pytorch/pytorch) runs as a process, which needs the command
+        containers.engine_for(parse(obj), obj)
     assert err.value.field == field and words in str(err.value)
 
 

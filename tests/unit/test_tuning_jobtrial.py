@@ -29,7 +29,7 @@ print(f"loss={x + 100 * rank:.4f}")
 
 def _pytorchjob_experiment(master_rc: str = "0") -> dict:
     replica = {"replicas": 1, "restartPolicy": "Never", "template": {"spec": {"containers": [{
-        "name": "pytorch", "image": "example/mnist:1",
+        "name": "pytorch", "image": "pytorch/pytorch",
         "command": [sys.executable, "job.py", "${trialParameters.x}"]}]}}}
     obj = experiment(maxTrialCount=2, parallelTrialCount=1)
     obj["spec"]["parameters"] = obj["spec"]["parameters"][:1]

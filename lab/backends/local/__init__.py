@@ -316,7 +316,12 @@ class LocalBackend:
         for kind, ns, name in list(owners.owned(self.root)):
             if owners.stop(self.root, kind, ns, name, by="kflab down"):
                 stopped.append(f"{lookup(kind).kind.lower()}/{ns}/{name}")
-        return stopped + self.procs.stop_all()
+        stopped += self.procs.stop_all()
+        from lab.backends.local.containers import cleanup
+
+        if (left := cleanup.sweep_state(self.root)):  # whatever a killed client left
+            stopped.append(f"{left} container(s) of this state folder")
+        return stopped
 
 
 def _source(line: str) -> str:

@@ -32,6 +32,9 @@ from typing import Any
 
 from lab import fidelity, signals, state
 from lab.backends.local import gpus
+from lab.backends.local.containers import engine as engines
+from lab.backends.local.containers import images
+from lab.backends.local.containers.engine import Engine
 from lab.backends.local.owners import Lease
 from lab.backends.local.procs import ChildGroup, iter_log, kill_group
 from lab.backends.local.tuning import earlystop, jobtrial, tfevent
@@ -88,6 +91,7 @@ class _Run:
     exits: queue.SimpleQueue[str] = field(default_factory=queue.SimpleQueue)
     group: ChildGroup | None = None
     grid: KatibGrid | None = None
+    engine: Engine | None = None  # trials are containers of their image (containers.py)
     told: dict[str, int] = field(default_factory=dict)  # trial name -> grid id, told to Optuna
     service: Any = None  # a SERVICES algorithm (hyperband): answers a batch per request
     batch: list[list[dict[str, str]]] = field(default_factory=list)  # its answer, unstarted
@@ -122,7 +126,8 @@ class _Run:
         else:
             self.dists = distributions(self.spec.params)
         self.parallel = self.spec.parallel
-        self.private_metrics = self._private_metrics()
+        self.engine = trial_engine(self.spec)
+        self.private_metrics = self.engine is not None or self._private_metrics()
         if self.private_metrics:
             self.differences = [d for d in self.differences
                                 if d[0] != "katib.collector.file-parallel"]
@@ -298,13 +303,14 @@ class _Run:
         if job_trial:
             started = tuning_trials.launch_job(self.backend, self.lease, self.spec, runspec,
                                                name, log, self.base_dir, record,
-                                               held=job_held)
+                                               held=job_held, engine=self.engine)
         else:
             started = tuning_trials.launch(group, self.spec, runspec, name, log,
                                            self.base_dir, record,
                                            gpus=held if self.host_gpus else None,
                                            private=log.parent / "metrics"
-                                           if self.private_metrics else None)
+                                           if self.private_metrics else None,
+                                           engine=self.engine, root=self.store.root)
         if held:
             trial["metadata"].setdefault("annotations", {})[gpus.ANNOTATION] = \
                 gpus.labels(held)
@@ -561,6 +567,8 @@ class _Run:
             self.exp["metadata"].setdefault("annotations", {})[IGNORED_ANNOTATION] = \
                 "; ".join(self.spec.warnings)
         fidelity.announce(self.backend, self.exp, self.differences)
+        if self.engine is not None:
+            pull_images(self.engine, self.spec, self.backend.emit)
         lease = self.lease
         with ChildGroup(lease.token, on_start=lease.add, on_exit=lease.drop) as group:
             self.group = group
@@ -668,12 +676,49 @@ def _defaults(obj: dict[str, Any], spec: Spec) -> None:
     s.setdefault("resumePolicy", "Never")  # experiment_defaults.go setDefaultResumePolicy
 
 
+def trial_engine(spec: Spec) -> Engine | None:
+    """The engine for the trials' containers (None: they are local processes); refuses,
+    naming Podman or Docker, when the image needs one that is missing or stopped."""
+    if spec.container_image is None:
+        return None
+    where, image = spec.container_image
+    return engines.require(f"experiment '{spec.name}': the trials' image {image} ({where})")
+
+
+def _policies(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    """(field, image, imagePullPolicy) of every image the trials run."""
+    for where, image in spec.images:
+        if not isinstance(image, str) or not image:
+            continue
+        node: Any = spec.trial_spec
+        path = where.removeprefix("spec.trialTemplate.trialSpec").removesuffix(".image")
+        for part in filter(None, path.replace("[", ".").replace("]", "").split(".")):
+            node = node[int(part)] if part.isdigit() else node[part]
+        yield where, image, str(node.get("imagePullPolicy") or images.default_policy(image))
+
+
+def pull_images(engine: Engine, spec: Spec, emit: Any) -> None:
+    """Every image the trials run, present as its imagePullPolicy asks: pulled once for the
+    whole experiment (images.ensure remembers), never once per trial."""
+    from lab.backends.local.containers import spec as cspec
+    from lab.backends.local.containers import workload
+
+    with contextlib.suppress(LabError):  # a bad quantity fails the trial, naming it
+        if note := workload.limits_note(engine, [cspec.read(spec.container, "the trials'")]):
+            emit({"event": "message", "text": note})
+    for where, image, policy in _policies(spec):
+        images.ensure(engine, image, policy, where=where, emit=emit)
+
+
 def _runnable(obj: dict[str, Any]) -> Spec:
     """The Experiment's spec, or the error that stops it before anything runs."""
     if obj.get("kind") == "Trial":
         raise LabError("a Trial is created by its Experiment, not applied on its own",
                        hint="apply the Experiment (kind: Experiment) instead")
     spec = tuning_spec.parse(obj)
+    if (engine := trial_engine(spec)) is not None:
+        for where, image, policy in _policies(spec):
+            images.preflight(engine, image, policy, where=where)
     if spec.gpus and spec.gpus > len(have := gpus.inventory()):
         where = ".".join(str(k) for k in ("spec.trialTemplate.trialSpec", *spec.container_path))
         raise InputError(f"experiment '{spec.name}'", f"{where}.resources.limits.nvidia.com/gpu",

@@ -19,6 +19,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from lab import content
+
 # Module names whose distribution is named otherwise (for a package that is not installed,
 # importlib.metadata cannot say which distribution would have provided it).
 _DIST_OF = {"yaml": "pyyaml", "sklearn": "scikit-learn", "re2": "google-re2",
@@ -81,15 +83,9 @@ def installed_extras() -> list[str]:
     return [e for e, ok in extras.items() if ok]
 
 
-def _clone() -> Path | None:
-    """The clone kflab runs from (its scripts/setup.sh), or None for a wheel install."""
-    root = Path(__file__).resolve().parent.parent
-    return root if (root / "scripts" / "setup.sh").is_file() else None
-
-
 def repair(extra: str | None = None) -> str:
     """The command that installs kflab's locked environment (with `extra` added)."""
-    clone = _clone()
+    clone = content.clone()
     extras = installed_extras()
     if extra and extra not in extras:
         extras.append(extra)

@@ -32,7 +32,7 @@ def job(kind: str, restart: str, backoff: int | None = 2) -> dict:
 
     def rep(n: int, command: list[str], policy: str) -> dict:
         return {"replicas": n, "restartPolicy": policy, "template": {"spec": {
-            "containers": [{"name": cname, "image": "x", "command": command}]}}}
+            "containers": [{"name": cname, "image": "python:3.11", "command": command}]}}}
 
     spec: dict = {key: {lead: rep(1, FAIL, restart), worker: rep(2, SLEEP, "OnFailure")}}
     if backoff is not None:

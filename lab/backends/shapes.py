@@ -126,6 +126,28 @@ def tasks(run: dict[str, Any] | None) -> list[dict[str, Any]]:
     return [t for t in found if isinstance(t, dict)] if isinstance(found, list) else []
 
 
+def task_path(task: dict[str, Any]) -> str:
+    """Where a task runs in its run: its display name under the DAG tasks it runs in
+    (`parent`, written by the local engine for a task in a sub-DAG, as
+    lab/backends/local/pipelines/engine.task_path builds it). Unique in a run where display
+    names are not: a sub-pipeline used twice runs two tasks of one name."""
+    parent, name = task.get("parent"), str(task.get("display_name"))
+    return f"{parent}/{name}" if isinstance(parent, str) and parent else name
+
+
+def find_task_path(run: dict[str, Any] | None, name: str) -> str | None:
+    """The path of the task `name` names: a path, or a display name only one task has;
+    None when no task has it. Raises ValueError with the paths when several tasks do."""
+    found = tasks(run)
+    paths = [task_path(t) for t in found]
+    if name in paths:
+        return name
+    named = [p for t, p in zip(found, paths, strict=True) if t.get("display_name") == name]
+    if len(named) > 1:
+        raise ValueError(", ".join(named))
+    return named[0] if named else None
+
+
 def task(run: dict[str, Any] | None, display_name: str) -> dict[str, Any] | None:
     return next((t for t in tasks(run) if t.get("display_name") == display_name), None)
 

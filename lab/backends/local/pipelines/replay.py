@@ -140,11 +140,12 @@ class Inputs:
 
 
 def save(memo_path: Path, *, files: dict[str, str], env: dict[str, str | None],
-         pipeline_name: str, dag: dict[str, list[str]], tasks: list[dict[str, Any]]) -> None:
+         pipeline_name: str, dag: dict[str, list[str]], tasks: list[dict[str, Any]],
+         graph: dict[str, Any] | None = None) -> None:
     with contextlib.suppress(Exception):
         state.write_json(memo_path, {"v": MEMO_VERSION, "files": files, "env": env,
                                      "pipeline_name": pipeline_name, "dag": dag,
-                                     "tasks": tasks})
+                                     "tasks": tasks, "graph": graph})
 
 
 def forget(memo_path: Path) -> None:

@@ -210,7 +210,7 @@ def test_artifacts_as_the_kfp_ui_renders_them(ui: Any, tmp_path: Path,
     msg = json.loads(said.group(1).replace("&quot;", '"').splitlines()[0])
     assert msg["from"] == "null" and msg["data"]["origin"] == "null", msg
     assert msg["data"]["cookie"].startswith("blocked") and msg["data"]["fetch"] == "refused"
-    cookie = {"Cookie": f"kflab_token={ui.token}"}
+    cookie = {"Cookie": f"{ui.cookie('token')}={ui.token}"}
     page = urllib.request.urlopen(urllib.request.Request(ui.host + html.group(1),
                                                          headers=cookie))
     assert b"<p>n is 9</p>" in page.read()

@@ -99,16 +99,22 @@ class UiServer:
         self._thread: threading.Thread | None = None
 
     def start(self) -> UiServer:
+        if self.api is not None:
+            self.api.start()  # the recurring runs' scheduler
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True,
                                         name="kflab-ui")
         self._thread.start()
         return self
 
     def serve_forever(self) -> None:
+        if self.api is not None:
+            self.api.start()
         self.httpd.serve_forever()
 
     def stop(self) -> None:
         self.watcher.close()  # ends the open event streams
+        if self.api is not None:
+            self.api.close()
         self.httpd.shutdown()
         self.httpd.server_close()
 

@@ -162,7 +162,32 @@ def run_page(backend: Any, api: Any, key: str) -> dict[str, Any]:
             (str(error) if error else None),
             "arguments": (obj.get("spec") or {}).get("arguments") or {},
             "tasks": tasks, "graph": graph if isinstance(graph, dict) else None,
-            "edges": _edges(obj, api)}
+            "edges": _edges(obj, api), "failures": _failures(backend, obj)}
+
+
+MAX_FAILURES, FAILURE_LINES = 3, 8
+
+
+def _failures(backend: Any, obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tasks that failed, each with the end of its log (where a component's exception
+    is), for the top of a failed run's page: the run's own error only names them."""
+    if (obj.get("status") or {}).get("state") != "FAILED":
+        return []
+    logged = _logged(obj)
+    out = []
+    for t in shapes.tasks(obj):
+        path = shapes.task_path(t)
+        if t.get("state") != "FAILED" or path not in logged:
+            continue
+        try:
+            lines = [line for line in _log_lines(backend, obj, path) if line.strip()]
+        except NotFound:
+            lines = []
+        out.append({"key": path, "name": str(t.get("display_name")),
+                    "tail": lines[-FAILURE_LINES:]})
+        if len(out) == MAX_FAILURES:
+            break
+    return out
 
 
 def _task(t: dict[str, Any]) -> dict[str, Any]:

@@ -70,7 +70,7 @@ export function parallelCoordinates(rows, axes, { strong = () => false, name = (
   const mid = (top + H - bottom) / 2;
   const scaled = axes.map(a => {
     const vals = rows.map(a.value).filter(v => v !== undefined && v !== null && v !== "");
-    const numeric = vals.length > 0 && vals.every(v => Number.isFinite(Number(v)));
+    const numeric = vals.length > 0 && vals.every(v => typeof v !== "boolean" && Number.isFinite(Number(v)));
     if (numeric) {
       const nums = vals.map(Number), lo = Math.min(...nums), hi = Math.max(...nums);
       return { ...a, y: v => (v === undefined || v === null || v === "") ? null

@@ -40,7 +40,7 @@ export function table(caption, columns, rows, opts = {}) {
 // name / value pairs as a definition list (run parameters, a task's inputs)
 export function pairs(label, entries) {
   if (!entries.length) return el("p", { class: "muted" }, `${label}: none`);
-  return el("dl", { class: "pairs", "aria-label": label },
+  return el("dl", { class: "pairs" },
             ...entries.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v instanceof Node ? v : show(v))]));
 }
 

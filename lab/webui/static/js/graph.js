@@ -137,14 +137,14 @@ function draw(root, layer, ox, oy, ctx) {
       const title = `${KIND[n.kind] || n.kind}: ${n.display}`;
       const extra = n.kind === "loop" ? (n.count === null ? "" : `${n.count} iteration${n.count === 1 ? "" : "s"}`)
                   : n.spec.reads ? `if ${n.spec.reads}` : "";
+      // a link's name is its visible text (WCAG 2.5.3); a drawing that is no link is an image
       const a = svg(ctx.href ? "a" : "g", { href: ctx.href ? ctx.href(n.path) : null, role: ctx.href ? null : "img", class: "group " + n.kind + (selected ? " selected" : ""),
-                           "aria-label": `${title}: ${stateText(n.task)}${extra ? "; " + extra : ""}`,
+                           "aria-label": ctx.href ? null : `${title}${extra ? "; " + extra : ""}`,
                            ...(selected ? { "aria-current": "true", "data-reveal": "" } : {}) });
       a.append(svg("rect", { x, y, width: n.width, height: n.height, rx: 8, class: `frame ${state}` }));
       a.append(svg("text", { x: x + 10, y: y + 17, class: "group-name" }, title));
       a.append(svg("text", { x: x + 10, y: y + 33, class: "group-state" },
                    [stateText(n.task), extra].filter(Boolean).join(" · ").slice(0, Math.floor(n.width / CHAR) - 2)));
-      if (extra) a.append(svg("title", {}, extra));
       root.append(a);
     }
     if (n.child) {
@@ -154,12 +154,12 @@ function draw(root, layer, ox, oy, ctx) {
       continue;
     }
     const a = svg(ctx.href ? "a" : "g", { href: ctx.href ? ctx.href(n.path) : null, role: ctx.href ? null : "img", class: "task" + (selected ? " selected" : ""),
-                         "aria-label": `${n.display}: ${n.task && n.task.cached ? "reused from cache" : stateText(n.task) || "task"}`,
+                         "aria-label": ctx.href ? null : n.display,
                          ...(selected ? { "aria-current": "true", "data-reveal": "" } : {}) });
     a.append(svg("rect", { x, y, width: n.width, height: n.height, rx: 6, class: state + (n.task ? "" : " pending") }));
-    a.append(svg("text", { x: x + 10, y: y + 19, class: "task-name" }, n.display));
-    a.append(svg("text", { x: x + 10, y: y + 36, class: "task-state" },
-                 [n.spec.exit && "runs at exit", stateText(n.task)].filter(Boolean).join(" · ")));
+    const sub = [n.spec.exit && "runs at exit", stateText(n.task)].filter(Boolean).join(" · ");
+    a.append(svg("text", { x: x + 10, y: y + (sub ? 19 : 28), class: "task-name" }, n.display));
+    if (sub) a.append(svg("text", { x: x + 10, y: y + 36, class: "task-state" }, sub));
     root.append(a);
   }
 }

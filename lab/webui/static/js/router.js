@@ -85,7 +85,7 @@ async function render() {
   }
   m.setAttribute("data-view", segs.join("/"));
   document.title = (m.querySelector("h1")?.textContent || "kflab") + " · kflab";
-  markNav(segs[0]);
+  markNav(segs);
   if (moved) {
     moved = false;
     // a selected node (a task in the graph) is brought into its scrolling box's view
@@ -107,7 +107,8 @@ function reveal(node) {
   box.scrollTop += (a.top + a.height / 2) - (b.top + b.height / 2);
 }
 
-function markNav(first) {
+function markNav(segs) {
+  const first = segs[0] === "experiments" && segs[1] === "details" ? "kfp-experiments" : segs[0];
   const section = { compare: "runs", recurringrun: "recurringruns" }[first] || first;
   for (const a of document.querySelectorAll("header nav a")) {
     if (a.getAttribute("href") === `#/${section}`) a.setAttribute("aria-current", "page");

@@ -27,8 +27,8 @@ function byName(runs, pick) {
   return names.map(n => ({ name: n, values: runs.map(r => pick(r)[n]) }));
 }
 
-function sideBySide(caption, runs, rows) {
-  const cols = [["", row => el("span", {}, row.name, row.differs ? el("span", { class: "differs" }, " (differs)") : null)],
+function sideBySide(caption, first, runs, rows) {
+  const cols = [[first, row => el("span", {}, row.name, row.differs ? el("span", { class: "differs" }, " (differs)") : null)],
                 ...runs.map((r, i) => [r.name, row => show(row.values[i])])];
   for (const row of rows) row.differs = new Set(row.values.map(v => JSON.stringify(v ?? null))).size > 1;
   return table(caption, cols, rows, { empty: "none", rowAttrs: row => row.differs ? { class: "differs-row" } : {} });
@@ -47,8 +47,8 @@ export async function compareView(query) {
   ], runs));
   const params = byName(runs, r => r.arguments || {});
   const metrics = byName(runs, metricsOf);
-  out.push(el("h2", {}, "Parameters"), sideBySide("Run parameters, a column per run", runs, params));
-  out.push(el("h2", {}, "Scalar metrics"), sideBySide("Metrics the runs' tasks logged, a column per run", runs, metrics));
+  out.push(el("h2", {}, "Parameters"), sideBySide("Run parameters, a column per run", "Parameter", runs, params));
+  out.push(el("h2", {}, "Scalar metrics"), sideBySide("Metrics the runs' tasks logged, a column per run", "Task · metric", runs, metrics));
   const axes = [...params, ...metrics].map(row => ({ label: row.name, value: r => row.values[runs.indexOf(r)] }));
   out.push(el("h2", {}, "Parallel coordinates"));
   if (axes.length < 2) out.push(muted("Two or more parameters or metrics are needed for this chart."));

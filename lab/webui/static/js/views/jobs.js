@@ -65,7 +65,7 @@ async function jobView(kind, name, replica) {
                ` (${r.type})`))));
   }
   if (j.replica) out.push(el("h2", { id: "log", tabindex: "-1", "data-focus": "" }, `Log of ${j.replica}`),
-                          el("pre", { class: "log", tabindex: "0", "aria-label": `log of ${j.replica}`, "data-keep-scroll": "log" },
+                          el("pre", { class: "log", role: "log", tabindex: "0", "aria-label": `log of ${j.replica}`, "data-keep-scroll": "log" },
                              j.log.join("\n") || "(no output)"));
   return out;
 }

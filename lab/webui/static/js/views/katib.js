@@ -86,7 +86,7 @@ async function trialView(exp, name) {
     ["Message", c => c.message || ""], ["Since", c => when(c.lastTransitionTime)]], t.conditions));
   out.push(el("h2", { id: "log" }, `Log of ${t.name}`),
            t.log === null ? muted("no log (not started, or its pod is gone)")
-           : el("pre", { class: "log", tabindex: "0", "aria-label": `log of ${t.name}`, "data-keep-scroll": "log" },
+           : el("pre", { class: "log", role: "log", tabindex: "0", "aria-label": `log of ${t.name}`, "data-keep-scroll": "log" },
                 t.log.join("\n") || "(no output)"));
   return out;
 }

@@ -64,6 +64,6 @@ async function pipelineView(pid, vid) {
            spec.graph ? drawGraph(graphModel({ graph: spec.graph, tasks: [], edges: [] }, true), null, null)
                       : muted("This spec has no graph kflab can draw."),
            el("h3", { id: "spec-h" }, "Pipeline spec"),
-           el("pre", { class: "spec", tabindex: "0", "aria-labelledby": "spec-h", "data-keep-scroll": "spec" }, spec.yaml));
+           el("pre", { class: "spec", role: "region", tabindex: "0", "aria-labelledby": "spec-h", "data-keep-scroll": "spec" }, spec.yaml));
   return out;
 }

@@ -51,6 +51,9 @@ async function oneView(id) {
                                      ...(j.experiment_id ? { experiment_id: j.experiment_id } : {}) });
   const started = (answer.runs || []).filter(r => r.recurring_run_id === id).map(r => apiRow(r, names));
   const ref = j.pipeline_version_reference || {};
+  let pipeline = ref.pipeline_id;
+  try { if (ref.pipeline_id) { const p = await kfp(`pipelines/${enc(ref.pipeline_id)}`); pipeline = p.display_name || p.name; } }
+  catch { /* deleted since: its id */ }
   return [el("h1", {}, `Recurring run ${j.display_name}`),
           el("p", { class: "meta" }, [j.description, j.mode === "ENABLE" ? "enabled" : "disabled",
                                       j.status && `status ${j.status}`, `id ${j.recurring_run_id}`].filter(Boolean).join(" · ")),
@@ -61,7 +64,7 @@ async function oneView(id) {
                              ["catch up missed runs", j.no_catchup ? "no" : "yes"],
                              ["experiment", j.experiment_id ? link(`#/experiments/details/${enc(j.experiment_id)}`, names[j.experiment_id] || j.experiment_id) : ""],
                              ["pipeline", ref.pipeline_id ? link(`#/pipelines/details/${enc(ref.pipeline_id)}` +
-                               (ref.pipeline_version_id ? `/version/${enc(ref.pipeline_version_id)}` : ""), ref.pipeline_id) : "its own pipeline spec"]]),
+                               (ref.pipeline_version_id ? `/version/${enc(ref.pipeline_version_id)}` : ""), pipeline) : "its own pipeline spec"]]),
           el("h2", {}, "Run parameters"),
           pairs("Run parameters", Object.entries(((j.runtime_config || {}).parameters) || {}).map(([k, v]) => [k, show(v)])),
           el("h2", {}, "Runs it started"),

@@ -18,23 +18,27 @@ export const routes = [
 
 function base(key, byId) { return byId ? `#/runs/details/${enc(key)}` : `#/runs/${enc(key)}`; }
 
-function summary(r) {
+function summary(r, key, byId) {
   const bits = [`pipeline ${r.pipeline || "?"}`, `created ${when(r.created_at)}`];
   if (r.duration_s != null) bits.push(`took ${duration(r.duration_s)}`);
   else if (r.state === "RUNNING" || r.state === "PENDING") bits.push("still running");
   bits.push(`${r.tasks.length} task record${r.tasks.length === 1 ? "" : "s"}`);
+  const id = byId ? key : r.run_id;  // a KFP API run's id is the API's, not the engine's
   return el("p", { class: "meta" }, bits.join(" · "),
-            r.run_id ? el("span", { class: "muted" }, ` · run id `, el("code", {}, r.run_id)) : null);
+            id ? el("span", { class: "muted" }, ` · run id `, el("code", {}, id)) : null);
 }
 
 export async function runView(key, selected, byId) {
   const r = await get("runs/" + enc(key));
   const home = base(key, byId);
   const href = path => `${home}/${enc(path)}`;
-  const out = [el("h1", {}, `Run ${r.name} `, stateCell(r.state)), summary(r)];
+  const out = [el("h1", {}, `Run ${r.name} `, stateCell(r.state)), summary(r, key, byId)];
   if (r.error) out.push(el("div", { class: "run-error", role: "alert" },
                            el("strong", {}, `This run ${r.state === "CANCELED" ? "was canceled" : "failed"}: `),
-                           el("span", {}, r.error)));
+                           el("span", {}, r.error),
+                           ...(r.failures || []).map(f => el("div", { class: "failure" },
+                             el("p", {}, "The end of ", link(href(f.key), f.key), "'s log:"),
+                             el("pre", {}, f.tail.join("\n") || "(no output)")))));
   out.push(el("h2", {}, "Parameters"),
            pairs("Run parameters", Object.entries(r.arguments || {}).map(([k, v]) => [k, show(v)])));
   const model = graphModel(r);
@@ -101,7 +105,7 @@ async function taskPanel(r, key, path, model, href, home) {
   out.push(...visualizations(key, t, "h3"));
   out.push(el("h3", { id: "log" }, `Log of ${t.name}`));
   out.push(t.log === null ? muted("This task ran no process of its own (no log).")
-           : el("pre", { class: "log", tabindex: "0", "aria-label": `log of ${t.name}`, "data-keep-scroll": "log" },
+           : el("pre", { class: "log", role: "log", tabindex: "0", "aria-label": `log of ${t.name}`, "data-keep-scroll": "log" },
                 t.log.join("\n") || "(no output)"));
   out.push(close(home));
   return out;

@@ -40,7 +40,7 @@ function tryForm(s) {
     });
     return el("span", {}, input, el("label", { for: `tryit-${p}` }, p.toUpperCase()), " ");
   });
-  const answer = el("pre", { id: "tryit-out", class: "log", tabindex: "0", "aria-live": "polite",
+  const answer = el("pre", { id: "tryit-out", class: "log", role: "log", tabindex: "0", "aria-live": "polite",
                              "aria-label": "answer of the model server" }, d.answer);
   const form = el("form", { id: "tryit", "aria-labelledby": "tryit-h" },
     el("fieldset", {}, el("legend", {}, "Protocol"), ...radios),

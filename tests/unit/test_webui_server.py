@@ -35,7 +35,7 @@ def test_token_gates_every_page(ui: UiServer) -> None:
     assert ui.url.startswith("http://127.0.0.1:") and "token=" in ui.url
     assert call(ui, "/")[0] == 403
     assert call(ui, "/ui-api/runs")[0] == 403
-    assert call(ui, "/static/app.js")[0] == 403
+    assert call(ui, "/static/js/main.js")[0] == 403
     assert call(ui, "/?token=wrong")[0] == 403
     status, body, headers = call(ui, f"/?token={ui.token}")
     assert status == 200 and b'id="main"' in body

@@ -256,6 +256,10 @@ def idle(args: argparse.Namespace) -> None:
     for label, shares in found.items():
         print(f"{label:14s} the UI process's CPU: median {statistics.median(shares):.2f} % of "
               f"one core  {[round(s, 2) for s in shares]}")
+    print("markdown: | UI | CPU, % of one core (median) |")
+    print("markdown: |---|---|")
+    for label, shares in found.items():
+        print(f"markdown: | {label} | {statistics.median(shares):.2f} |")
 
 
 def main() -> None:
@@ -318,6 +322,7 @@ def main() -> None:
           f"cpus={os.cpu_count()}" + (f" baseline={args.baseline}" if args.baseline else ""))
     print(f"load average before {load0[0]:.1f} {load0[1]:.1f} {load0[2]:.1f}, "
           f"after {load1[0]:.1f} {load1[1]:.1f} {load1[2]:.1f}")
+    rows: dict[str, list[str]] = {ui: [] for ui in conditions[1:]}
     for name in workloads:
         c = statistics.median(results[(name, "closed")])
         cc = statistics.median(cpus[(name, "closed")])
@@ -333,6 +338,16 @@ def main() -> None:
                   f"bookkeeping): median {cc:.3f} s closed, {co:.3f} s {ui}, ratio "
                   f"{co / cc:.3f}; the UI and tab's CPU time per run: median "
                   f"{statistics.median(ui_cpus[(name, ui)]):.3f} s")
+            rows[ui] += [f"{o / c:.2f}", f"{co / cc:.2f}",
+                         f"{statistics.median(ui_cpus[(name, ui)]):.3f} s"]
+    tab = f"also polled every {args.poll:g} s" if args.poll > 0 else "as a page"
+    print(f"markdown: | UI open ({tab}) | trials: wall time / closed | "
+          "kflab's CPU / closed | the UI's CPU per run | pipeline: wall time / closed | "
+          "kflab's CPU / closed | the UI's CPU per run |")
+    print("markdown: |---|---|---|---|---|---|---|")
+    for ui, cells in rows.items():
+        label = "this checkout" if ui == "open" else "baseline"
+        print(f"markdown: | {label} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

@@ -300,3 +300,61 @@ def test_a_stale_tab_and_two_servers_in_one_browser(lab: Any, tmp_path: Path) ->
         cdp.close()
         first.stop()
         second.stop()
+
+
+def js_list(items: list[str]) -> str:
+    """A JS string literal of the JSON of `items`, as JSON.stringify writes it."""
+    return json.dumps(json.dumps(items, separators=(",", ":")))
+
+
+def test_the_runs_list_filters_sorts_pages_and_compares(lab: Any, page: Any) -> None:
+    """The runs list sends the KFP API what the KFP UI sends (IS_SUBSTRING on the name,
+    sort_by, page_size and page_token) and draws what comes back; ticked runs open the
+    comparison."""
+    store = lab["backend"].store
+    names = [f"page-run-{i}" for i in range(12)]
+    for i, name in enumerate(names):  # runs recorded as `kflab pipeline run` records them
+        store.put({"apiVersion": "kflab.dev/v1", "kind": "PipelineRun",
+                   "metadata": {"name": name, "namespace": "default",
+                                "creationTimestamp": f"2030-01-01T00:00:{i:02d}Z"},
+                   "spec": {"arguments": {"i": i}},
+                   "status": {"state": "SUCCEEDED", "created_at": f"2030-01-01T00:00:{i:02d}Z",
+                              "finished_at": f"2030-01-01T00:01:{i:02d}Z",
+                              "run_details": {"task_details": []}}})
+    rows = ("[...document.querySelectorAll('#main table')[0].tBodies[0].rows]"
+            ".map(r => r.cells[1].textContent)")
+    try:
+        page.call("Emulation.setDeviceMetricsOverride", width=1280, height=900,
+                  deviceScaleFactor=1, mobile=False)
+        page.js("location.hash = '#/labs'")
+        page.until("document.getElementById('main').dataset.view === 'labs'")
+        page.js("location.hash = '#/runs'")
+        page.until("document.getElementById('main').dataset.view === 'runs'")
+        page.js("const s = document.getElementById('runs-size'); s.value = '10'; "
+                "s.dispatchEvent(new Event('change'))")
+        page.js("document.getElementById('runs-search').focus()")
+        page.call("Input.insertText", text="page-run")
+        page.until("document.querySelector('#main caption').textContent"
+                   ".includes('whose name has \"page-run\"')")  # the filter applied
+        page.until(f"JSON.stringify({rows}) === {js_list(names[::-1][:10])}")  # newest first
+        assert page.js("document.activeElement.id") == "runs-search"  # typing goes on
+        assert page.js("document.getElementById('runs-search').value") == "page-run"
+        assert "12 runs" in page.js("document.querySelector('#main nav.pager').textContent")
+        page.js("document.getElementById('runs-next').click()")
+        page.until(f"JSON.stringify({rows}) === {js_list(names[1::-1])}")  # 10 a page
+        page.js("document.getElementById('runs-sort-name').click()")  # by name, a to z
+        page.until(f"{rows}[0] === 'page-run-0' && {rows}[2] === 'page-run-10'")
+        assert page.js("document.getElementById('runs-sort-name').closest('th')"
+                       ".getAttribute('aria-sort')") == "ascending"
+        for name in ("page-run-0", "page-run-1"):
+            page.js(f"document.querySelector('input[aria-label=\"select {name} to compare\"]')"
+                    ".click()")
+        page.until("document.getElementById('compare-go') !== null")
+        page.js("document.getElementById('compare-go').click()")
+        page.until("document.getElementById('main').dataset.view === 'compare'")
+        shown = page.js("document.getElementById('main').innerText")
+        assert "page-run-0" in shown and "page-run-1" in shown and "(differs)" in shown
+    finally:
+        for name in names:
+            store.delete("PipelineRun", name)
+        page.js("document.getElementById('compare-clear')?.click()")

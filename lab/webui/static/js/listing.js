@@ -11,7 +11,8 @@ const SIZES = [10, 20, 50, 100];
 export class Listing {
   // id: names the controls; what: "runs"; sortable: {api field: column label}
   constructor(id, what, sortable, sort = "created_at", desc = true) {
-    Object.assign(this, { id, what, sortable, sort, desc, q: "", size: 20, tokens: [""], page: 0, timer: null });
+    // typed: what the filter box holds (a live redraw while typing keeps it); q: what is applied
+    Object.assign(this, { id, what, sortable, sort, desc, q: "", typed: "", size: 20, tokens: [""], page: 0, timer: null });
   }
 
   reset() { this.tokens = [""]; this.page = 0; }
@@ -24,9 +25,11 @@ export class Listing {
   }
 
   toolbar() {
-    const input = el("input", { type: "search", id: `${this.id}-search`, value: this.q, autocomplete: "off",
+    const input = el("input", { type: "search", id: `${this.id}-search`, autocomplete: "off",
                                 placeholder: "part of a name" });
+    input.value = this.typed;
     input.addEventListener("input", () => {
+      this.typed = input.value;
       clearTimeout(this.timer);
       this.timer = setTimeout(() => { this.q = input.value.trim(); this.reset(); redraw(); }, 300);
     });

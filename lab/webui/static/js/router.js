@@ -65,7 +65,7 @@ async function render() {
     nodes = err instanceof Refused ? stalePage()
           : err instanceof Missing ? [el("h1", {}, "Not found"), errorNote(err.message)]
           : [el("h1", {}, "Could not draw this view"), errorNote(String(err.message || err))];
-    if (err instanceof Refused) stopStream();
+    if (err instanceof Refused) { stale = true; stopStream(); }
   }
   const stamp = document.getElementById("updated");
   if (stamp) stamp.textContent = "updated " + new Date().toLocaleTimeString();
@@ -96,7 +96,12 @@ async function render() {
   const back = id ? document.getElementById(id)
              : href ? m.querySelector(`[href="${CSS.escape(href)}"]`)
              : label ? m.querySelector(`[aria-label="${CSS.escape(label)}"]`) : null;
-  if (back) back.focus({ preventScroll: true });
+  if (back) {
+    back.focus({ preventScroll: true });
+    if (back.tagName === "INPUT" && typeof back.value === "string" && back.type !== "checkbox") {
+      try { back.setSelectionRange(back.value.length, back.value.length); } catch { /* no caret */ }
+    }
+  }
 }
 
 function reveal(node) {
@@ -129,7 +134,7 @@ export async function refresh() {
 // The view asks for a redraw now (a search typed, a page of a list turned).
 export function redraw() { shown = null; refresh(); }
 
-let stream = null, timer = null;
+let stream = null, timer = null, stale = false;
 
 function stopStream() {
   if (stream) { stream.close(); stream = null; }
@@ -146,6 +151,14 @@ export function listen() {
   stream.onerror = () => {
     const stamp = document.getElementById("updated");
     if (stamp) stamp.textContent = "not live: reconnecting to kflab ui…";
+    // the browser gives up on a stream the server refused (403: a restarted server's new
+    // token): draw the view again, which then says what to do
+    // (a 503, too many pages open, is tried again in 10 s)
+    if (stream && stream.readyState === EventSource.CLOSED) {
+      stream = null;
+      redraw();
+      setTimeout(() => { if (!stale && !stream) listen(); }, 10000);
+    }
   };
 }
 

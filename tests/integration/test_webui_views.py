@@ -54,9 +54,14 @@ def gate(flag: str) -> str:
     return "open"
 
 
+@dsl.component
+def after(text: str) -> str:
+    return text
+
+
 @dsl.pipeline(name="gated")
 def gated(flag: str) -> str:
-    return gate(flag=flag).output
+    return after(text=gate(flag=flag).output).output
 """
 TRIAL = WAIT + ("args = dict(a[2:].split('=', 1) for a in sys.argv[1:] if a.startswith('--'))\n"
                 "print(f\"loss={{(float(args['x']) - 0.5) ** 2 + int(args['n']) / 10:.6f}}\")\n")
@@ -195,6 +200,7 @@ def views(lab: Any) -> list[tuple[str, str]]:
         (f"runs/details/{runs[4]}", "training diverged (on purpose)"),  # the error at the top
         (f"runs/details/{runs[3]}/train", "Log of train"),  # a task's side panel
         ("runs/gated-live", "RUNNING"),
+        ("runs/gated-live", "not started"),  # a task waiting for the running one is drawn
         ("runs/nested", "sub-pipeline: double-pipeline-2"),
         ("runs/nested/double-pipeline-2%2Fdouble", "double of 6"),
         (f"compare?runlist={runs[3]},{runs[5]}", "Parallel coordinates"),
@@ -252,7 +258,7 @@ def test_every_view_in_both_themes_and_widths(lab: Any, page: Any, theme: str, w
         page.js("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))",
                 wait=True)  # charts draw on the next frame
         heading = page.js("document.querySelector('#main h1')?.textContent || ''")
-        shown = page.js("document.getElementById('main').innerText")
+        shown = page.js("document.getElementById('main').textContent")  # the graph's too
         if heading in ("Not found", "Could not draw this view", "No such view") or \
                 text not in shown:
             problems.append(f"#/{address}: {heading!r}, {text!r} not shown: {shown[:300]!r}")

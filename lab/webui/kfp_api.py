@@ -149,7 +149,11 @@ class KfpApi:
     # -- health -----------------------------------------------------------------------------
 
     def healthz(self, **_: Any) -> dict[str, Any]:
-        return {"multi_user": False, "pipeline_store": "database"}
+        """apiserver/main.go's healthz handler writes these four fields (commit_sha and
+        tag_name from its build's env, "unknown" without; the swagger lists the last two):
+        the tag is the KFP API version answered here."""
+        return {"commit_sha": "unknown", "tag_name": "2.16.0", "multi_user": False,
+                "pipeline_store": "database"}
 
     # -- what the UI's views read -----------------------------------------------------------
 

@@ -33,10 +33,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from lab.limits import MAX_FILTER_CHARS, MAX_FILTER_DEPTH
+
 DEFAULT_PAGE_SIZE = 20  # list.go defaultPageSize
 MAX_PAGE_SIZE = 200  # list.go maxPageSize
-MAX_FILTER_CHARS = 64 * 1024  # a filter is a few predicates; a query string bigger is an attack
-MAX_FILTER_DEPTH = 8  # Filter -> predicates -> Predicate -> string_values -> values: 5 levels
 
 # Predicate.Operation (filter.proto): name <-> number.
 OPERATIONS = {"OPERATION_UNSPECIFIED": 0, "EQUALS": 1, "NOT_EQUALS": 2, "GREATER_THAN": 3,
@@ -186,20 +186,6 @@ class Predicate:
     key: str
     value: Any  # int, str, or a list of int / str; timestamps already Unix seconds
     go_type: str  # the Go type of the value, for KFP's messages: int32, []string, ...
-
-
-def _depth(value: Any, limit: int) -> bool:
-    """Whether `value` nests no deeper than `limit` (checked without recursion)."""
-    todo = [(value, 1)]
-    while todo:
-        item, level = todo.pop()
-        if level > limit:
-            return False
-        if isinstance(item, dict):
-            todo += [(v, level + 1) for v in item.values()]
-        elif isinstance(item, list):
-            todo += [(v, level + 1) for v in item]
-    return True
 
 
 def parse_filter(raw: str) -> list[Predicate]:

@@ -53,8 +53,8 @@ def fnv32a(text: str) -> int:
 def swf_name(display: str, suffix: str) -> str:
     """template.go toSWFCRDResourceGeneratedName (lower-case letters, digits, '-', at most
     25) plus the 5 characters Kubernetes' generateName adds."""
-    base = re.sub(r"[^a-z0-9-]+", "", display.lower()) or "job-"
-    return base[:25] + suffix[:5]
+    base = re.sub(r"[^a-z0-9-]+", "", display.lower())[:25].lstrip("-") or "job-"
+    return base + suffix[:5]  # (a leading '-' dropped: the run's name must start with one)
 
 
 def _stamp(epoch: int) -> str:
@@ -320,16 +320,16 @@ class RecurringRuns:
     def _loop(self) -> None:
         while not self._stopped.is_set():
             timeout: float | None = RESYNC
-            if self._locked():
-                try:
+            try:
+                if self._locked():
                     with self.api.lock:
                         due, poll = self.sync(int(time.time()))
                     timeout = None if due >= kfp_cron.NEVER else max(0.0, due - time.time())
                     if poll:
                         timeout = min(timeout, RESYNC) if timeout is not None else RESYNC
-                except Exception as exc:  # one line, never a dead scheduler
-                    sys.stderr.write(f"kflab ui: recurring runs: {type(exc).__name__}: "
-                                     f"{str(exc)[:200]}\n")
+            except Exception as exc:  # one line, never a dead scheduler; tried again later
+                sys.stderr.write(f"kflab ui: recurring runs: {type(exc).__name__}: "
+                                 f"{str(exc)[:200]}\n")
             self._wake.wait(timeout)
             self._wake.clear()
 

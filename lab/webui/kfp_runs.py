@@ -90,13 +90,15 @@ class Experiments:
         return exp
 
     def default_id(self) -> str:
-        """The default experiment ("Default"), made when first needed."""
-        for exp in self.records.all("experiments"):
-            if exp["display_name"] == DEFAULT_EXPERIMENT:
-                return str(exp["experiment_id"])
-        return str(self._create(DEFAULT_EXPERIMENT, "All runs created without specifying an "
-                                                    "experiment will be grouped here.")
-                   ["experiment_id"])
+        """The default experiment ("Default", resource_manager.go CreateDefaultExperiment),
+        made when first needed (under the API's lock: a list may ask for it too)."""
+        with self.api.lock:
+            for exp in self.records.all("experiments"):
+                if exp["display_name"] == DEFAULT_EXPERIMENT:
+                    return str(exp["experiment_id"])
+            return str(self._create(DEFAULT_EXPERIMENT, "All runs created without specifying "
+                                                        "an experiment will be grouped here.")
+                       ["experiment_id"])
 
     def get(self, eid: str, **_: Any) -> dict[str, Any]:
         try:
@@ -484,7 +486,7 @@ class Runs:
 
     def _forget(self, record: dict[str, Any]) -> None:
         rid = record["run_id"]
-        with contextlib.suppress(state.StateError):
+        with self.api.lock, contextlib.suppress(state.StateError):
             self.records.drop("runs", rid)
             for extra in (state.path(self.api.dir, "specs", f"{rid}.yaml"),
                           state.path(self.api.dir, "runs", f"{rid}.log")):

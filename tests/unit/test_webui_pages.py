@@ -144,3 +144,20 @@ def test_cookies_are_named_per_port_and_a_tab_without_the_token_is_told_why(
         assert b"Open the URL that <code>kflab ui</code> printed" in body
     finally:
         other.stop()
+
+
+def test_the_page_is_split_into_small_modules_all_preloaded() -> None:
+    """The page's own code: ES modules served as files (no build step), one per view, none
+    over 650 lines (issue 36), each preloaded by index.html so the browser fetches them at
+    once rather than one import after another."""
+    from lab.webui.server import STATIC
+
+    modules = sorted(p.relative_to(STATIC).as_posix() for p in (STATIC / "js").rglob("*.js"))
+    assert "js/main.js" in modules and len([m for m in modules if "/views/" in m]) >= 10
+    index = (STATIC / "index.html").read_text()
+    for module in modules:
+        lines = len((STATIC / module).read_text().splitlines())
+        assert lines <= 650, f"{module}: {lines} lines"
+        if module != "js/main.js":
+            assert f'<link rel="modulepreload" href="/static/{module}">' in index, module
+    assert not (STATIC / "app.js").exists()

@@ -1,5 +1,5 @@
 """Every view of `kflab ui`, walked in headless Chromium (over the DevTools protocol) while a
-pipeline run, a Katib experiment and a TrainJob run and a model server serves, at 375 and
+pipeline run, a Katib experiment and a TrainJob run and a model server serves, at 375, 640 and
 1280 px wide, in the light and the dark theme (prefers-color-scheme): each view draws without
 an error, axe-core (WCAG 2.0/2.1 A and AA) finds nothing, and the page does not scroll
 sideways. The KFP objects (pipelines, versions, experiments, runs, a recurring run) are made
@@ -239,7 +239,7 @@ def page(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     cdp.close()
 
 
-@pytest.mark.parametrize("width", [375, 1280])
+@pytest.mark.parametrize("width", [375, 640, 1280])
 @pytest.mark.parametrize("theme", ["light", "dark"])
 def test_every_view_in_both_themes_and_widths(lab: Any, page: Any, theme: str, width: int,
                                               tmp_path: Path, record_property: Any) -> None:

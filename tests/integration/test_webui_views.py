@@ -98,7 +98,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Any:
     assert backend.apply(pipeline_run_manifest("nested.py", "nested", function="nested"),
                          base_dir=PIPELINES)["status"]["state"] == "SUCCEEDED"
     replica = {"restartPolicy": "Never", "template": {"spec": {"containers": [
-        {"name": "pytorch", "image": "x", "command": [sys.executable, "-c", "print('hi')"]}]}}}
+        {"name": "pytorch", "image": "pytorch/pytorch",  # a base kflab runs as a process
+         "command": [sys.executable, "-c", "print('hi')"]}]}}}
     backend.apply({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
                    "metadata": {"name": "ddp"},
                    "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, **replica},

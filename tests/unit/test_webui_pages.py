@@ -29,7 +29,8 @@ def ui(tmp_path_factory: pytest.TempPathFactory) -> Any:
     run = backend.apply(pipeline_run_manifest("tiny.py", "tiny", {"n": 3}), base_dir=PIPELINES)
     assert run["status"]["state"] == "SUCCEEDED"
     replica = {"restartPolicy": "Never", "template": {"spec": {"containers": [
-        {"name": "pytorch", "image": "x", "command": [sys.executable, "-c", "print('hi')"]}]}}}
+        {"name": "pytorch", "image": "pytorch/pytorch",  # a base kflab runs as a process
+         "command": [sys.executable, "-c", "print('hi')"]}]}}}
     backend.apply({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
                    "metadata": {"name": "ddp"},
                    "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, **replica},

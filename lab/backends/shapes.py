@@ -5,12 +5,16 @@ own `status`, so their shape is the CRD's and lives upstream. The one kflab kind
 `PipelineRun` (apiVersion kflab.dev/v1), records a KFP run; its `status` mirrors the KFP v2beta1
 API's Run (`run_id`, `display_name`, `state`, `created_at`, `finished_at`, `error`,
 `run_details.task_details[]` with `display_name`, `state`, `start_time`, `end_time`) and adds,
-per task, what KFP keeps in ML Metadata: `outputs.parameters`, `outputs.metrics` and
-`outputs.artifacts` (name -> type, uri, local path, exists, metadata). A task reused from
-KFP's cache has the state the KFP API gives it, SKIPPED, with the reused outputs; the local
-backend adds `cached: true` (MLMD's CACHED execution state on a cluster). The local backend
-fills it from the executor outputs of its tasks; the cluster backend from the KFP API and ML
-Metadata, with artifacts fetched from the object store into the state folder.
+per task, where it runs (`parent`: the path of the DAG task a task in a sub-DAG runs in, as
+KFP's `parent_task_id` names it by id; `task_path` below) and what KFP keeps in ML Metadata:
+`outputs.parameters`, `outputs.metrics` and `outputs.artifacts` (name -> type, uri, local
+path, exists, metadata). A task reused from KFP's cache has the state the KFP API gives it,
+SKIPPED, with the reused outputs; the local backend adds `cached: true` (MLMD's CACHED
+execution state on a cluster) and, for `kflab ui`, the run's own `start_time` and `end_time`
+to the millisecond and the pipeline's nested DAGs (`graph`: lab/backends/pipeline_graph.py).
+The local backend fills it from the executor outputs of its tasks; the cluster backend from
+the KFP API and ML Metadata, with artifacts fetched from the object store into the state
+folder.
 """
 
 from __future__ import annotations

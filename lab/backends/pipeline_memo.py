@@ -321,12 +321,15 @@ def write_replay(obj: dict[str, Any], memo: dict[str, Any], task_details: list[d
     run_id = str(uuid.uuid4())
     (root / run_id).mkdir(parents=True, exist_ok=True)
     dag = memo.get("dag") or {}
+    began = stamp()
     obj["status"] = {
         "run_id": run_id, "display_name": meta["name"],
         "pipeline_name": str(memo.get("pipeline_name") or ""),
         "state": "SUCCEEDED", "created_at": created, "finished_at": now(), "error": None,
+        "start_time": began, "end_time": stamp(),  # to the millisecond, as the engine's
         "pipeline_root": str(root / run_id), "log": str(log), "parallelism": parallelism,
         "cache": True, "run_details": {"task_details": task_details}, "dag": dag,
+        "graph": memo.get("graph") if isinstance(memo.get("graph"), dict) else None,
     }
     if started is not None:
         started(list(dag))

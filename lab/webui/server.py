@@ -54,6 +54,22 @@ ARTIFACT_CSP = ("sandbox allow-scripts; default-src 'none'; script-src 'unsafe-i
 MARKDOWN_CSP = ("sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
                 "frame-ancestors 'self'")
 MAX_BODY = 32 * 1024 * 1024  # KFP's upload limit
+# The page a tab gets without this server's token: a tab kept open across a restart of
+# `kflab ui` (a new token), or one from another `kflab ui` that ran on this port.
+REFUSED_PAGE = b"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="color-scheme" content="light dark"><title>kflab ui: token needed</title></head>
+<body style="font-family: system-ui, sans-serif; max-width: 40rem; margin: 2rem auto;
+padding: 0 1rem; line-height: 1.5">
+<h1>kflab ui needs its token</h1>
+<p>This address is a <code>kflab ui</code> server, but this tab does not carry the token the
+server made when it started. Each start of <code>kflab ui</code> makes a new token, so a tab
+kept open across a restart, or one opened without the full URL, lands here.</p>
+<p>Open the URL that <code>kflab ui</code> printed in its terminal (the one that ends in
+<code>?token=...</code>); this tab then works again.</p>
+</body></html>
+"""
 REQUEST_TIMEOUT = 60.0  # seconds a client may stall mid-request
 HEARTBEAT = 15.0  # seconds between an event stream's keep-alive comments
 
@@ -102,6 +118,12 @@ class UiServer:
         self.httpd.shutdown()
         self.httpd.server_close()
 
+    def cookie(self, what: str) -> str:
+        """A cookie's name, with this server's port in it: browsers keep cookies per host,
+        not per port, so two `kflab ui` servers on one machine would overwrite each other's
+        (RFC 6265 section 8.5)."""
+        return f"kflab_{what}_{self.port}"
+
     def allowed_hosts(self) -> set[str]:
         return {f"127.0.0.1:{self.port}", f"localhost:{self.port}"}
 
@@ -110,7 +132,7 @@ class UiServer:
         auth = headers.get("Authorization") or ""
         if auth.startswith("Bearer "):
             given = given or auth[7:]
-        given = given or cookie(headers, "kflab_token") or ""
+        given = given or cookie(headers, self.cookie("token")) or ""
         return bool(given) and hmac.compare_digest(given.encode(), self.token.encode())
 
 
@@ -212,6 +234,8 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
                                             self.headers.get("Content-Type") or "", body)
                 return self._json(status, out)
             if not token_ok:
+                if parts.path == "/" and method == "GET":  # a tab opened without the token
+                    return self._send(403, REFUSED_PAGE, "text/html; charset=utf-8")
                 return self._send(403, b"403: open the URL that `kflab ui` printed (it "
                                        b"carries the token)\n", "text/plain; charset=utf-8")
             if method == "POST" and parts.path.startswith("/ui-api/inferenceservices/") \
@@ -220,7 +244,7 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
             if method != "GET":
                 return self._json(405, {"message": "the UI is read-only"})
             if parts.path == "/ui-api/csrf":
-                session = cookie(self.headers, "kflab_session")
+                session = cookie(self.headers, ui.cookie("session"))
                 if not session:
                     return self._json(403, {"message": "no session: open the URL that "
                                                        "`kflab ui` printed"})
@@ -238,13 +262,17 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
             if parts.path.startswith("/ui-api/"):
                 try:
                     found = views.answer(ui.backend, ui.api, parts.path[len("/ui-api/"):],
-                                         ui.root)
+                                         ui.root, query)
                 except views.NotFound as exc:
                     return self._json(404, {"message": str(exc)})
                 if isinstance(found, views.Page):  # a component's HTML or Markdown: sandboxed
                     csp = ARTIFACT_CSP if found.scripts else MARKDOWN_CSP
-                    return self._send(200, found.body, found.ctype,
-                                      {"Content-Security-Policy": csp})
+                    extra = {"Content-Security-Policy": csp}
+                    if found.download:  # an artifact's file: saved, never shown as a page
+                        safe = "".join(c if c.isalnum() or c in "._-" else "_"
+                                       for c in found.download)[:100] or "artifact"
+                        extra["Content-Disposition"] = f'attachment; filename="{safe}"'
+                    return self._send(200, found.body, found.ctype, extra)
                 return self._json(200, found)
             return self._send(404, b"not found\n", "text/plain")
 
@@ -253,7 +281,7 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
             name = path[len("/ui-api/inferenceservices/"):-len("/predict")]
             if origin is None:  # a browser always sends Origin on a POST
                 return self._json(403, {"message": "a POST needs an Origin header"})
-            if not tryit.csrf_ok(ui.secret, cookie(self.headers, "kflab_session"),
+            if not tryit.csrf_ok(ui.secret, cookie(self.headers, ui.cookie("session")),
                                  self.headers.get("X-Kflab-Csrf")):
                 return self._json(403, {"message": "missing or wrong CSRF token: reload "
                                                    "the page"})
@@ -308,10 +336,11 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
             extra: dict[str, Any] = {}
             cookies = []
             if set_cookie:
-                cookies.append(f"kflab_token={ui.token}; Path=/; HttpOnly; SameSite=Strict")
-            if path.name == "index.html" and not cookie(self.headers, "kflab_session"):
+                cookies.append(f"{ui.cookie('token')}={ui.token}; Path=/; HttpOnly; "
+                               "SameSite=Strict")
+            if path.name == "index.html" and not cookie(self.headers, ui.cookie("session")):
                 # the page's session: the try-it form's CSRF token is bound to it
-                cookies.append(f"kflab_session={secrets.token_urlsafe(18)}; Path=/; "
+                cookies.append(f"{ui.cookie('session')}={secrets.token_urlsafe(18)}; Path=/; "
                                "HttpOnly; SameSite=Strict")
             if cookies:
                 extra["Set-Cookie"] = cookies

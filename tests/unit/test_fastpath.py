@@ -100,6 +100,7 @@ def _same_shape(record: dict) -> dict:
     assert re.fullmatch(r"[0-9a-f-]{36}", run_id)
     assert status.pop("pipeline_root").endswith(f"/pipeline-root/default/{run_id}")
     assert stamp.match(status.pop("created_at")) and stamp.match(status.pop("finished_at"))
+    assert stamp.match(status.pop("start_time")) and stamp.match(status.pop("end_time"))
     for task in status["run_details"]["task_details"]:
         assert task.pop("start_time") == task.pop("end_time")
     return rec

@@ -241,11 +241,11 @@ class Inputs:
 
 def save(memo_path: Path, *, files: dict[str, str], dirs: dict[str, str],
          env: dict[str, str | None], pipeline_name: str, dag: dict[str, list[str]],
-         tasks: list[dict[str, Any]]) -> None:
+         tasks: list[dict[str, Any]], graph: dict[str, Any] | None = None) -> None:
     with contextlib.suppress(Exception):
         state.write_json(memo_path, {"v": MEMO_VERSION, "files": files, "dirs": dirs,
                                      "env": env, "pipeline_name": pipeline_name, "dag": dag,
-                                     "tasks": tasks})
+                                     "tasks": tasks, "graph": graph})
 
 
 def forget(memo_path: Path) -> None:

@@ -34,6 +34,7 @@ from lab.backends.pipeline_memo import (  # noqa: F401 - parse_arguments: the CL
     artifacts_root,
     default_parallelism,
     parse_arguments,
+    stamp,
 )
 from lab.content import PACKAGE as KFLAB_PACKAGE
 from lab.errors import InputError, LabError
@@ -362,10 +363,14 @@ def run(obj: dict[str, Any], run_dir: Path, base_dir: Path, save: Callable[[dict
     status: dict[str, Any] = {
         "run_id": run_id, "display_name": meta["name"], "pipeline_name": pipeline_name,
         "state": "RUNNING", "created_at": now(), "finished_at": None, "error": None,
+        # the run's own times to the millisecond, as its tasks have them (created_at and
+        # finished_at are the API's, to the second): `kflab ui` shows the run's duration
+        "start_time": stamp(),
         "pipeline_root": str(root / run_id), "log": str(log),
         "parallelism": parallelism, "cache": cache is not None,
         "run_details": {"task_details": []},
         "dag": root_dag(ir),  # for `kflab ui`'s graph
+        "graph": static_graph(ir),  # every DAG, nested: the graph draws tasks not yet started
     }
     obj["status"] = status
     save(obj)
@@ -395,6 +400,7 @@ def run(obj: dict[str, Any], run_dir: Path, base_dir: Path, save: Callable[[dict
             raise
         finally:
             status["finished_at"] = now()
+            status["end_time"] = stamp()
             status["run_details"]["task_details"] = _details(the_run)
             _memorize(obj, plan, the_run, base_dir, store_root)
             try:
@@ -449,7 +455,8 @@ def _memorize(obj: dict[str, Any], plan: Any, the_run: Any, base_dir: Path,
         return
     replay.save(memo_path, files=plan.inputs["files"], dirs=plan.inputs["dirs"],
                 env=plan.inputs["env"],
-                pipeline_name=status["pipeline_name"], dag=status["dag"], tasks=tasks)
+                pipeline_name=status["pipeline_name"], dag=status["dag"], tasks=tasks,
+                graph=status.get("graph"))
 
 
 def _replay(obj: dict[str, Any], rep: Replay, run_dir: Path, save: Callable[[dict], None],
@@ -487,6 +494,18 @@ def root_dag(ir: Any) -> dict[str, list[str]]:
     """{task: [the tasks it waits for]} of the pipeline's root DAG: the edges `kflab ui`
     draws (hook kept apart from the engine: it only reads the IR)."""
     return {name: list(task.dependent_tasks) for name, task in ir.root.dag.tasks.items()}
+
+
+def static_graph(ir: Any) -> dict[str, Any] | None:
+    """The pipeline's DAGs, nested (lab/backends/pipeline_graph.py), for `kflab ui`."""
+    from google.protobuf import json_format
+
+    from lab.backends.pipeline_graph import graph
+
+    try:
+        return graph(json_format.MessageToDict(ir))
+    except Exception:  # the graph is for the page only: a run never fails for it
+        return None
 
 
 def _details(the_run: Any) -> list[dict[str, Any]]:

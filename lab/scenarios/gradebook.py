@@ -18,17 +18,18 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from lab import limits
 from lab.errors import InputError, LabError
 from lab.kube.conditions import now
 from lab.scenarios.htmlpage import duration, esc, page, table, td
 from lab.scenarios.htmlreport import result_problem
-from lab.yamlio import load_json
+from lab.yamlio import read_json
 
 GRADE_FILE = "grade.json"
 COLUMNS = ["student", "scenario", "status", "steps_passed", "steps_total", "steps_skipped",
            "attempts", "hints", "solved_by_solve", "time_spent_s", "time_spent", "started_at",
            "last_activity", "graded_at", "signals"]
-MAX_GRADE_BYTES = 16 * 1024 * 1024
+MAX_GRADE_BYTES = limits.MAX_GRADE_BYTES
 
 
 def plot_file(plot: dict[str, Any]) -> str:
@@ -173,10 +174,9 @@ def find_grades(paths: list[Path]) -> list[Path]:
 
 def load(path: Path) -> dict[str, Any]:
     try:
-        if path.stat().st_size > MAX_GRADE_BYTES:
-            raise ValueError(f"bigger than {MAX_GRADE_BYTES} bytes")
-        # the one bounded JSON reader: depth and huge integers are errors, not crashes
-        data = load_json(path.read_text(encoding="utf-8"), str(path))
+        # the one bounded reader: size (a FIFO or a device refused), depth and huge
+        # integers are errors, not crashes or hangs
+        data = read_json(path, limit=MAX_GRADE_BYTES, limit_name="MAX_GRADE_BYTES")
     except InputError as exc:
         raise InputError(str(path), None, f"not a readable grade ({exc.problem[:200]})",
                          hint="grade the hand-in again with `kflab scenario grade`") from None

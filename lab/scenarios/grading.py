@@ -146,7 +146,7 @@ def grade(scenario: Scenario, source: Path, state_root: Path, *, student: str | 
         try:
             notes += restart_servers(backend, sb_work)
             result.steps = [_check_step(step, ctx, wait) for step in scenario.steps]
-            gone = [_gone(step, res, backend) for step, res in
+            gone = [_absent(step, res, backend) for step, res in
                     zip(scenario.steps, result.steps, strict=True)]
         finally:
             backend.down()
@@ -194,26 +194,33 @@ def _check_step(step: Any, ctx: Context, wait: float) -> StepResult:
     return res
 
 
-def _gone(step: Any, res: StepResult, backend: Any) -> bool:
-    """Whether every failing check of a step reads a resource that no longer exists."""
+def _absent(step: Any, res: StepResult, backend: Any) -> list[tuple[str, str, str]] | None:
+    """The resources a step's failing checks read, when every one of them is absent from
+    the hand-in (None when a check fails for another reason)."""
     failing = [c for c, r in zip(step.checks, res.checks, strict=False) if not r.ok]
     if not failing:
-        return False
+        return None
+    found = []
     for check in failing:
         targets = integrity.check_targets(check)
         try:
             if not targets or any(backend.get(*t) is not None for t in targets):
-                return False
+                return None
         except LabError:
-            return False
-    return True
+            return None
+        found += targets
+    return found
 
 
 def _explain(scenario: Scenario, steps: list[StepGrade], results: list[StepResult],
-             gone: list[bool]) -> None:
-    """Count a `changed` step as passed where the hand-in shows why its checks fail now:
-    cleaned up (what it checked is gone), or replaced by a later step that passes now and
-    checks the same resource."""
+             gone: list[list[tuple[str, str, str]] | None]) -> None:
+    """A `changed` step (its checks fail now, the session recorded a pass), explained where
+    the hand-in shows why: cleaned up (what it checked is gone, and is of a kind the lab tells
+    learners to delete: `cleanup:` in scenario.yaml) or replaced by a later step that passes
+    now and checks the same resource count as passed. A missing resource of any other kind
+    (a PipelineRun, an Experiment, a job: no lab asks to delete one) grades failed."""
+    from lab.kube.kinds import lookup
+
     for i, (sg, res) in enumerate(zip(steps, results, strict=True)):
         if sg.status != "changed":
             continue
@@ -224,10 +231,20 @@ def _explain(scenario: Scenario, steps: list[StepGrade], results: list[StepResul
                       if steps[j].status == "passed" and failing and failing <= {
                           t for c in scenario.steps[j].checks
                           for t in integrity.check_targets(c)}), None)
-        if gone[i]:
+        absent = gone[i]
+        kinds = set()
+        for kind, _, _ in absent or []:
+            try:
+                kinds.add(lookup(kind).kind)
+            except LabError:
+                kinds.add(kind)
+        if absent and kinds <= set(scenario.cleanup):
             sg.status, sg.how = "passed", "cleaned up"
         elif later is not None:
             sg.status, sg.how = "passed", f"replaced by step '{later}'"
+        elif absent:
+            what = ", ".join(sorted({f"{kind} '{name}'" for kind, name, _ in absent}))
+            sg.status, sg.how = "failed", f"no {what} in the hand-in"
 
 
 def _mark_owner_solves(scenario: Scenario, steps: list[StepGrade],

@@ -7,11 +7,12 @@ close the terminal and resume where they were.
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lab import state
+from lab import hashchain, state
 from lab.backends import Choice
 from lab.errors import LabError
 from lab.kube.conditions import now
@@ -68,6 +69,11 @@ class Session:
                        self.scenario.root)
 
     def save(self) -> None:
+        """Write the progress, with the journal's head as it is now (lab.hashchain: an
+        anchor grading checks the journal against)."""
+        mark = hashchain.anchor(self.state_root, self.scenario.id)
+        if mark is not None:
+            self.progress["journal"] = {"head": mark["head"], "n": mark["n"]}
         write_json(_progress_file(self.state_root, self.scenario.id), self.progress)
 
 
@@ -175,9 +181,9 @@ def hint(session: Session) -> tuple[int, int, str | None]:
     if record["hints"] >= len(hints):
         return len(hints), len(hints), None
     record["hints"] += 1
-    session.save()
     journal.record(session.state_root, session.scenario.id, "hint", session.step.id,
-                   n=record["hints"])
+                   hint=record["hints"])
+    session.save()
     return record["hints"], len(hints), hints[record["hints"] - 1]
 
 
@@ -189,8 +195,18 @@ def solve(session: Session) -> list[str]:
         raise LabError(f"step '{session.step.title}' cannot run here: {missing}",
                        hint="`kflab skip` moves past it (recorded as skipped, not solved)")
     # Logged before it runs: a solution that fails half-way has still shown the learner code.
-    journal.record(session.state_root, session.scenario.id, "solve", session.step.id)
-    done = solve_step(session.step, session.context())
+    entry = journal.record(session.state_root, session.scenario.id, "solve", session.step.id)
+    # What the solution starts (in this process or in a command it runs) is marked in its
+    # owner record with this entry's hash (lab.backends.local.owners).
+    saved = os.environ.get(hashchain.SOLVE_ENV)
+    os.environ[hashchain.SOLVE_ENV] = entry or "unrecorded"
+    try:
+        done = solve_step(session.step, session.context())
+    finally:
+        if saved is None:
+            os.environ.pop(hashchain.SOLVE_ENV, None)
+        else:
+            os.environ[hashchain.SOLVE_ENV] = saved
     session.step_record()["solved"] = True
     session.save()
     return done

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab import __version__, state
+from lab import __version__, hashchain, state
 from lab.errors import LabError
 from lab.kube.conditions import now
 from lab.limits import MAX_HANDIN_BYTES, MAX_HANDIN_FILES, limit
@@ -137,6 +137,10 @@ def export(state_root: Path, sids: list[str], student: str, out: Path) -> dict[s
                                           "current": progress.get("current"),
                                           "started_at": progress.get("started_at"),
                                           "backend": session_backend(progress)}
+            # the journal's head as exported: an anchor (lab.hashchain) grading checks
+            mark = hashchain.anchor(state_root, sid)
+            if mark is not None:
+                manifest["scenarios"][sid]["journal"] = {"head": mark["head"], "n": mark["n"]}
             if session_backend(progress) != "local":
                 budget.left_out.append(f"the {session_backend(progress)} backend's objects of "
                                        f"'{sid}' (they live in the cluster, not in a hand-in)")
@@ -348,6 +352,10 @@ class HandIn:
     backend: str = "local"  # where the student's session ran its workloads
     # owner records of the student's runs (which command made each), `_resource` added
     owner_records: list[dict[str, Any]] = field(default_factory=list)
+    # where the journal's head was written besides the journal (lab.hashchain):
+    # (what, {"head", "n"}) for the progress record, owner records and the export manifest
+    anchors: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    exported_journal: dict[str, Any] | None = None  # the export manifest's anchor
 
 
 def unpack(source: Path, sid: str, dest_state: Path, dest_work: Path, *,
@@ -420,9 +428,27 @@ def unpack(source: Path, sid: str, dest_state: Path, dest_work: Path, *,
         notes.append("left out of the hand-in: " + ", ".join(budget.left_out[:20])
                      + (f" and {len(budget.left_out) - 20} more" if len(budget.left_out) > 20
                         else ""))
+    exported = (manifest["scenarios"][sid].get("journal") if manifest else None)
+    exported = exported if isinstance(exported, dict) else None
     return HandIn(name, str(source.resolve()), normalise_progress(progress), events, notes,
                   manifest.get("exported_at") if manifest else None, session_backend(progress),
-                  owner_records)
+                  owner_records, anchors(sid, progress, owner_records, exported), exported)
+
+
+def anchors(sid: str, progress: Any, owner_records: list[dict[str, Any]],
+            exported: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
+    """Every place besides the journal that recorded its head (see lab.hashchain)."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    mark = progress.get("journal") if isinstance(progress, dict) else None
+    if isinstance(mark, dict):
+        found.append(("the progress record", mark))
+    for rec in owner_records:
+        mark = rec.get("journal")
+        if isinstance(mark, dict) and mark.get("scenario") == sid:
+            found.append((f"the owner record of {rec.get('_resource')}", mark))
+    if exported is not None:
+        found.append(("the export manifest", exported))
+    return found
 
 
 def read_owner_records(state_root: Path, limit_: int = 500) -> list[dict[str, Any]]:

@@ -5,8 +5,11 @@ what was seen and where, and the instructor decides (docs/grading.md). Signals:
 - a step that passes with no `kflab check` recorded for it (0 attempts);
 - `kflab solve` anywhere in the hand-in: progress, journal, or the owner records that every
   run keeps (their command line), even where progress and journal were edited to hide it;
-- a journal whose entries no longer chain (lines removed or edited), or a pass in progress
-  that the journal never recorded;
+- a journal that shows an edit (lab.scenarios.journal.problems): entries with no hash, a
+  chain that breaks, hashes removed, a head that the progress record, an owner record or the
+  export manifest recorded and the journal no longer holds; a pass in progress that the
+  journal never recorded; an owner record whose command line or solve mark disagrees with
+  the journal;
 - a lab finished in a small fraction of the time it states;
 - (across a class, `kflab grade collect`) two hand-ins sharing run ids or a start time.
 """
@@ -51,14 +54,51 @@ def check_targets(check: Check) -> list[tuple[str, str, str]]:
     return []
 
 
+def _argv(rec: dict[str, Any]) -> list[str]:
+    argv = rec.get("argv")
+    return [str(a) for a in argv] if isinstance(argv, list) else []
+
+
 def owner_solves(owner_records: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """(resource, command line) of each owner record whose command was `kflab solve`."""
+    """(resource, command line) of each owner record made by `kflab solve`: its command was
+    `kflab solve`, or it carries the mark `kflab solve` gives what it starts (lab.hashchain,
+    also on a command a solution runs)."""
     found = []
     for rec in owner_records:
-        argv = rec.get("argv")
-        if isinstance(argv, list) and "solve" in [str(a) for a in argv[1:3]]:
-            found.append((str(rec.get("_resource")), " ".join(map(str, argv))))
+        argv = _argv(rec)
+        if "solve" in argv[1:3] or rec.get("solve") is not None:
+            found.append((str(rec.get("_resource")), " ".join(argv) or "?"))
     return found
+
+
+def owner_problems(scenario: Scenario, owner_records: list[dict[str, Any]],
+                   events: list[dict[str, Any]]) -> list[str]:
+    """Owner records that disagree with the journal: a solve mark naming no `solve` entry of
+    the journal, a solve mark on a command line no solution runs, or a command line that
+    says `kflab solve` on a record that has lost the mark kflab gives it."""
+    solves = {e.get("hash") for e in events
+              if e.get("event") == "solve" and isinstance(e.get("hash"), str)}
+    commands = [[str(a) for a in (act.args["argv"] if isinstance(act.args, dict)
+                                  else act.args)][1:]
+                for step in scenario.steps for act in step.solve if act.verb == "command"]
+    out = []
+    for rec in owner_records:
+        argv, mark = _argv(rec), rec.get("solve")
+        where = f"the owner record of {rec.get('_resource')}"
+        says_solve = "solve" in argv[1:3]
+        if mark is not None:
+            if mark not in solves:
+                out.append(f"{where} carries the mark of a `kflab solve` (journal entry "
+                           f"{str(mark)[:12]}) that the journal does not hold: the journal "
+                           "was edited")
+            elif not says_solve and argv[1:] not in commands:
+                out.append(f"{where} carries the mark of `kflab solve`, but its command line "
+                           f"reads `{' '.join(argv) or '?'}`, which no solution runs: the "
+                           "record was edited")
+        elif says_solve and isinstance(rec.get("journal"), dict):
+            out.append(f"{where} says `{' '.join(argv)}` made it, but has lost the mark that "
+                       "kflab gives what `kflab solve` starts: the record was edited")
+    return out
 
 
 def run_ids(state_root: Path) -> list[str]:
@@ -105,11 +145,21 @@ def signals(scenario: Scenario, handin: Any, steps: list[Any],
         where = "" if solved_flags or journal_solves else \
             " although progress and journal record no solve"
         out.append(f"the owner record of {resource} says it was made by `{argv}`{where}")
-    broken = journal.chain_break(handin.events)
-    if broken:
-        out.append(f"the journal no longer chains: {broken}")
+    out += journal.problems(handin.events, handin.anchors)
+    exported = handin.exported_journal
+    last = max((e.get("n") for e in handin.events if isinstance(e.get("hash"), str)
+                and isinstance(e.get("n"), int)), default=None)
+    if exported is not None and isinstance(exported.get("n"), int) and last is not None \
+            and last > exported["n"]:
+        out.append(f"the journal holds {last - exported['n']} entr"
+                   f"{'y' if last - exported['n'] == 1 else 'ies'} written after the export "
+                   f"(the export manifest records entry {exported['n']} as the last)")
+    out += owner_problems(scenario, handin.owner_records, handin.events)
+    # a pass counts as recorded only in a hashed entry, when the journal is hashed at all
+    hashed = any(isinstance(e.get("hash"), str) for e in handin.events)
     checked_ok = {e.get("step") for e in handin.events
-                  if e.get("event") == "check" and e.get("ok") is True}
+                  if e.get("event") == "check" and e.get("ok") is True
+                  and (not hashed or isinstance(e.get("hash"), str))}
     if handin.events:
         for sid, rec in handin.progress["steps"].items():
             if rec.get("passed_at") and sid not in checked_ok:

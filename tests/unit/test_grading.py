@@ -225,16 +225,17 @@ def test_a_changed_step_and_the_record_of_a_restart(handins, state: Path, tmp_pa
 def test_a_cleaned_up_step_reads_passed_in_every_grade_file(handins, state: Path,
                                                             tmp_path: Path,
                                                             scenarios_env) -> None:
-    """A step verified in the session whose resource is gone now (the student cleaned up):
-    `passed (cleaned up)` in grade.json, the CSV and JUnit (no failure there). hello-files
-    has no resource, so a scenario that checks one is made here from it."""
+    """A step verified in the session whose resource is gone now, of a kind the lab tells
+    learners to delete (`cleanup: [InferenceService]`): `passed (cleaned up)` in grade.json,
+    the CSV and JUnit (no failure there). hello-files has no resource, so a scenario that
+    checks one is made here from it."""
     from lab.scenarios import gradebook
 
     scenario = loader.find("hello-files")
     step = scenario.steps[1]
     gone = dataclasses.replace(step.checks[0], type="condition", params={
-        "kind": "PyTorchJob", "name": "job", "condition": "Succeeded"})
-    scenario = dataclasses.replace(scenario, steps=(
+        "kind": "InferenceService", "name": "iris", "condition": "Ready"})
+    scenario = dataclasses.replace(scenario, cleanup=("InferenceService",), steps=(
         scenario.steps[0], dataclasses.replace(step, checks=(gone,))))
     result = grading.grade(scenario, handins["ada"], state)
     assert [s.label for s in result.steps] == ["passed", "passed (cleaned up)"]
@@ -248,6 +249,29 @@ def test_a_cleaned_up_step_reads_passed_in_every_grade_file(handins, state: Path
     out = suite.find("testcase[@name='count']/system-out")
     assert out is not None and "cleaned up since" in (out.text or "")
     assert "passed (cleaned up)" in files["html"].read_text()
+
+
+@pytest.mark.parametrize(("kind", "cleanup"), [("PyTorchJob", ()), ("PipelineRun", ()),
+                                               ("Experiment", ()),
+                                               ("InferenceService", ())])
+def test_a_missing_run_is_failed_never_cleaned_up(handins, state: Path, scenarios_env,
+                                                  kind: str, cleanup: tuple[str, ...]) -> None:
+    """Issue 34: "passed (cleaned up)" was granted to any step whose resource was absent. A
+    missing PipelineRun, Experiment or job (no lab asks to delete one), or a server of a kind
+    the lab does not declare in `cleanup:`, grades failed, saying what is missing."""
+    scenario = loader.find("hello-files")
+    step = scenario.steps[1]
+    check = (dataclasses.replace(step.checks[0], type="pipeline-run",
+                                 params={"name": "gone", "state": "SUCCEEDED"})
+             if kind == "PipelineRun" else
+             dataclasses.replace(step.checks[0], type="condition", params={
+                 "kind": kind, "name": "gone", "condition": "Succeeded"}))
+    scenario = dataclasses.replace(scenario, cleanup=cleanup, steps=(
+        scenario.steps[0], dataclasses.replace(step, checks=(check,))))
+    result = grading.grade(scenario, handins["ada"], state)
+    assert [s.label for s in result.steps] == [
+        "passed", f"failed (no {kind} 'gone' in the hand-in)"]
+    assert result.status == "partial"
 
 
 def test_a_work_folder_with_its_state_inside(kflab: Kflab, tmp_path: Path, state: Path,

@@ -28,7 +28,7 @@ from lab.yamlio import read_json
 GRADE_FILE = "grade.json"
 COLUMNS = ["student", "scenario", "status", "steps_passed", "steps_total", "steps_skipped",
            "attempts", "hints", "solved_by_solve", "time_spent_s", "time_spent", "started_at",
-           "last_activity", "graded_at", "signals"]
+           "last_activity", "graded_at", "signals", "mode"]
 MAX_GRADE_BYTES = limits.MAX_GRADE_BYTES
 
 
@@ -60,7 +60,8 @@ def row(grade: dict[str, Any]) -> dict[str, str]:
            "solved_by_solve": " ".join(map(str, s.get("solved_by_solve") or [])),
            "time_spent_s": s.get("time_spent_s"), "time_spent": duration(s.get("time_spent_s")),
            "started_at": grade.get("started_at"), "last_activity": grade.get("last_activity"),
-           "graded_at": grade.get("graded_at"), "signals": "; ".join(all_signals(grade))}
+           "graded_at": grade.get("graded_at"), "signals": "; ".join(all_signals(grade)),
+           "mode": grade.get("mode") or "records"}
     for step in grade.get("steps") or []:
         out[f"step:{step.get('id')}"] = step_cell(step)
     return {k: "" if v is None else str(v) for k, v in out.items()}
@@ -198,6 +199,34 @@ def load(path: Path) -> dict[str, Any]:
         raise LabError(f"{path}: field '{problem.split(':')[0]}': {problem.split(': ', 1)[1]}",
                        hint="grade the hand-in again with `kflab scenario grade`")
     return data
+
+
+def rerun_all(paths: list[Path], state_root: Path) -> list[str]:
+    """Grade again with --rerun (lab.scenarios.grading) each hand-in whose grade under
+    `paths` was made from its records, into the same grade folder; returns what was done.
+    A hand-in that is no longer where it was graded from is an error naming it: nothing of
+    the class is collected from a mix the instructor did not ask for."""
+    from lab.scenarios.grading import grade
+    from lab.scenarios.loader import find
+
+    done = []
+    for path in find_grades(paths):
+        data = load(path)
+        if data.get("mode") == "rerun":
+            continue
+        source = Path(str(data.get("handin") or ""))
+        if not str(data.get("handin") or "").startswith("/") or not source.exists():
+            raise LabError(f"{path}: its hand-in {data.get('handin')!r} is no longer there, "
+                           "so it cannot be run again",
+                           hint="put the hand-in back, or grade it again with `kflab "
+                                "scenario grade NAME --work HANDIN --rerun`")
+        result = grade(find(str(data.get("scenario"))), source, state_root,
+                       student=str(data.get("student")), rerun=True)
+        write(result, path.parent)
+        s = result.summary()
+        done.append(f"reran {result.student} / {result.scenario}: {s['status']} "
+                    f"({s['steps_passed']}/{s['steps_total']})")
+    return done
 
 
 def collect(paths: list[Path]) -> tuple[list[dict[str, Any]], list[str]]:

@@ -11,21 +11,38 @@ what was seen and where, and the instructor decides (docs/grading.md). Signals:
   journal never recorded; an owner record whose command line or solve mark disagrees with
   the journal;
 - a lab finished in a small fraction of the time it states;
-- (across a class, `kflab grade collect`) two hand-ins sharing run ids or a start time.
+- (across a class, `kflab grade collect`) two hand-ins of one scenario that share what only
+  one run makes (`fingerprint`): run ids, the journal's nonce, and the random marks a run
+  leaves that stripping hashes and rewriting run ids leaves in place (the temporary folder
+  names in task logs and records, the owner records' tokens), or more than a little of the
+  same work the student wrote (files that are neither the lab's starting files nor its
+  solutions). Deterministic outputs (a model trained with a fixed seed) are not compared:
+  honest students share them.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
+import os
 import re
 from pathlib import Path
 from typing import Any
 
+from lab import limits
+from lab.errors import InputError
 from lab.scenarios import journal
 from lab.scenarios.model import Check, Scenario
+from lab.yamlio import read_bytes, read_json
 
 FAST_FRACTION = 0.2  # a finished lab under a fifth of its stated duration is a signal
 MAX_RECORDS = 2000  # records read for run ids (a hand-in is bounded already)
+MAX_MARK_FILES = 2000  # text files searched for a run's random marks
+MARK_READ = 1024 * 1024  # bytes of each searched file
+MAX_MARKS = 5000  # marks kept in a grade
+SHARED_WORK_BYTES = 2048  # the student's own work shared with another before it is a signal
+# What only one run makes, and no copier rewriting run ids (uuids) touches: the names
+# tempfile.mkdtemp gives a task's folder (8 random characters), and an owner record's token.
+_MARKS = re.compile(rb"\btmp[a-z0-9_]{8}\b|\b[a-z]+\.[a-z0-9-]+\.[a-z0-9.-]+\.[0-9a-f]{12}\b")
 _DURATION = re.compile(r"^\s*(?:(\d+)\s*h)?\s*(?:(\d+)\s*m(?:in)?)?\s*(?:(\d+)\s*s)?\s*$")
 
 
@@ -123,10 +140,58 @@ def run_ids(state_root: Path) -> list[str]:
 
     for f in files:
         try:
-            walk(json.loads(f.read_text(encoding="utf-8")))
-        except (OSError, ValueError):
+            walk(read_json(f, limit=limits.MAX_RECORD_BYTES))
+        except InputError:
             continue
     return sorted(found)
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
+def _files(base: Path, most: int) -> list[Path]:
+    out: list[Path] = []
+    for top, dirs, names in os.walk(base, followlinks=False):
+        dirs.sort()
+        for name in sorted(names):
+            out.append(Path(top) / name)
+            if len(out) >= most:
+                return out
+    return out
+
+
+def fingerprint(scenario: Scenario, state_root: Path, workdir: Path) -> dict[str, Any]:
+    """What a grade keeps to compare hand-ins across a class (`shared`): run ids, the
+    random marks of the runs, and the sha256 (and size) of each work file that is neither
+    one of the lab's own files (starting files, solutions) nor empty."""
+    marks: set[str] = set()
+    for part in ("runs", "resources", "owners", "pipeline-root"):
+        base = state_root / part
+        for f in _files(base, MAX_MARK_FILES) if base.is_dir() else []:
+            try:
+                data = read_bytes(f, limit=limits.MAX_RECORD_BYTES)[:MARK_READ]
+            except InputError:
+                continue
+            marks.update(_digest(m) for m in _MARKS.findall(data))
+            if len(marks) >= MAX_MARKS:
+                break
+    shipped = set()
+    for f in _files(scenario.root, MAX_MARK_FILES):
+        try:
+            shipped.add(_digest(read_bytes(f, limit=limits.MAX_RECORD_BYTES)))
+        except InputError:
+            continue
+    work: dict[str, int] = {}
+    for f in _files(workdir, MAX_MARK_FILES) if workdir.is_dir() else []:
+        try:
+            data = read_bytes(f, limit=limits.MAX_RECORD_BYTES)
+        except InputError:
+            continue
+        if data.strip() and _digest(data) not in shipped:
+            work[_digest(data)] = len(data)
+    return {"run_ids": run_ids(state_root), "marks": sorted(marks)[:MAX_MARKS],
+            "work": work}
 
 
 def signals(scenario: Scenario, handin: Any, steps: list[Any],
@@ -176,6 +241,44 @@ def signals(scenario: Scenario, handin: Any, steps: list[Any],
     return out
 
 
+MIN_COPY_BYTES = 200  # a solution file shorter than this is written the same way by many
+
+
+def solution_copies(scenario: Scenario, workdir: Path) -> list[tuple[str, str]]:
+    """(step id, work file) of each work file that is byte for byte a solution file the
+    step's `kflab solve` copies (`copy` actions), when that file is not trivially short."""
+    found = []
+    for step in scenario.steps:
+        for act in step.solve:
+            if act.verb != "copy":
+                continue
+            src, dest = scenario.root / str(act.args["from"]), workdir / str(act.args["to"])
+            try:
+                ref = read_bytes(src, limit=limits.MAX_RECORD_BYTES)
+                if len(ref) >= MIN_COPY_BYTES and \
+                        read_bytes(dest, limit=limits.MAX_RECORD_BYTES) == ref:
+                    found.append((step.id, str(act.args["to"])))
+            except InputError:
+                continue
+    return found
+
+
+def copy_signals(copies: list[tuple[str, str]], steps: list[Any]) -> list[str]:
+    """A work file that is the lab's solution byte for byte, when no step whose `kflab
+    solve` copies it was solved with `kflab solve`."""
+    solved = {s.id for s in steps if s.solved_by_solve}
+    by_file: dict[str, list[str]] = {}
+    for step_id, name in copies:
+        by_file.setdefault(name, []).append(step_id)
+    return [f"{name} is byte for byte the lab's solution file (what `kflab solve` of step "
+            f"'{ids[0]}' copies), but no `kflab solve` of {'it' if len(ids) == 1 else 'them'} "
+            "is recorded" for name, ids in by_file.items() if not solved & set(ids)]
+
+
+def _strs(value: Any) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
 def _short(seconds: int) -> str:
     return f"{seconds}s" if seconds < 120 else f"{seconds // 60}m"
 
@@ -193,11 +296,22 @@ def shared(grades: list[dict[str, Any]]) -> dict[int, list[str]]:
                 continue
             fa, fb = a.get("fingerprint") or {}, b.get("fingerprint") or {}
             same = []
-            ids = set(fa.get("run_ids") or []) & set(fb.get("run_ids") or [])
+            ids = set(_strs(fa.get("run_ids"))) & set(_strs(fb.get("run_ids")))
             if ids:
                 same.append(f"{len(ids)} run id(s)")
             if fa.get("journal_head") and fa.get("journal_head") == fb.get("journal_head"):
                 same.append("the journal")
+            marks = set(_strs(fa.get("marks"))) & set(_strs(fb.get("marks")))
+            if marks:
+                same.append(f"{len(marks)} random mark(s) of a run (temporary folder names, "
+                            "owner tokens)")
+            wa, wb = fa.get("work"), fb.get("work")
+            if isinstance(wa, dict) and isinstance(wb, dict):
+                common = set(wa) & set(wb)
+                size = sum(v for k, v in wa.items() if k in common and isinstance(v, int))
+                if size >= SHARED_WORK_BYTES:
+                    same.append(f"{len(common)} work file(s) of their own ({size} bytes) "
+                                "byte for byte")
             if not same:
                 continue
             what = ", ".join(same)

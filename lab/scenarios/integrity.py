@@ -39,7 +39,7 @@ MAX_RECORDS = 2000  # records read for run ids (a hand-in is bounded already)
 MAX_MARK_FILES = 2000  # text files searched for a run's random marks
 MARK_READ = 1024 * 1024  # bytes of each searched file
 MAX_MARKS = 5000  # marks kept in a grade
-SHARED_WORK_BYTES = 2048  # the student's own work shared with another before it is a signal
+SHARED_WORK_BYTES = 512  # bytes of a student's own work shared with another: a signal
 # What only one run makes, and no copier rewriting run ids (uuids) touches: the names
 # tempfile.mkdtemp gives a task's folder (8 random characters), and an owner record's token.
 _MARKS = re.compile(rb"\btmp[a-z0-9_]{8}\b|\b[a-z]+\.[a-z0-9-]+\.[a-z0-9.-]+\.[0-9a-f]{12}\b")

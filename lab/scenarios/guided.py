@@ -35,7 +35,7 @@ class Session:
 
     @property
     def workdir(self) -> Path:
-        return Path(self.progress["workdir"])
+        return locate_workdir(self.progress, self.state_root)
 
     @property
     def index(self) -> int:
@@ -75,6 +75,22 @@ class Session:
         if mark is not None:
             self.progress["journal"] = {"head": mark["head"], "n": mark["n"]}
         write_json(_progress_file(self.state_root, self.scenario.id), self.progress)
+
+
+def locate_workdir(progress: dict[str, Any], state_root: Path) -> Path:
+    """The work folder of a session; when it is gone because the learner moved the state
+    folder together with it (`mv home elsewhere`), where it is now: at the same place
+    relative to the state folder's parent as when the lab started (progress `state`)."""
+    workdir = Path(str(progress.get("workdir", "")))
+    old = progress.get("state")
+    if workdir.is_dir() or not isinstance(old, str) or not old.startswith("/"):
+        return workdir
+    old_parent, new_parent = Path(old).parent, Path(state_root).resolve().parent
+    if old_parent != new_parent and workdir.is_relative_to(old_parent):
+        moved = new_parent / workdir.relative_to(old_parent)
+        if moved.is_dir():
+            return moved
+    return workdir
 
 
 def _progress_file(state_root: Path, sid: str) -> Path:
@@ -129,7 +145,8 @@ def start(scenario: Scenario, state_root: Path, workdir: Path | None, *, restart
         if restart and (kept := move_aside(folder)) is not None:
             notes.append(f"your earlier files are kept in {kept}")
         progress = {"scenario": scenario.id, "workdir": str(folder), "current": 0,
-                    "started_at": now(), "steps": {}, "backend": choice.to_dict()}
+                    "started_at": now(), "steps": {}, "backend": choice.to_dict(),
+                    "state": str(state_root.resolve())}
     elif explicit and Choice.from_dict(progress.get("backend")).name != choice.name:
         raise LabError(f"'{scenario.id}' was started on the "
                        f"{Choice.from_dict(progress.get('backend')).name} backend",
@@ -137,6 +154,7 @@ def start(scenario: Scenario, state_root: Path, workdir: Path | None, *, restart
     elif workdir is not None and workdir.resolve() != Path(progress["workdir"]):
         notes.append(f"resuming in {progress['workdir']} (where it was started); "
                      "--restart --workdir DIR begins again elsewhere")
+    progress["workdir"] = str(locate_workdir(progress, state_root))
     copy_assets(scenario, Path(progress["workdir"]))
     session = Session(scenario, progress, state_root, notes)
     session.save()

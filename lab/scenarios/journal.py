@@ -23,13 +23,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lab import __version__, hashchain, state
+from lab import __version__, hashchain, limits, state
 from lab.hashchain import entry_hash
 from lab.kube.conditions import now
+from lab.yamlio import read_bytes
 
 EVENTS = ("start", "restart", "resume", "check", "hint", "solve", "skip")
 RESERVED = frozenset({"t", "event", "step", "n", "hash", "nonce", "prior", "kflab"})
-MAX_READ_BYTES = 8 * 1024 * 1024  # a year of daily work is a few hundred kB
+MAX_READ_BYTES = limits.MAX_JOURNAL_BYTES  # a year of daily work is a few hundred kB
 
 
 def journal_file(state_root: Path, sid: str) -> Path:
@@ -145,12 +146,12 @@ def _where(events: list[dict[str, Any]], idx: list[int]) -> str:
 
 def read(path: Path) -> tuple[list[dict[str, Any]], int]:
     """The events in `path` (a missing file is no events) and how many lines were unreadable.
-    Only the first MAX_READ_BYTES are read: the file comes from a learner's folder."""
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_READ_BYTES)
-    except FileNotFoundError:
+    The file comes from a learner's folder: one over MAX_JOURNAL_BYTES, or not a regular
+    file, is an InputError naming it (yamlio.read_bytes), never read without bound."""
+    if not os.path.lexists(path):
         return [], 0
+    raw = read_bytes(path, limit=MAX_READ_BYTES, limit_name="MAX_JOURNAL_BYTES",
+                     hint="a journal is written by kflab; export the hand-in again")
     events, bad = [], 0
     for line in raw.splitlines():
         if not line.strip():

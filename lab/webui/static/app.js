@@ -3,6 +3,12 @@
 // Every value from the backend goes in through textContent or an attribute, never as HTML.
 "use strict";
 
+// The token (or the launch file's one-time code) that opened this page is in the page's
+// cookie now: take it out of the address bar and this history entry (lab/webui/server.py).
+if (/[?&](token|code)=/.test(location.search)) {
+  history.replaceState(history.state, "", location.pathname + location.hash);
+}
+
 const SVG = "http://www.w3.org/2000/svg";
 const main = document.getElementById("main");
 let stream = null;

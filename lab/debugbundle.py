@@ -245,7 +245,7 @@ def local(b: Bundle, state_root: Path) -> None:
     recent = _newest(folders, RECENT_RUNS)
     lines.append(f"runs: {len(folders)}, the logs of the newest {len(recent)} included")
     for folder in recent:
-        logs = [p for p in folder.rglob("*.log") if p.is_file() and not p.is_symlink()]
+        logs = [p for p in folder.rglob("*.log") if not p.is_symlink() and not p.is_dir()]
         for path in sorted(logs)[:50]:
             rel = path.relative_to(state_root).as_posix()
             text = b.attempt(f"state/{rel}", lambda path=path: _tail(path, LOG_TAIL_BYTES))

@@ -430,7 +430,7 @@ def unpack(source: Path, sid: str, dest_state: Path, dest_work: Path, *,
     try:
         events, bad = journal.read(dest_state / "progress" / f"{sid}.events.jsonl")
     except InputError as exc:
-        raise LabError(f"{source}: the journal of '{sid}': {exc.problem}",
+        raise LabError(f"{source}: the journal {Path(exc.file or '').name}: {exc.problem}",
                        hint="a journal is written by kflab: ask the student to export "
                             "again") from None
     if bad:

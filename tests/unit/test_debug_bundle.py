@@ -138,3 +138,32 @@ def test_argv_redaction_keeps_names_and_drops_values() -> None:
     assert script("python train.py --lr 0.1 && echo done") == \
         f"python train.py --lr {REDACTED} && echo done"
     assert script("echo 'unterminated") == REDACTED
+
+
+def test_a_fifo_or_a_huge_file_in_the_state_folder_never_stalls_the_bundle(
+        tmp_path: Path) -> None:
+    """A FIFO planted as a run log and as a record (a read would block for ever), and a
+    record over the cap: the bundle is written, says what it left out, and reads none."""
+    import os
+
+    from lab import debugbundle
+
+    state = tmp_path / "state"
+    logs = state / "runs" / "pytorchjobs" / "default" / "j"
+    logs.mkdir(parents=True)
+    os.mkfifo(logs / "master-0.log")
+    records = state / "resources" / "pytorchjobs" / "default"
+    records.mkdir(parents=True)
+    os.mkfifo(records / "j.json")
+    (records / "big.json").write_text('{"a": "' + "x" * (debugbundle.MAX_RECORD_BYTES + 1)
+                                      + '"}')
+    out = tmp_path / "b.tar.gz"
+    res = run_kflab("debug", "bundle", "-o", str(out), env={"KFLAB_STATE": str(state)},
+                    timeout=120)
+    assert res.returncode == 0, res.stderr
+    files = _bundle(out)
+    errors = files["errors.txt"]
+    assert "state/runs/pytorchjobs/default/j/master-0.log" in errors, errors
+    assert "state/resources/pytorchjobs/default/j.json" in errors
+    assert "state/resources/pytorchjobs/default/big.json" in errors
+    assert "state/summary.txt" in files

@@ -637,3 +637,60 @@ def test_journal_chain(tmp_path: Path) -> None:
     edited[2]["event"] = "solve"
     assert "entry 3 (solve" in (journal.chain_break(edited) or "")
     assert "entry 3 (check" in (journal.chain_break(events[:2] + events[3:]) or "")
+
+
+def test_class_grade_rerun_grades_each_students_hand_in_run_again(
+        handins, tmp_path: Path, state: Path, scenarios_env) -> None:
+    """`kflab class grade --rerun DIR`: a student whose hand-in is in DIR (named by their
+    roster id) is graded by running their files again; one without is graded from the
+    namespace read, with a note. The namespace read itself needs a cluster, so the cells
+    here carry what it found (every step checked only on the student's files: skipped)."""
+    from lab.scenarios.runner import ScenarioResult, StepResult
+    from lab.teaching import progress
+    from lab.teaching.class_ import Seat
+
+    scenario = loader.find("hello-files")
+    folder = tmp_path / "handins"
+    folder.mkdir()
+    shutil.copy(handins["ada"], folder / "ada.tar.gz")
+    cells = []
+    for sid in ("ada", "bob"):
+        read = ScenarioResult(scenario.id, scenario.title, "class-status", "cluster", "now")
+        read.steps = [StepResult(s.id, s.title, skip_reason=progress.NOT_HERE)
+                      for s in scenario.steps]
+        cells.append(progress.Cell(Seat(sid, sid, "", f"ml-{sid}", ""), scenario, read))
+    csv_path, _, n = progress.write_grades(cells, "https://x", tmp_path / "grades",
+                                           rerun=folder, state=state)
+    assert n == 2
+    ada = json.loads((tmp_path / "grades" / "ada" / "hello-files" / "grade.json").read_text())
+    bob = json.loads((tmp_path / "grades" / "bob" / "hello-files" / "grade.json").read_text())
+    assert ada["mode"] == "rerun" and ada["summary"]["status"] == "complete"
+    assert bob["mode"] == "records" and bob["summary"]["status"] == "skipped"
+    assert any("--rerun: no hand-in of bob" in note for note in bob["notes"])
+    rows = {r["student"]: r for r in csv.DictReader(io.StringIO(csv_path.read_text()))}
+    assert rows["ada"]["mode"] == "rerun"
+
+
+def test_grade_collect_rerun_regrades_record_made_grades(
+        kflab: Kflab, handins, tmp_path: Path, scenarios_env) -> None:
+    """`kflab grade collect --rerun`: Ada's grade made from her records is made again by
+    running her files; a grade whose hand-in is gone is one clear error, nothing collected."""
+    env = {**scenarios_env, "KFLAB_STATE": str(tmp_path / "teacher")}
+    out = kflab("scenario", "grade", "hello-files", "--work", str(handins["ada"]),
+                cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stderr
+    out = kflab("grade", "collect", "grades", "--rerun", cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "reran Ada Lovelace / hello-files: complete (2/2)" in out.stdout, out.stdout
+    grade_file = tmp_path / "grades" / "Ada-Lovelace" / "hello-files" / "grade.json"
+    assert json.loads(grade_file.read_text())["mode"] == "rerun"
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "grades.csv").read_text())))
+    assert rows[0]["mode"] == "rerun"
+    data = json.loads(grade_file.read_text())
+    data["mode"] = "records"
+    grade_file.write_text(json.dumps(data))
+    handins["ada"].unlink()
+    (tmp_path / "grades.csv").unlink()
+    out = kflab("grade", "collect", "grades", "--rerun", cwd=tmp_path, env=env)
+    assert out.returncode == 2 and "is no longer there" in out.stderr, out.stderr
+    assert not (tmp_path / "grades.csv").exists()

@@ -33,10 +33,22 @@ def entry_hash(previous: str, entry: dict[str, Any]) -> str:
     return hashlib.sha256(f"{previous}\n{body}".encode()).hexdigest()
 
 
+def place(entry: dict[str, Any]) -> int | None:
+    """An entry's place in the chain (`n`), or None: a journal from before `n` has none,
+    and its hint entries used `n` for the hint's number (kflab now writes `hint`)."""
+    n = entry.get("n")
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        return None
+    if entry.get("event") == "hint" and "hint" not in entry:
+        return None
+    return n
+
+
 def tail(fd: int) -> tuple[str, int, int]:
     """(hash, n, lines) of an open journal: the last entry's hash and place ('' and 0 when
     the last line carries none), and how many non-empty lines the file holds (counted only
-    when the chain must start afresh, else 0)."""
+    when the chain must start afresh, else 0). A last entry with a hash but no place (a
+    journal chained before `n`) is continued from: its chain goes on."""
     size = os.fstat(fd).st_size
     raw = os.pread(fd, min(size, TAIL_BYTES), max(0, size - TAIL_BYTES))
     for line in reversed(raw.splitlines()):
@@ -44,9 +56,9 @@ def tail(fd: int) -> tuple[str, int, int]:
             continue
         with contextlib.suppress(ValueError, AttributeError, TypeError):
             entry = json.loads(line)
-            value, n = entry.get("hash"), entry.get("n")
-            if isinstance(value, str) and isinstance(n, int) and not isinstance(n, bool):
-                return value, n, 0
+            value = entry.get("hash")
+            if isinstance(value, str):
+                return value, place(entry) or 0, 0
         break
     if size == 0:
         return "", 0, 0

@@ -79,13 +79,13 @@ def chain_break(events: list[dict[str, Any]]) -> str | None:
             continue  # unhashed entries are judged by `problems`
         if n > 1 and "nonce" in entry and not isinstance(events[n - 2].get("hash"), str):
             previous, expect = "", 0  # a chain begun again after an unhashed line
-        place = entry.get("n")
-        if got != entry_hash(previous, entry) or (
-                expect and isinstance(place, int) and place != expect + 1):
+        at = hashchain.place(entry)
+        if got != entry_hash(previous, entry) or (expect and at is not None
+                                                  and at != expect + 1):
             return (f"entry {n} ({entry.get('event')} at {entry.get('t')}) does not follow "
                     "the one before it: entries were removed or edited")
         previous = got
-        expect = place if isinstance(place, int) and not isinstance(place, bool) else 0
+        expect = at or 0
     return None
 
 
@@ -108,12 +108,13 @@ def problems(events: list[dict[str, Any]],
     first = events[hashed[0]]
     prior = first.get("prior")
     vouched = prior if isinstance(prior, int) and "nonce" in first else None
-    loose = [i for i in range(len(events)) if i not in set(hashed)]
+    chained = set(hashed)
+    loose = [i for i in range(len(events)) if i not in chained]
     before = [i for i in loose if i < hashed[0]]
     if before and vouched != len(before):
         said = ("its first hashed entry says none were there" if vouched == 0 else
                 f"its first hashed entry says {vouched} were" if vouched is not None else
-                "(written by a kflab from before the chain, or added by hand)")
+                "written by a kflab from before the chain, or added by hand")
         out.append(f"{len(before)} journal entr{'y' if len(before) == 1 else 'ies'} before "
                    f"the chain begins carr{'ies' if len(before) == 1 else 'y'} no hash "
                    f"({_where(events, before)}): {said}")
@@ -125,7 +126,8 @@ def problems(events: list[dict[str, Any]],
     broken = chain_break(events)
     if broken:
         out.append(f"the journal no longer chains: {broken}")
-    by_n = {e.get("n"): e.get("hash") for e in events if isinstance(e.get("hash"), str)}
+    by_n = {hashchain.place(e): e.get("hash") for e in events
+            if isinstance(e.get("hash"), str) and hashchain.place(e) is not None}
     for where, a in anchors:
         n, head = a.get("n"), a.get("head")
         if not isinstance(n, int) or not isinstance(head, str):

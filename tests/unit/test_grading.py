@@ -694,3 +694,50 @@ def test_grade_collect_rerun_regrades_record_made_grades(
     out = kflab("grade", "collect", "grades", "--rerun", cwd=tmp_path, env=env)
     assert out.returncode == 2 and "is no longer there" in out.stderr, out.stderr
     assert not (tmp_path / "grades.csv").exists()
+
+
+def test_a_journal_begun_by_an_older_kflab_reads_clean(tmp_path: Path) -> None:
+    """A learner who upgrades kflab mid-lab: lines from a kflab before the chain (no hash),
+    then lines chained before `n` existed (a nonce, hints numbered with `n`), then this
+    kflab's entries. The chain and the anchor of the new entries hold; the unhashed lines
+    stay one signal with its innocent reason (that chain did not yet say how many came
+    before it, so a line prepended by hand would look the same); a line added among the
+    hashed ones is another signal."""
+    from lab import hashchain
+    from lab.scenarios import journal
+
+    root = tmp_path / "state"
+    path = journal.journal_file(root, "x")
+    path.parent.mkdir(parents=True)
+    old = [{"t": "2026-01-01T00:00:00Z", "event": "start"},
+           {"t": "2026-01-01T00:01:00Z", "event": "check", "step": "a", "ok": False}]
+    chained: list[dict] = []
+    previous = ""
+    for e in ({"t": "2026-01-02T00:00:00Z", "event": "resume", "nonce": "00ff"},
+              {"t": "2026-01-02T00:01:00Z", "event": "hint", "step": "a", "n": 1},
+              {"t": "2026-01-02T00:02:00Z", "event": "hint", "step": "a", "n": 2}):
+        e["hash"] = previous = hashchain.entry_hash(previous, e)
+        chained.append(e)
+    path.write_text("".join(json.dumps(e) + "\n" for e in old + chained))
+    journal.record(root, "x", "hint", "a", hint=3)
+    journal.record(root, "x", "check", "a", ok=True)
+    anchor = hashchain.anchor(root, "x")
+    assert anchor is not None
+    events, bad = journal.read(path)
+    assert bad == 0 and len(events) == 7
+    found = journal.problems(events, [("the progress record", anchor)])
+    assert found == ["2 journal entries before the chain begins carry no hash (entry 1: start, "
+                     "entry 2: check a): written by a kflab from before the chain, or added "
+                     "by hand"], found
+    forged = [*events[:4], {"t": "2026-01-02T00:01:30Z", "event": "check", "step": "a",
+                            "ok": True}, *events[4:]]
+    assert len(journal.problems(forged, [("the progress record", anchor)])) == 2
+    # a journal begun before the chain, continued by this kflab: `prior` vouches for it
+    fresh = tmp_path / "fresh"
+    path2 = journal.journal_file(fresh, "y")
+    path2.parent.mkdir(parents=True)
+    path2.write_text("".join(json.dumps(e) + "\n" for e in old))
+    journal.record(fresh, "y", "check", "a", ok=True)
+    events, _ = journal.read(path2)
+    assert events[2]["prior"] == 2 and journal.problems(events) == []
+    assert journal.problems([events[0], *events]) != []  # one more unhashed line: a signal

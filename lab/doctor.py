@@ -375,6 +375,7 @@ def diagnose(needs: Needs | None = None, host: Host | None = None) -> list[Row]:
                         ("expected for passthrough: the iommu and gpu rows judge it"
                          if passthrough else "install the NVIDIA driver for GPU labs") if pci else
                         ("set gpu: auto or off in lab.yaml" if explicit else "")))
+    rows.append(gpu_discovery_row(host, bool(gpus or pci)))
     rows.append(_iommu_row(host, pci, needs))
     if needs.provider == "vagrant-libvirt" and want_gpu:
         rows += passthrough_rows(needs, host)
@@ -391,7 +392,59 @@ def diagnose(needs: Needs | None = None, host: Host | None = None) -> list[Row]:
         rows += existing_rows(needs, host)
 
     rows.append(local_backend_row())
+    rows.append(container_engine_row(host))
     return rows
+
+
+def gpu_discovery_row(host: Host, nvidia_here: bool) -> Row:
+    """Which GPUs the local backend can give workloads: NVML's, by UUID, narrowed by the
+    user's CUDA_VISIBLE_DEVICES (backends/local/gpu_devices.py), or why none; and whether
+    they can run the bf16 labs (compute capability 8.0 or newer)."""
+    from lab.backends.local import gpu_devices
+
+    found = gpu_devices.view(host.env)
+    if found.error:
+        return Row("gpu discovery", "fail", found.error,
+                   f"name GPUs that `nvidia-smi -L` lists, or unset {gpu_devices.VARIABLE}")
+    if not found.devices:
+        missing_nvml = "nvidia-ml-py" in found.why
+        status = "warn" if nvidia_here and (missing_nvml or not found.value) else "pass"
+        return Row("gpu discovery", status, f"no GPU for local workloads: {found.why}",
+                   gpu_devices.EXTRA if missing_nvml and nvidia_here else "")
+    observed = "; ".join(g.describe() for g in found.devices)
+    if found.why:
+        observed += f" ({found.why})"
+    short = gpu_devices.capability_short(found.devices, gpu_devices.BF16)
+    if short:
+        return Row("gpu discovery", "warn", observed,
+                   "the bf16 labs (gpu-check, mixed-precision-and-profiling, "
+                   "input-pipeline-bottleneck) need compute capability 8.0 or newer "
+                   "(Ampere, Ada, Hopper...): they skip their GPU steps on "
+                   + ", ".join(g.label for g in short))
+    return Row("gpu discovery", "pass", observed)
+
+
+def container_engine_row(host: Host) -> Row:
+    """The engine that runs images kflab does not run as processes: which, version,
+    rootless or not, running or not (lab/backends/local/containers/engine.py)."""
+    from lab.backends.local.containers import engine as engines
+    from lab.errors import LabError
+
+    def which(name: str) -> str | None:
+        found = host.which(name)  # type: ignore[operator]
+        return str(found) if found else None
+
+    def run(argv: list[str], timeout: float) -> tuple[int, str, str]:
+        code, out = host.run(argv, timeout)
+        return code, out, out
+
+    try:
+        found = engines.select(host.env, which, run)
+    except LabError as exc:
+        return Row("container engine", "fail", str(exc).split("\n")[0],
+                   exc.hint or f"fix {engines.ENV}")
+    status, observed, advice = engines.describe(found)
+    return Row("container engine", status, observed, advice)
 
 
 def local_backend_row() -> Row:

@@ -10,7 +10,16 @@ from __future__ import annotations
 
 import os
 
-from lab.doctor import GIB, Host, Needs, Row, existing_rows, local_backend_row, sizing_rows
+from lab.doctor import (
+    GIB,
+    Host,
+    Needs,
+    Row,
+    container_engine_row,
+    existing_rows,
+    local_backend_row,
+    sizing_rows,
+)
 
 APPLE_SILICON = ("arm64", "aarch64")
 
@@ -79,4 +88,5 @@ def diagnose_macos(needs: Needs, host: Host) -> list[Row]:
     if needs.provider == "existing":
         rows += existing_rows(needs, host)
     rows.append(local_backend_row())
+    rows.append(container_engine_row(host))  # Docker Desktop, or a Podman machine
     return rows

@@ -319,7 +319,9 @@ RULES: tuple[Rule, ...] = (
          test="test_more_trials_restart_the_experiment_and_keep_its_trials"),
     Rule("katib.trialTemplate.command", "Experiment", "trial container without command",
          "the image's entrypoint runs", REFUSED,
-         "refused: the entrypoint is unknown locally; the error shows the command line to add",
+         "an image kflab runs as a process: refused, the entrypoint is unknown locally (the "
+         "error shows the command line to add); any other image runs in its container "
+         "(Podman or Docker), entrypoint included",
          "kubernetes Container.command semantics",
          field="spec.trialTemplate.trialSpec.spec.template.spec.containers[0].command"),
     Rule("katib.trialSpec.kind", "Experiment",
@@ -375,8 +377,10 @@ RULES: tuple[Rule, ...] = (
          test="test_master_and_workers_rank_and_world_size"),
     Rule("pytorch.command", "PyTorchJob", "container without command",
          "the image's entrypoint runs (with args)", REFUSED,
-         "refused: the entrypoint is unknown locally; the error shows the command line to add "
-         "and keeps the args", "kubernetes Container.command semantics",
+         "an image kflab runs as a process: refused, the entrypoint is unknown locally (the "
+         "error shows the command line to add and keeps the args); any other image runs in "
+         "its container (Podman or Docker), entrypoint included",
+         "kubernetes Container.command semantics",
          field="spec.pytorchReplicaSpecs.Master.template.spec.containers[0].command"),
     Rule("pytorch.valueFrom", "PyTorchJob", "env valueFrom (secrets, field refs)",
          "resolved by the kubelet", REFUSED, "refused: give a literal value",
@@ -385,10 +389,18 @@ RULES: tuple[Rule, ...] = (
     Rule("pytorch.gpus", "PyTorchJob", "nvidia.com/gpu with other workloads running",
          "the scheduler gives a pod GPUs no other pod holds, or keeps it Pending (0/1 nodes "
          "are available: 1 Insufficient nvidia.com/gpu.)", SAME,
-         "one allocation for jobs, trials and notebooks: other GPUs, or the job waits with "
-         "the scheduler's message; the kflab.dev/gpus annotation shows which it holds",
+         "one allocation for jobs, trials and notebooks, by GPU UUID as the device plugin "
+         "names devices: other GPUs, or the job waits with the scheduler's message; a GPU "
+         "stays held while any process of its holder runs; the kflab.dev/gpus annotation "
+         "shows which it holds",
          "kubernetes scheduler NodeResourcesFit; NVIDIA device plugin",
          test="test_two_jobs_get_two_gpus"),
+    Rule("pytorch.reapply", "PyTorchJob", "applying an unchanged PyTorchJob again",
+         "kubectl apply says unchanged; a finished job is not run again", SAME,
+         "`kflab apply` says unchanged and no replica re-runs (an interrupted run runs "
+         "again); a changed manifest, or delete then apply, runs it",
+         "kubernetes kubectl apply (an unchanged object is not patched)",
+         test="test_an_unchanged_job_applied_again_does_not_run_again"),
     Rule("pytorch.cluster-fields", "PyTorchJob",
          "image, resources except GPUs, volumes, schedulingPolicy, ttlSecondsAfterFinished",
          "shape pods and scheduling", DIFFERENT,
@@ -430,13 +442,21 @@ RULES: tuple[Rule, ...] = (
                   "names them), not on the shared port {port}"),
     Rule("tfjob.command", "TFJob", "container without command",
          "the image's entrypoint runs (with args)", REFUSED,
-         "refused: the entrypoint is unknown locally; the error shows the command line to add "
-         "and keeps the args", "kubernetes Container.command semantics",
+         "an image kflab runs as a process: refused, the entrypoint is unknown locally (the "
+         "error shows the command line to add and keeps the args); any other image runs in "
+         "its container (Podman or Docker), entrypoint included",
+         "kubernetes Container.command semantics",
          field="spec.tfReplicaSpecs.Worker.template.spec.containers[0].command"),
     Rule("tfjob.valueFrom", "TFJob", "env valueFrom (secrets, field refs)",
          "resolved by the kubelet", REFUSED, "refused: give a literal value",
          "kubernetes EnvVarSource",
          field="spec.tfReplicaSpecs.Worker.template.spec.containers[0].env[0].valueFrom"),
+    Rule("tfjob.reapply", "TFJob", "applying an unchanged TFJob again",
+         "kubectl apply says unchanged; a finished job is not run again", SAME,
+         "`kflab apply` says unchanged and no replica re-runs (an interrupted run runs "
+         "again); a changed manifest, or delete then apply, runs it",
+         "kubernetes kubectl apply (an unchanged object is not patched)",
+         test="test_an_unchanged_job_applied_again_does_not_run_again"),
     Rule("tfjob.cluster-fields", "TFJob",
          "image, resources except GPUs, volumes, schedulingPolicy, ttlSecondsAfterFinished",
          "shape pods and scheduling", DIFFERENT,
@@ -524,8 +544,10 @@ RULES: tuple[Rule, ...] = (
          "refused naming the block: no cluster credentials locally; give storageUri",
          f"{KSERVE} pkg/apis/serving/v1beta1/predictor.go StorageSpec",
          field="spec.predictor.model.storage"),
-    Rule("kserve.components", "InferenceService", "transformer, explainer, custom containers",
-         "run their own images", REFUSED, "refused: they are images",
+    Rule("kserve.components", "InferenceService", "transformer, explainer",
+         "run their own images", REFUSED,
+         "refused (a custom predictor, spec.predictor.containers, runs in its container "
+         "with Podman or Docker)",
          f"{KSERVE} pkg/apis/serving/v1beta1/inference_service.go",
          field="spec.transformer"),
     # --- Kubeflow Notebook -----------------------------------------------------------------

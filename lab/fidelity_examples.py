@@ -38,7 +38,7 @@ EXAMPLES: tuple[tuple[str, str, str], ...] = (
     ("katib early-stopping/median-stop-with-json-format.yaml", EXACT,
      "exact with the image's files and an offline dataset: Succeeded "
      "(ExperimentMaxTrialsReached), 15 trials: 8 EarlyStopped, 7 Succeeded; best "
-     "accuracy 0.805; hypertune's JSON file in each trial's own /katib; medianstop on "
+     "accuracy 0.805 (as root); hypertune's JSON file in each trial's own /katib; medianstop on "
      "accuracy at the 2nd report. Re-run 11 times since the merge: 9 exact. The 2 others "
      "came when two harness runs overlapped and the first to finish removed the /katib "
      "mount point it had made under the other: reproduced on purpose (that run's trials "
@@ -113,13 +113,14 @@ EXAMPLES: tuple[tuple[str, str, str], ...] = (
     ("katib metrics-collector/file-metrics-collector.yaml", EXACT,
      "exact with the image's files and an offline dataset: Succeeded "
      "(ExperimentMaxTrialsReached), 12 trials: 12 Succeeded; best accuracy 0.2250; "
-     "each trial gets its own /katib (a private mount namespace), so 3 run in parallel"
-     " as on Katib"),
+     "as root, each trial gets its own /katib (a private mount namespace), so 3 run in "
+     "parallel as on Katib; as another user, apply refuses it until /katib exists "
+     "(sudo mkdir /katib, then chown it to the user)"),
     ("katib metrics-collector/file-metrics-collector-with-json-format.yaml", EXACT,
      "exact with the image's files and an offline dataset: Succeeded "
      "(ExperimentMaxTrialsReached), 12 trials: 12 Succeeded; best accuracy 0.215; "
-     "hypertune's JSON file; each trial gets its own /katib (a private mount "
-     "namespace), 3 in parallel"),
+     "hypertune's JSON file; as root, each trial gets its own /katib (a private mount "
+     "namespace), 3 in parallel; as another user, apply refuses it until /katib exists"),
     ("katib metrics-collector/metrics-collection-strategy.yaml", EXACT,
      "exact with the image's files and an offline dataset: Succeeded "
      "(ExperimentMaxTrialsReached), 12 trials: 12 Succeeded; best loss 2.0239; loss "

@@ -95,3 +95,11 @@ MAX_PARALLELFOR_ITEMS = 1_000
 # A dsl.If condition the compiler writes is one comparison per branch (Elif chains repeat
 # the earlier ones negated): a few hundred characters. 64 KiB is beyond any real pipeline.
 MAX_CONDITION_CHARS = 64 * 1024
+
+# --- the local KFP API (`kflab ui`) ---
+
+# A list's `filter` is a JSON v2beta1.Filter of a few predicates (kfp.Client's are under 200
+# characters); 64 KiB is beyond any real one and keeps a hostile query string cheap to refuse.
+MAX_FILTER_CHARS = 64 * 1024
+# Filter -> predicates -> Predicate -> string_values -> values is 5 levels deep.
+MAX_FILTER_DEPTH = 8

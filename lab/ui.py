@@ -247,6 +247,7 @@ class Progress:
         self.t0 = time.monotonic()
         self.task_t0: dict[str, float] = {}
         self.trials: TrialTable | None = None
+        self.pulls: PullBar | None = None
         # Skip reasons already printed: a lab whose steps all need a GPU says why once.
         self.said_skips: set[str] = set()
 
@@ -306,12 +307,57 @@ class Progress:
             out.print(f"[dim]{esc(ev['replica'])} |[/] {esc(ev['line'])}", soft_wrap=True)
         elif kind == "message":
             hanging(f"{self._elapsed()}   ", esc(ev["text"]))
+        elif kind in ("pull", "pulled"):  # a container image being pulled (containers/)
+            self.pulls = self.pulls or PullBar(self._elapsed)
+            self.pulls.update(ev)
         elif kind == "experiment-started":
             self.trials = TrialTable(ev, self._elapsed)
         elif kind in ("trial-started", "trial-finished", "experiment-finished") and self.trials:
             self.trials.update(ev)
             if kind == "experiment-finished":
                 self.trials = None
+
+
+class PullBar:
+    """An image pull: a bar of layers on a terminal (the engine's own bars need one), the
+    start and the end on one line each elsewhere."""
+
+    def __init__(self, elapsed: Any) -> None:
+        self.elapsed = elapsed
+        self.bars: dict[str, Any] = {}
+        self.progress: Any = None
+        self.t0: dict[str, float] = {}
+
+    def update(self, ev: dict[str, Any]) -> None:
+        out = console()
+        image = str(ev.get("image"))
+        if image not in self.t0:
+            self.t0[image] = time.monotonic()
+            if not out.is_terminal:
+                out.print(f"{self.elapsed()}   pulling image {esc(image)} "
+                          f"[dim]({esc(ev.get('why', ''))})[/]", soft_wrap=True)
+        if out.is_terminal and self.progress is None:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            self.progress = Progress(TextColumn("   pulling {task.description}"),
+                                     BarColumn(), MofNCompleteColumn(),
+                                     TextColumn("layers"), console=out, transient=True)
+            self.progress.start()
+        if self.progress is not None:
+            if image not in self.bars:
+                self.bars[image] = self.progress.add_task(esc(image), total=None)
+            total = ev.get("total") or ev.get("layers") or None
+            done = ev.get("done", total if ev["event"] == "pulled" else 0)
+            self.progress.update(self.bars[image], completed=done, total=total)
+        if ev["event"] == "pulled":
+            took = time.monotonic() - self.t0[image]
+            if self.progress is not None:
+                self.progress.remove_task(self.bars.pop(image))
+                if not self.bars:
+                    self.progress.stop()
+                    self.progress = None
+            out.print(f"{self.elapsed()}   pulled image {esc(image)} [dim]"
+                      f"({ev.get('layers', 0)} layers, {took:.1f}s)[/]", soft_wrap=True)
 
 
 STATE_COLOR = {"Succeeded": "green", "Running": "cyan", "Failed": "red",
@@ -417,6 +463,10 @@ class TrialTable:
                 hanging("           plot: ", esc(plot))
 
 
+def passed_count(res: ScenarioResult) -> int:
+    return sum(s.status == "passed" for s in res.steps)
+
+
 def summary(results: list[ScenarioResult]) -> None:
     from rich.table import Table
 
@@ -428,6 +478,17 @@ def summary(results: list[ScenarioResult]) -> None:
         table.add_row(cell(res.id), res.mode, f"{passed}/{len(res.steps)}",
                       MARK.get(res.status, esc(res.status)), f"{res.seconds:.1f}s")
     console().print(table)
+    for res in results:  # which steps were skipped, and each step's own reason
+        reasons: dict[str, list[str]] = {}
+        for step in res.steps:
+            if step.status == "skipped" and step.skip_reason:
+                reasons.setdefault(step.skip_reason, []).append(step.id)
+        for why, steps in reasons.items():
+            if len(steps) == len(res.steps):
+                hanging("", f"[yellow]{esc(res.id)}[/]: skipped, {esc(why)}")
+            else:
+                hanging("", f"[yellow]{esc(res.id)}[/]: step {esc(', '.join(steps))} "
+                        f"skipped, {esc(why)}; {passed_count(res)} of {len(res.steps)} passed")
 
 
 def _hang(text: str, style: str = "", mark: tuple[str, str] | None = None) -> None:
@@ -606,9 +667,10 @@ def show_step(session: Any, index: int | None = None) -> None:
 
 
 def scenario_table(items: list[Any], progress: dict[str, str] | None = None,
-                   here: dict[str, str] | None = None) -> None:
+                   here: dict[str, str] | None = None, partly: set[str] | None = None) -> None:
     """The scenarios; `progress` (id -> "2/3", "done") adds where the learner is; `here`
-    (id -> why) marks the labs this machine cannot run (no GPU, a missing extra)."""
+    (id -> why) marks the labs this machine cannot run whole (no GPU, a missing extra),
+    `partly` those of them whose other steps do run here."""
     from lab.scenarios.model import BACKENDS
 
     columns = [Column("ID", key=True), Column("TITLE"), Column("LEVEL"), Column("TIME"),
@@ -622,7 +684,10 @@ def scenario_table(items: list[Any], progress: dict[str, str] | None = None,
             if (why := s.why_not(b)) is not None:
                 runs += f" (not {b}*)"
                 notes.append(f"* {s.id} on {b}: {why}")
-        if here and s.id in here:
+        if here and s.id in here and partly and s.id in partly:
+            runs += " (partly here*)"
+            notes.append(f"* {s.id} on this machine: {here[s.id]}")
+        elif here and s.id in here:
             runs += " (not here*)"
             notes.append(f"* {s.id} cannot run on this machine: {here[s.id]}")
         row = [s.id, s.title, s.level, s.duration, str(len(s.steps)), ", ".join(s.requires),
@@ -710,8 +775,16 @@ def scenario_overview(s: Any, progress: str | None = None) -> None:
 
 
 def doctor_table(rows: list[Any], title: str) -> None:
+    """The doctor's rows: a box table on a terminal; piped, plain aligned columns as the
+    other commands print (print_table), one line per check, nothing drawn, cut or wrapped."""
     from rich.table import Table
 
+    if not console().is_terminal:
+        console().print(f"kflab doctor ({esc(title)})", soft_wrap=True)
+        print_table([Column("CHECK", key=True), Column("RESULT"), Column("OBSERVED"),
+                     Column("ADVICE")],
+                    [[r.name, r.status, r.observed or "", r.advice or ""] for r in rows])
+        return
     table = Table(title=f"kflab doctor ({esc(title)})", header_style="bold")
     for col in ("check", "result", "observed", "advice"):
         table.add_column(col)

@@ -270,7 +270,10 @@ def inner(plan_file: Path) -> int:
                        check=True)
     for top, src in plan["binds"].items():
         subprocess.run(["mount", "--bind", src, top], check=True)
-    env = dict(os.environ, KFLAB_STATE=plan["state"], PYTHONPATH=plan["shim"])
+    # the image's files are put in place above, so its command runs as a local process
+    # (kflab.dev/runtime: process for every resource), not in a container of the image
+    env = dict(os.environ, KFLAB_STATE=plan["state"], PYTHONPATH=plan["shim"],
+               KFLAB_RUNTIME="process")
     proc = subprocess.run([str(KFLAB), "apply", "-f", plan["manifest"]], env=env,
                           cwd=plan["cwd"], stdin=subprocess.DEVNULL)
     if proc.returncode != 0 or not plan.get("resume"):

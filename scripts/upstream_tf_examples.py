@@ -236,7 +236,8 @@ def kflab(state: Path, *args: str, timeout: float = 120) -> subprocess.Completed
 
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KFLAB_")}
-    env.update(HOME="/root", KFLAB_BACKEND="local",
+    # the image's files are copied in place, so the command runs as a local process
+    env.update(HOME="/root", KFLAB_BACKEND="local", KFLAB_RUNTIME="process",
                PATH=f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}")
     return env
 

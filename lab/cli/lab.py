@@ -216,6 +216,11 @@ LOCAL_UI = {
 }
 
 
+# what `kflab ui` shows of them (lab/webui): the local stand-in for the component's UI
+LOCAL_VIEW = {"pipelines": "runs: graph, task states, outputs and logs",
+              "katib": "experiments: each trial's parameters and objective"}
+
+
 @cli.command("open")
 @click.argument("what", type=click.Choice(["pipelines", "katib", "notebook"]))
 @click.argument("resource", required=False)
@@ -248,7 +253,8 @@ def open_(obj: Obj, what: str, resource: str | None, port: int, name: str | None
     if obj.choice().name == "local" and not lifecycle.has_lab(obj.state, name):
         raise LabError(f"the local backend has no {LOCAL_UI[what][0]} to open: it runs "
                        f"{LOCAL_UI[what][1]} on this machine, without a cluster",
-                       hint=f"{LOCAL_UI[what][2]}; for the real UI, create a cluster lab "
+                       hint=f"`kflab ui` shows them in the browser ({LOCAL_VIEW[what]}); or "
+                            f"{LOCAL_UI[what][2]}; for the real UI, create a cluster lab "
                             "with `kflab up`")
     from lab.kube.client import api_client, port_forward, service_target
     from lab.status import ENDPOINTS

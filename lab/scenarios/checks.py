@@ -108,13 +108,31 @@ def _metric_misses(run: dict[str, Any], query: str) -> str:
         return ""
     (name,) = wanted
     tasks = ((run.get("status") or {}).get("run_details") or {}).get("task_details") or []
+    chosen = _selected_tasks(run, query, name)
     misses = []
     for task in tasks if isinstance(tasks, list) else []:
         metrics = ((task or {}).get("outputs") or {}).get("metrics")
+        if chosen is not None and (task or {}).get("display_name") not in chosen:
+            continue  # the query reads another task's metrics
         if isinstance(metrics, dict) and metrics and name not in metrics:
             misses.append(f"{task.get('display_name')} logged "
                           f"{', '.join(map(str, list(metrics)[:3]))}")
     return f"; not '{name}': " + "; ".join(misses[:5]) if misses else ""
+
+
+def _selected_tasks(run: dict[str, Any], query: str, name: str) -> set[str] | None:
+    """The tasks whose metrics the query reads (`[?display_name=='compare-models'] | [0]`),
+    found by asking the same query for their names; None when it reads them all (or the
+    answer is not names, as under length())."""
+    try:
+        found = jmespath.search(query.replace(f"outputs.metrics.{name}", "display_name"), run)
+    except jmespath.exceptions.JMESPathError:
+        return None
+    if isinstance(found, str):
+        return {found}
+    if isinstance(found, list) and found and all(isinstance(f, str) for f in found):
+        return set(found)
+    return None
 
 
 def _valid_query(p: dict[str, Any]) -> str | None:
@@ -272,14 +290,50 @@ def _valid_logs(p: dict[str, Any]) -> str | None:
 
 
 def _gpus(ctx: Context, p: dict[str, Any]) -> Outcome:
-    """How many GPUs the backend can give workloads (a precondition for GPU steps)."""
+    """How many GPUs the backend can give workloads (a precondition for GPU steps), and,
+    with `capability` ("8.0": bf16), how many of them have at least that CUDA compute
+    capability. A backend that cannot tell capabilities (a cluster) passes that part; the
+    step's own script checks it where it runs."""
     gpus = getattr(ctx.backend, "gpus", None)
     found = list(gpus()) if gpus else []
     want = p.get("min", 1)
     where = f"{ctx.backend.name} backend"
     if len(found) < want:
-        return Outcome(False, f"{len(found)} GPU(s) on the {where}, {want} needed")
+        why = getattr(ctx.backend, "gpu_why", None)
+        reason = why() if why else ""
+        return Outcome(False, f"{len(found)} GPU(s) on the {where}, {want} needed"
+                              + (f": {reason}" if reason else ""))
+    if p.get("capability"):
+        need = _capability(str(p["capability"]))
+        caps = getattr(ctx.backend, "gpu_capabilities", None)
+        if caps is None:
+            return Outcome(True, f"{len(found)} GPU(s) on the {where} (compute capability "
+                                 f"not known here)")
+        known = caps()
+        good = [g for g in found if (c := known.get(g)) is not None and c >= need]
+        seen = ", ".join(sorted({f"{c[0]}.{c[1]}" if c else "unknown"
+                                 for c in (known.get(g) for g in found)}))
+        if len(good) < want:
+            return Outcome(False, f"{len(good)} of the {len(found)} GPU(s) on the {where} "
+                                  f"have compute capability {p['capability']} or newer "
+                                  f"({want} needed; here: {seen})")
+        return Outcome(True, f"{len(good)} GPU(s) with compute capability {p['capability']} "
+                             f"or newer on the {where}")
     return Outcome(True, f"{len(found)} GPU(s) on the {where}")
+
+
+def _capability(text: str) -> tuple[int, int]:
+    major, _, minor = text.partition(".")
+    return int(major), int(minor or 0)
+
+
+def _valid_capability(p: dict[str, Any]) -> str | None:
+    cap = p.get("capability")
+    if cap is None:
+        return None
+    if not re.fullmatch(r"\d+(\.\d+)?", str(cap)):
+        return f'capability: a CUDA compute capability such as "8.0", got {cap!r}'
+    return None
 
 
 CHECK_TYPES.update({
@@ -293,7 +347,8 @@ CHECK_TYPES.update({
          "contains": Field(STR, True)},
         _logs, _valid_logs,
     ),
-    "gpus": CheckType({"min": Field((int,))}, _gpus),
+    "gpus": CheckType({"min": Field((int,)), "capability": Field((str, int, float))}, _gpus,
+                      _valid_capability),
 })
 
 COMMON_FIELDS = {"type", "title", "message", "timeout"}

@@ -162,6 +162,16 @@ def start(scenario: Scenario, state_root: Path, workdir: Path | None, *, restart
     return session
 
 
+def where_now(state_root: Path) -> dict[str, str] | None:
+    """The scenario and step in progress ({"scenario", "step"}), None when none is: what a
+    `kflab apply` is recorded under, so `kflab check` shows only its own step's warnings."""
+    try:
+        session = active(state_root)
+        return {"scenario": session.scenario.id, "step": session.step.id}
+    except (LabError, OSError, ValueError, KeyError, IndexError):
+        return None
+
+
 def active(state_root: Path) -> Session:
     """The scenario the learner is working on."""
     path = _active_file(state_root)
@@ -219,7 +229,8 @@ def solve(session: Session) -> list[str]:
     saved = os.environ.get(hashchain.SOLVE_ENV)
     os.environ[hashchain.SOLVE_ENV] = entry or "unrecorded"
     try:
-        done = solve_step(session.step, session.context())
+        done = [line for text in solve_step(session.step, session.context())
+                for line in text.splitlines()]
     finally:
         if saved is None:
             os.environ.pop(hashchain.SOLVE_ENV, None)
@@ -305,13 +316,15 @@ _SERVERS = {"InferenceService": "model server", "Notebook": "notebook server"}
 def still_running(session: Session) -> list[tuple[str, str]]:
     """What the scenario left running on its backend, with the command that stops each:
     servers always (model and notebook servers serve until deleted), runs only while
-    unfinished."""
+    unfinished (a TrainJob ends Complete, the others Succeeded). One made before this lab
+    started is named as such: it is not this lab's."""
     from lab.backends import failures
     from lab.kube.conditions import is_true
     from lab.kube.kinds import lookup
 
     backend = session.context().backend
     flag = "" if backend.name == "local" else f" --backend {backend.name}"
+    started = str(session.progress.get("started_at") or "")
     found = []
     for kind in _LONG_LIVED:
         try:
@@ -320,13 +333,16 @@ def still_running(session: Session) -> list[tuple[str, str]]:
             continue
         for obj in items:
             status = obj.get("status") or {}
-            done = (is_true(status, "Succeeded") or status.get("state") in
-                    ("SUCCEEDED", "FAILED", "CANCELED", "SKIPPED") or
+            done = (is_true(status, "Succeeded") or is_true(status, "Complete") or
+                    status.get("state") in ("SUCCEEDED", "FAILED", "CANCELED", "SKIPPED") or
                     failures.reason(obj) is not None)
             if kind not in _SERVERS and done:
                 continue
             name = obj["metadata"]["name"]
             short = lookup(kind).short[-1] if kind == "InferenceService" else kind.lower()
-            what = _SERVERS.get(kind, kind)
-            found.append((f"{what} {name}", f"kflab delete {short} {name}{flag}"))
+            what = f"{_SERVERS.get(kind, kind)} {name}"
+            made = str(obj["metadata"].get("creationTimestamp") or "")
+            if started and made and made < started:
+                what += " (made before this lab started)"
+            found.append((what, f"kflab delete {short} {name}{flag}"))
     return found

@@ -127,12 +127,16 @@ class UiServer:
         return target
 
     def start(self) -> UiServer:
+        if self.api is not None:
+            self.api.start()  # the recurring runs' scheduler
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True,
                                         name="kflab-ui")
         self._thread.start()
         return self
 
     def serve_forever(self) -> None:
+        if self.api is not None:
+            self.api.start()
         self.httpd.serve_forever()
 
     def wait(self) -> None:
@@ -142,6 +146,8 @@ class UiServer:
 
     def stop(self) -> None:
         self.watcher.close()  # ends the open event streams
+        if self.api is not None:
+            self.api.close()
         self.httpd.shutdown()
         self.httpd.server_close()
         for path in self._launch_files:

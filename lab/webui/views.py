@@ -43,9 +43,14 @@ def _answer(backend: Any, api: Any, path: str, root: Path | None = None) -> Any:
         return [_run_row(o) for o in _newest(_listed(backend, "PipelineRun"))]
     if len(parts) == 2 and parts[0] == "runs":
         obj = backend.get("PipelineRun", parts[1])
+        if obj is None and api is not None:  # a KFP run id (kfp.Client's #/runs/details/ID)
+            name = api.run_name(parts[1])
+            obj = backend.get("PipelineRun", name) if name else None
         if obj is None:
             raise NotFound(f"no pipeline run '{parts[1]}'")
         return _run_page(obj, api)
+    if len(parts) == 3 and parts[0] == "kfp" and api is not None:
+        return _kfp_page(api, parts[1], parts[2])
     if len(parts) == 5 and parts[0] == "runs" and parts[2] == "artifacts":
         return artifact_page(backend, parts[1], parts[3], parts[4])
     if len(parts) == 4 and parts[0] == "runs" and parts[2] == "logs":
@@ -239,6 +244,32 @@ def _seconds(start: str | None, end: str | None) -> float | None:
     except ValueError:
         return None
     return round((b - a).total_seconds(), 2)
+
+
+def _kfp_page(api: Any, what: str, oid: str) -> dict[str, Any]:
+    """A KFP experiment with its runs, or a pipeline with its versions: what the pages
+    kfp.Client links to (#/experiments/details/ID, #/pipelines/details/ID) show, read from
+    the local KFP API."""
+    from lab.webui.kfp_store import ApiError
+
+    try:
+        if what == "experiments":
+            exp = api.experiments.get(eid=oid)
+            runs = [{"name": api.run_name(r["run_id"]), "display_name": r.get("display_name"),
+                     "state": r.get("state"), "created_at": r.get("created_at"),
+                     "storage_state": r.get("storage_state")}
+                    for r in api.runs.all_views() if r.get("experiment_id") == oid]
+            return {"experiment": exp, "runs": runs}
+        if what == "pipelines":
+            versions = sorted(api.pipelines.versions_of(oid), key=lambda v: v["created_at"],
+                              reverse=True)
+            return {"pipeline": api.pipelines.get(pid=oid),
+                    "versions": [{k: v.get(k) for k in ("pipeline_version_id", "display_name",
+                                                         "description", "created_at")}
+                                 for v in versions]}
+    except ApiError as exc:
+        raise NotFound(exc.external) from None
+    raise NotFound(f"no KFP {what} view")
 
 
 def _run_row(obj: dict[str, Any]) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """The training backend finds GPUs through NVML (nvidia-ml-py): on a real NVIDIA host it must
-count what nvidia-smi lists (skips elsewhere)."""
+list what nvidia-smi lists, by UUID (skips elsewhere)."""
 
 from __future__ import annotations
 
@@ -22,5 +22,7 @@ def test_nvml_counts_what_nvidia_smi_lists() -> None:
               if ln.startswith("GPU ")]
     assert listed, "nvidia-smi lists no GPU"
     assert nvml_device_count() == len(listed)
-    assert visible_gpus({}) == [str(i) for i in range(len(listed))]
-    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "0"}) == ["0"]
+    uuids = [line.split("UUID: ", 1)[1].rstrip(")") for line in listed]
+    assert visible_gpus({}) == uuids  # (no GPU here is in MIG mode)
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "0"}) == uuids[:1]
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": uuids[-1][:12]}) == uuids[-1:]

@@ -384,8 +384,10 @@ def _swagger() -> dict[str, Any]:
     defs: dict[str, Any] = {}
     for name in ("run", "experiment", "healthz", "filter"):
         defs.update(json.loads((SWAGGER / f"{name}.swagger.json").read_text())["definitions"])
-    for d in defs.values():  # strict: the stand-in may not invent fields
-        if d.get("type") == "object" and d.get("properties"):
+    for name, d in defs.items():  # strict: the stand-in may not invent fields
+        # (but protobufAny's JSON form carries the packed message's fields: an error's
+        # details hold a google.rpc.Status, common/util/error.go GRPCStatus)
+        if d.get("type") == "object" and d.get("properties") and name != "protobufAny":
             d["additionalProperties"] = False
     return defs
 

@@ -26,7 +26,8 @@ PRINT_TF_CONFIG = "import os; print('TF_CONFIG ' + os.environ.get('TF_CONFIG', '
 
 def rspec(n: int, code: str, policy: str = "Never") -> dict:
     return {"replicas": n, "restartPolicy": policy, "template": {"spec": {"containers": [
-        {"name": "tensorflow", "image": "x", "command": [sys.executable, "-c", code]}]}}}
+        {"name": "tensorflow", "image": "tensorflow/tensorflow",
+         "command": [sys.executable, "-c", code]}]}}}
 
 
 def tfjob(name: str, specs: dict, **spec) -> dict:
@@ -157,7 +158,8 @@ def test_multi_worker_strategy_all_reduces_and_listens_only_on_loopback(tmp_path
     pytest.importorskip("tensorflow", reason="needs the tf extra: pip install 'kflab[tf]'")
     (tmp_path / "replica.py").write_text(REPLICA)
     spec = {"replicas": 2, "template": {"spec": {"containers": [
-        {"name": "tensorflow", "image": "x", "command": ["python", "replica.py"]}]}}}
+        {"name": "tensorflow", "image": "tensorflow/tensorflow",
+         "command": ["python", "replica.py"]}]}}}
     (tmp_path / "job.yaml").write_text(yaml.safe_dump(tfjob("mwms", {"Worker": spec})))
     env = {**os.environ, "KFLAB_STATE": str(tmp_path / "state"), "PYTHONPATH": str(REPO)}
     cli = subprocess.Popen([sys.executable, "-m", "lab.cli", "apply", "-f", "job.yaml"],

@@ -208,7 +208,7 @@ spec:
             restartPolicy: Never
             containers:
               - name: training-container
-                image: example/img:1
+                image: python:3.11-slim
                 command: [python, trial.py, "--lr=${trialParameters.lr}",
                           "--wd=${trialParameters.wd}"]
 """

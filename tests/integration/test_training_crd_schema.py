@@ -43,7 +43,7 @@ def schema(shared: Path) -> dict:
 
 def job(name: str, code: str, policy: str = "Never", **spec) -> dict:
     rs = {"replicas": 1, "restartPolicy": policy, "template": {"spec": {"containers": [
-        {"name": "pytorch", "image": "x", "command": [sys.executable, "-c", code]}]}}}
+        {"name": "pytorch", "image": "pytorch/pytorch", "command": [sys.executable, "-c", code]}]}}}
     return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name},
             "spec": {"pytorchReplicaSpecs": {"Master": rs, "Worker": dict(rs)}, **spec}}
 

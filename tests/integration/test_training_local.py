@@ -331,7 +331,9 @@ def test_bad_manifests_name_the_field() -> None:
 
 def test_more_gpus_than_the_machine_has_is_refused(backend: LocalBackend, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # this machine offers exactly one GPU
+    from tests.standins import nvml
+
+    nvml.install(monkeypatch, nvml.gpus(1))  # a MOCK of NVML: one GPU (none exists here)
     spec = replica(2, py("pass"))
     spec["template"]["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": 1}}
     with pytest.raises(LabError, match=r"asks for 3 GPU\(s\).*has 1"):

@@ -36,7 +36,7 @@ print("done", flush=True)
 
 
 def job(annotations: dict[str, str] | None = None) -> dict:
-    container = {"name": "pytorch", "image": "x", "command": ["python", "replica.py"]}
+    container = {"name": "pytorch", "image": "pytorch/pytorch", "command": ["python", "replica.py"]}
     spec = {"replicas": 1, "restartPolicy": "Never",
             "template": {"spec": {"containers": [container]}}}
     meta: dict = {"name": "rdzv"}

@@ -108,10 +108,10 @@ def ui(tmp_path_factory: pytest.TempPathFactory) -> Any:
     # the chief outlives the worker's failure (the job then fails and stops it): a chief that
     # ended first would make the job Succeeded, as TFJob's success policy says, on a slow host
     chief = {"replicas": 1, "restartPolicy": "Never", "template": {"spec": {"containers": [
-        {"name": "tensorflow", "image": "x",
+        {"name": "tensorflow", "image": "tensorflow/tensorflow",
          "command": [sys.executable, "-c", "import time; time.sleep(30); print('ok')"]}]}}}
     worker = {"replicas": 1, "restartPolicy": "Never", "template": {"spec": {"containers": [
-        {"name": "tensorflow", "image": "x",
+        {"name": "tensorflow", "image": "tensorflow/tensorflow",
          "command": [sys.executable, "-c", "import sys; sys.exit('loss is nan')"]}]}}}
     backend.apply({"apiVersion": "kubeflow.org/v1", "kind": "TFJob",
                    "metadata": {"name": "broken"},

@@ -649,7 +649,14 @@ class Controllers:
         pred = self._component_ready(dep_status)
 
         def cond(ctype: str, c: dict[str, Any]) -> dict[str, Any]:
+            """knative's apis.Condition: reason and message omitempty, and none on True
+            (condition_set.go MarkTrue sets neither); severity Info outside the living set
+            (PredictorReady, IngressReady, Ready)."""
             out = {"type": ctype, "status": c["status"], "lastTransitionTime": stamp}
+            if ctype == "Stopped":
+                out["severity"] = "Info"
+            if c["status"] == "True":
+                return out
             return out | {k: c[k] for k in ("reason", "message") if c.get(k)}
 
         ok = pred["status"] == "True"
@@ -663,7 +670,9 @@ class Controllers:
             "observedGeneration": dep_status["observedGeneration"],
             "conditions": [cond("IngressReady", {"status": "True"}),
                            cond("PredictorReady", pred),
-                           cond("Ready", {"status": "True"} if ok else pred)],
+                           cond("Ready", {"status": "True"} if ok else pred),
+                           # controller.go Reconcile: Stopped False (no force-stop annotation)
+                           cond("Stopped", {"status": "False"})],
             "url": f"http://{name}-{ns}.example.com",
             "address": {"url": f"http://{svc}.{ns}.svc.cluster.local"},
             "components": {"predictor": component},

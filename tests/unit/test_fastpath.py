@@ -184,6 +184,9 @@ def inproc(project: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
                  "KFLAB_CONTEXT", "KFLAB_STATE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(project)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))  # as _run's children have it: part of the key
+    # a run answer() hands over would start its task fork server in this test process
+    monkeypatch.setenv("KFLAB_NO_PRESTART", "1")
     yield project
 
 

@@ -362,7 +362,7 @@ def test_missing_command_says_the_entrypoint_is_unknown_and_shows_the_line() -> 
     container(obj)["args"] = ["--x=${trialParameters.x}", "--n=${trialParameters.n}"]
     with pytest.raises(InputError) as err:
         tuning_spec.parse(obj)
-    assert "example/img:1" in err.value.problem and "unknown locally" in err.value.problem
+    assert "python:3.11-slim" in err.value.problem and "unknown locally" in err.value.problem
     assert 'command: ["python3", "/path/to/train.py"]' in str(err.value.hint)
     assert "args" in str(err.value.hint)
 

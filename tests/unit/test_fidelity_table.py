@@ -113,7 +113,7 @@ ANNOUNCED: dict[str, Callable[[Path], list[str]]] = {
     "katib.trialTemplate.cluster-fields": tuning(),  # the helper's container has an image
     "pytorch.cluster-fields": _pytorch_fields,
     "tfjob.ports": lambda tmp: _tfjob_found(tfjob({})),
-    "tfjob.cluster-fields": lambda tmp: _tfjob_found(tfjob({"image": "tensorflow:2"})),
+    "tfjob.cluster-fields": lambda tmp: _tfjob_found(tfjob({"image": "tensorflow/tensorflow:2"})),
     "notebook.image": notebooks(),
     "notebook.cpu": notebooks(resources={"limits": {"cpu": "1500m"}}),
     "notebook.cluster-fields": notebooks(volumeMounts=[{"name": "v", "mountPath": "/w"}]),
@@ -184,9 +184,12 @@ REFUSED: dict[str, Callable[[Path], Any]] = {
     "katib.trialTemplate.configMap": lambda tmp: tuning_spec.parse(_with_configmap()),
     "katib.trialSpec.kind": lambda tmp: tuning_spec.parse(_trial_kind("MPIJob")),
     "katib.maxTrialCount.required": _unbounded,
-    "pytorch.command": lambda tmp: training_spec.parse(_pytorch_no_command()),
+    # a container without an image runs as a process, which needs the command
+    "pytorch.command": lambda tmp: LocalBackend(str(tmp / "state")).validate(
+        _pytorch_no_command(), base_dir=tmp),
     "pytorch.valueFrom": lambda tmp: training_spec.parse(_valuefrom()),
-    "tfjob.command": lambda tmp: training_spec.parse(tfjob({"command": None})),
+    "tfjob.command": lambda tmp: LocalBackend(str(tmp / "state")).validate(
+        tfjob({"command": None}), base_dir=tmp),
     "tfjob.valueFrom": lambda tmp: training_spec.parse(tfjob({"env": [
         {"name": "K", "valueFrom": {"secretKeyRef": {"name": "s"}}}]})),
     "notebook.gpus": lambda tmp: LocalBackend(str(tmp / "state")).validate(

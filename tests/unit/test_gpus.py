@@ -1,9 +1,9 @@
 """One GPU allocation for every local kind (lab/backends/local/gpus.py): two workloads that
 each ask for a GPU get different ones, or the second waits as a Pending pod does.
 
-No GPU here: the inventory comes from CUDA_VISIBLE_DEVICES (the variable gpus.inventory
-reads before asking NVML), so "0,1" stands for a two-GPU machine; nothing else is faked.
-Jobs and trials are real processes that print the CUDA_VISIBLE_DEVICES they were given."""
+No GPU here: NVML is a MOCK (tests/standins/nvml) describing a machine of two GPUs; nothing
+else is faked. Jobs and trials are real processes that print the CUDA_VISIBLE_DEVICES they
+were given (the GPUs' UUIDs, as the device plugin gives a pod its devices)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,9 @@ import pytest
 from tuning_helpers import container, experiment, write
 
 from lab.backends.local import LocalBackend, gpus
+from tests.standins import nvml
+
+G0, G1 = nvml.uuid(0), nvml.uuid(1)
 
 JOB = {
     "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "job-a"},
@@ -68,7 +71,7 @@ def _log(backend: LocalBackend, name: str) -> str:
 
 def test_two_jobs_get_two_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 23, point 6: both got GPU 0 while GPU 1 sat idle."""
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    nvml.install(monkeypatch, nvml.gpus(2))
     backend = LocalBackend(str(tmp_path / "state"))
     backend.apply(job("job-a", 3), base_dir=tmp_path, wait=False)  # a background supervisor
     deadline = time.monotonic() + 30
@@ -76,11 +79,11 @@ def test_two_jobs_get_two_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         time.sleep(0.1)
     second = backend.apply(job("job-b", 0), base_dir=tmp_path)
     assert second["metadata"]["annotations"]["kflab.dev/gpus"] == "master-0=1"
-    assert "gpus=1" in _log(backend, "job-b")
+    assert f"gpus={G1}" in _log(backend, "job-b")
     while backend.get("PyTorchJob", "job-a")["status"]["conditions"][-1]["type"] != \
             "Succeeded" and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert "gpus=0" in _log(backend, "job-a")
+    assert f"gpus={G0}" in _log(backend, "job-a")
     while gpus.holders(backend.root) and time.monotonic() < deadline:
         time.sleep(0.1)  # the supervisor releases them as it exits
     assert gpus.holders(backend.root) == {}
@@ -88,12 +91,12 @@ def test_two_jobs_get_two_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 def test_a_job_waits_pending_while_the_only_gpu_is_held(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    nvml.install(monkeypatch, nvml.gpus(1))
     backend = LocalBackend(str(tmp_path / "state"))
     messages: list[str] = []
     backend.sink = lambda ev: messages.append(str(ev.get("text", "")))
     held = gpus.allocate(backend.root, "Notebook/default/other", {"main": 1})
-    assert held == {"main": ["0"]}
+    assert held == {"main": [G0]}
     threading.Timer(1.5, gpus.release, (backend.root, "Notebook/default/other")).start()
     t0 = time.monotonic()
     done = backend.apply(job("job-c", 0), base_dir=tmp_path)
@@ -101,7 +104,7 @@ def test_a_job_waits_pending_while_the_only_gpu_is_held(tmp_path: Path,
     assert done["status"]["conditions"][-1]["type"] == "Succeeded"
     assert any("0/1 nodes are available: 1 Insufficient nvidia.com/gpu." in m and
                "Notebook/default/other" in m for m in messages), messages
-    assert "gpus=0" in _log(backend, "job-c")
+    assert f"gpus={G0}" in _log(backend, "job-c")
 
 
 TRIAL = """
@@ -119,7 +122,7 @@ print("loss=0.5")
 def test_parallel_trials_share_out_the_gpus(tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """Three trials in parallel, one GPU each, two GPUs: never the same GPU at once."""
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    nvml.install(monkeypatch, nvml.gpus(2))
     backend = LocalBackend(str(tmp_path / "state"))
     obj = experiment(maxTrialCount=3, parallelTrialCount=3)
     container(obj)["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
@@ -130,7 +133,7 @@ def test_parallel_trials_share_out_the_gpus(tmp_path: Path,
     events = (tmp_path / "events.log").read_text().split()
     assert len(events) == 12
     for what, gpu in zip(events[::2], events[1::2], strict=True):
-        assert gpu in ("0", "1")
+        assert gpu in (G0, G1)
         if what == "start":
             assert gpu not in busy, events
             busy.add(gpu)

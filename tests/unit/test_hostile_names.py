@@ -43,7 +43,8 @@ def test_pytorchjob_in_a_path_namespace(kflab, state: Path, tmp_path: Path,
         "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
         "metadata": {"name": "data", "namespace": str(victim)},
         "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": {"spec": {
-            "containers": [{"name": "pytorch", "image": "x", "command": ["true"]}]}}}}}}))
+            "containers": [{"name": "pytorch", "image": "pytorch/pytorch",
+                            "command": ["true"]}]}}}}}}))
     refused(kflab("apply", "-f", str(manifest)), f"{manifest}:", "metadata.namespace",
             "invalid namespace")
     refused(kflab("delete", "pytorchjob", "data", "-n", str(victim)), "-n")

@@ -194,7 +194,7 @@ def test_killed_foreground_job_supervisor_leaves_no_replica(tmp_path: Path) -> N
     job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "j"},
            "spec": {"pytorchReplicaSpecs": {r: {"replicas": 1, "restartPolicy": "Never",
                                                  "template": {"spec": {"containers": [{
-                                                     "name": "pytorch", "image": "x",
+                                                     "name": "pytorch", "image": "pytorch/pytorch",
                                                      "command": [sys.executable, "-c",
                                                                  "import time; time.sleep(60)"
                                                                  ]}]}}}

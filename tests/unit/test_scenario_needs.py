@@ -16,6 +16,7 @@ from lab.scenarios.context import Context
 from lab.scenarios.loader import load_scenario
 from lab.scenarios.model import Check
 from lab.scenarios.runner import run_scenario
+from tests.standins import nvml
 
 SCENARIO = """
 id: {sid}
@@ -76,7 +77,7 @@ def test_unmet_need_skips_with_reason(tmp_path: Path, state: Path,
 
 def test_met_need_runs_the_step(tmp_path: Path, state: Path,
                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")  # as the backend would see two GPUs
+    nvml.install(monkeypatch, nvml.gpus(2))  # a MOCK of NVML: two GPUs (none exists here)
     result = run_scenario(load_scenario(make(tmp_path, 2)), state, mode="test")
     assert result.status == "passed", [(s.id, s.status, s.error) for s in result.steps]
 
@@ -135,5 +136,10 @@ def test_json_file_logs_and_gpus_checks(state: Path, tmp_path: Path,
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert not checks.evaluate(chk("gpus", min=1), ctx).ok
+    nvml.install(monkeypatch, nvml.gpus(4))
+    assert checks.evaluate(chk("gpus", min=1), ctx).ok
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
     assert checks.evaluate(chk("gpus", min=1), ctx).ok
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4")  # names no GPU: the check says so
+    out = checks.evaluate(chk("gpus", min=1), ctx)
+    assert not out.ok and "'4' names no GPU" in out.observed

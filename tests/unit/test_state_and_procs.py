@@ -164,3 +164,24 @@ def test_a_process_record_of_wrong_field_types_is_stopped_by_its_tag(
         time.sleep(0.05)
     assert not is_running(rec.pid, rec.started)
     assert reg.all() == []
+
+
+def test_child_group_scans_for_tagged_strays_once_per_start(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scan for tagged descendants reads every process on the machine: a supervisor
+    stops its group when the job ends and again on its way out, and only the first looks
+    (issue 37: the TrainJob launch's fixed costs)."""
+    from lab.backends.local import procs
+
+    scans: list[str] = []
+    real = procs.tagged
+    monkeypatch.setattr(procs, "tagged", lambda token: scans.append(token) or real(token))
+    with ChildGroup(tag="kflab-test-scan") as group:
+        group.start([sys.executable, "-c", "pass"]).wait()
+        group.stop_all()
+        assert len(scans) >= 1
+        seen = len(scans)
+        group.stop_all()  # nothing started since: no second scan
+        assert len(scans) == seen
+        group.start([sys.executable, "-c", "pass"]).wait()
+    assert len(scans) > seen  # the exit's stop_all scans again after a new start

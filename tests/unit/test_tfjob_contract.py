@@ -16,7 +16,8 @@ from lab.errors import InputError
 
 
 def rspec(n: int = 1, **extra) -> dict:
-    c = {"name": "tensorflow", "image": "x", "command": ["python", "t.py"], **extra}
+    c = {"name": "tensorflow", "image": "tensorflow/tensorflow", "command": ["python", "t.py"],
+         **extra}
     return {"replicas": n, "template": {"spec": {"containers": [c]}}}
 
 

@@ -84,6 +84,7 @@ def test_replica_env_scrubs_inherited_and_hides_gpus() -> None:
     assert env["RANK"] == "0"  # the operator's value wins over the container's
     assert env["PEER"] == "127.0.0.1:1"
     assert env["CUDA_VISIBLE_DEVICES"] == ""  # no nvidia.com/gpu limit: no GPU
+    assert env["KFLAB_GIVEN_GPUS"] == ""  # kflab's value, not the user's (gpu_devices.py)
     assert env["PATH"].endswith(":/bin")
     cpu = replica_env(job, job.replicas["Master"], 0, master_port=1, rdzv_port=2, gpus=[],
                       host_has_gpus=False, base={})
@@ -105,10 +106,16 @@ def test_gpu_plan_is_disjoint_and_refuses_too_many() -> None:
         plan_gpus(job, ["0", "1", "2", "3"])
 
 
-def test_visible_gpus_honours_cuda_visible_devices() -> None:
-    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "2,3"}) == ["2", "3"]
+def test_visible_gpus_honours_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No GPU here: NVML is a MOCK (tests/standins/nvml) of a 4-GPU machine; the variable
+    narrows it, by UUID (tests/unit/test_gpu_identity.py has the whole reading)."""
+    from tests.standins import nvml
+
+    nvml.install(monkeypatch, nvml.gpus(4))
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "2,3"}) == [nvml.uuid(2), nvml.uuid(3)]
     assert visible_gpus({"CUDA_VISIBLE_DEVICES": ""}) == []
     assert visible_gpus({"CUDA_VISIBLE_DEVICES": "-1"}) == []
+    assert visible_gpus({}) == [nvml.uuid(i) for i in range(4)]
 
 
 def test_defaults_written_like_the_webhook() -> None:

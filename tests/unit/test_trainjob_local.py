@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from lab.backends.local import LocalBackend
+from lab.backends.local.training import containers
 from lab.backends.local.training import run as training_run
 from lab.backends.local.training.env import operator_env
 from lab.backends.local.training.runtimes import SHIPPED
@@ -77,7 +78,8 @@ def test_bad_trainer_fields_are_refused_naming_the_field(change: dict, field: st
     if change.get("command", 1) is None:
         del obj["spec"]["trainer"]["command"]
     with pytest.raises(InputError) as err:
-        parse(obj)
+        # the runtime's image (pytorch/pytorch) runs as a process, which needs the command
+        containers.engine_for(parse(obj), obj)
     assert err.value.field == field and words in str(err.value)
 
 
@@ -153,3 +155,17 @@ def test_a_failing_node_fails_the_job_after_the_backoff_limit(
     assert failed["message"] == ("jobset failed due to one or more job failures "
                                  "(first failed job: bad-node-0)")
     assert status["jobsStatus"][0]["failed"] == 1 and status["jobsStatus"][0]["active"] == 0
+
+
+@pytest.mark.parametrize(("resources", "ignored"), [
+    ({"limits": {"nvidia.com/gpu": 1}}, []),  # the GPU step's manifest: what gives it a GPU
+    ({"limits": {"cpu": "2", "memory": "4Gi"}}, ["trainer.resourcesPerNode.limits.memory"]),
+    ({"requests": {"memory": "1Gi", "nvidia.com/gpu": 1}, "claims": [{"name": "x"}]},
+     ["trainer.resourcesPerNode.claims", "trainer.resourcesPerNode.requests.memory"]),
+])
+def test_resources_per_node_is_named_ignored_only_for_what_is_ignored(
+        resources: dict, ignored: list[str]) -> None:
+    """GPU counts and cpu in trainer.resourcesPerNode act here (the node's GPUs, numProcPerNode
+    auto): the note "ignored here" names only the rest."""
+    job = parse(trainjob(resourcesPerNode=resources, image="pytorch/pytorch:2.7"))
+    assert sorted(job.ignored) == sorted(["trainer.image", *ignored])

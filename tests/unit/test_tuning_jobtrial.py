@@ -29,7 +29,7 @@ print(f"loss={x + 100 * rank:.4f}")
 
 def _pytorchjob_experiment(master_rc: str = "0") -> dict:
     replica = {"replicas": 1, "restartPolicy": "Never", "template": {"spec": {"containers": [{
-        "name": "pytorch", "image": "example/mnist:1",
+        "name": "pytorch", "image": "pytorch/pytorch",
         "command": [sys.executable, "job.py", "${trialParameters.x}"]}]}}}
     obj = experiment(maxTrialCount=2, parallelTrialCount=1)
     obj["spec"]["parameters"] = obj["spec"]["parameters"][:1]
@@ -90,12 +90,13 @@ print(f"loss={float(sys.argv[1]):.4f}")
 
 def test_parallel_job_trials_get_their_own_gpus(backend: LocalBackend, tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """No GPU here: CUDA_VISIBLE_DEVICES=0,1 is the inventory gpus.py reads first (as in
+    """No GPU here: NVML is a MOCK of a two-GPU machine (tests/standins/nvml, as in
     test_gpus.py). Two trials at once, each a PyTorchJob whose Master asks for one GPU:
     each Master gets another GPU, as the scheduler places two pods."""
     from lab.backends.local import gpus
+    from tests.standins import nvml
 
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    nvml.install(monkeypatch, nvml.gpus(2))
     write(tmp_path, "job.py", GPU_SCRIPT)
     obj = _pytorchjob_experiment()
     obj["spec"]["parallelTrialCount"] = 2
@@ -111,7 +112,8 @@ def test_parallel_job_trials_get_their_own_gpus(backend: LocalBackend, tmp_path:
     assert given == {"0", "1"}
     for t in trials:
         log = backend.store.run_path("Trial", t["metadata"]["name"], "default") / "trial.log"
-        assert f"gpus={t['metadata']['annotations']['kflab.dev/gpus']}" in log.read_text()
+        index = int(t["metadata"]["annotations"]["kflab.dev/gpus"])
+        assert f"gpus={nvml.uuid(index)}" in log.read_text()
     assert gpus.holders(backend.root) == {}
 
 

@@ -31,7 +31,7 @@ BASE: dict[str, Any] = {
             "trialSpec": {
                 "apiVersion": "batch/v1", "kind": "Job",
                 "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{
-                    "name": "training-container", "image": "example/img:1",
+                    "name": "training-container", "image": "python:3.11-slim",
                     "command": [sys.executable, "trial.py", "--x=${trialParameters.x}",
                                 "--n=${trialParameters.n}"],
                 }]}}},

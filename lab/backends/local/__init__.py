@@ -49,8 +49,9 @@ APPLIED = "applied.json"  # the manifest a finished run was applied from
 
 
 def _applied(obj: dict[str, Any]) -> dict[str, Any]:
-    """What the user applied (kubectl compares this, not the status)."""
-    return {k: v for k, v in obj.items() if k != "status"}
+    """What the user applied (kubectl compares this, not the status): a copy, as the handler
+    then fills in defaults (a TrainJob's runtimeRef, a job's replicas) in place."""
+    return copy.deepcopy({k: v for k, v in obj.items() if k != "status"})
 
 
 class LocalBackend:
@@ -266,10 +267,24 @@ class LocalBackend:
         yield self._handler("Notebook").url(self, name, namespace), False
 
     def gpus(self) -> list[str]:
-        """GPU ids workloads can use here (CUDA_VISIBLE_DEVICES, else the NVIDIA driver's)."""
-        from lab.backends.local.training.env import visible_gpus
+        """UUIDs of the GPUs workloads can be given here: NVML's, narrowed by the user's
+        CUDA_VISIBLE_DEVICES (gpu_devices.py); a variable naming a GPU wrongly is refused."""
+        from lab.backends.local.gpus import inventory
 
-        return visible_gpus()
+        return inventory()
+
+    def gpu_why(self) -> str:
+        """Why workloads can be given fewer GPUs than the machine may have, or none (no
+        NVML, CUDA_VISIBLE_DEVICES=none...); empty when there is nothing to say."""
+        from lab.backends.local.gpu_devices import view
+
+        return view().why
+
+    def gpu_capabilities(self) -> dict[str, tuple[int, int] | None]:
+        """Each GPU's CUDA compute capability (bf16 needs 8.0), by the ids `gpus` gives."""
+        from lab.backends.local.gpu_devices import view
+
+        return {g.uuid: g.capability for g in view().devices}
 
     def in_progress(self) -> list[str]:
         """What is running now that could still change what a check sees: a kflab process
@@ -301,7 +316,12 @@ class LocalBackend:
         for kind, ns, name in list(owners.owned(self.root)):
             if owners.stop(self.root, kind, ns, name, by="kflab down"):
                 stopped.append(f"{lookup(kind).kind.lower()}/{ns}/{name}")
-        return stopped + self.procs.stop_all()
+        stopped += self.procs.stop_all()
+        from lab.backends.local.containers import cleanup
+
+        if (left := cleanup.sweep_state(self.root)):  # whatever a killed client left
+            stopped.append(f"{left} container(s) of this state folder")
+        return stopped
 
 
 def _source(line: str) -> str:

@@ -142,15 +142,17 @@ class ProcRecord:
 
 
 def stop_all(records: Iterable[ProcRecord], token: str | None = None,
-             grace: float = 5.0) -> int:
+             grace: float = 5.0, clients: Iterable[Sequence[str]] = ()) -> int:
     """Stop recorded process groups (only those still ours: same PID and start time) and
     every process tagged with `token`: SIGTERM, up to `grace` seconds, then SIGKILL.
     Returns how many processes were found alive."""
+    records = list(records)
     groups = [r for r in records if _group_is_ours(r)]
     strays = tagged(token) if token else []
     found = {p.pid for p in strays} | {r.pid for r in groups}
+    clients = [*clients, *(r.argv for r in records), *(_cmdline(p) for p in strays)]
     if not found:
-        return 0
+        return _sweep_containers(clients)
     for rec in groups:
         signal_group(rec.pid, signal.SIGTERM, rec.started)
     for proc in strays:
@@ -165,7 +167,24 @@ def stop_all(records: Iterable[ProcRecord], token: str | None = None,
     for proc in [*strays, *(tagged(token) if token else [])]:
         with contextlib.suppress(psutil.Error):
             proc.kill()
-    return len(found)
+    return len(found) + _sweep_containers(clients)
+
+
+def _cmdline(proc: psutil.Process) -> list[str]:
+    with contextlib.suppress(psutil.Error):
+        return proc.cmdline()
+    return []
+
+
+def _sweep_containers(argvs: list[Sequence[str]]) -> int:
+    """Containers whose `podman/docker run` client was among the stopped: a container can
+    outlive its client, so they are removed by their run label (containers/cleanup.py).
+    Nothing is asked of an engine unless such a client was recorded or found."""
+    from lab.backends.local.containers import cleanup
+
+    if not any(cleanup.client_of(a) for a in argvs):
+        return 0
+    return cleanup.sweep(argvs)
 
 
 def _group_is_ours(rec: ProcRecord) -> bool:
@@ -226,9 +245,14 @@ class ChildGroup:
         self.labels: dict[int, str] = {}
         self.started: dict[int, float | None] = {}  # pid: start time, taken before reaping
         self.tag, self.on_start, self.on_exit = tag, on_start, on_exit
+        self.swept = True  # nothing started since the last stop_all (or ever)
+        # pid: called with the exit code once the child is reaped (a container's client
+        # that was killed leaves its container: runners.ContainerRun removes it)
+        self.reaped: dict[int, Callable[[int | None], None]] = {}
 
     def start(self, argv: Sequence[str], label: str | None = None,
               **kwargs: Any) -> subprocess.Popen[bytes]:
+        self.swept = False
         proc = popen(argv, tag=self.tag, **kwargs)
         self.procs.append(proc)
         self.started[proc.pid] = start_time(proc.pid)  # our unreaped child: the real one
@@ -237,8 +261,19 @@ class ChildGroup:
             self.on_start(self.labels[proc.pid], proc, argv)
         return proc
 
+    def on_reaped(self, proc: subprocess.Popen[bytes],
+                  hook: Callable[[int | None], None]) -> None:
+        """Call `hook(returncode)` once the child has been reaped (forget or stop_all)."""
+        self.reaped[proc.pid] = hook
+
+    def _after(self, proc: subprocess.Popen[bytes]) -> None:
+        hook = self.reaped.pop(proc.pid, None)
+        if hook is not None:
+            hook(proc.returncode)
+
     def forget(self, proc: subprocess.Popen[bytes]) -> None:
         """A child that has exited and been reaped: drop it (and its record)."""
+        self._after(proc)
         if proc in self.procs:
             self.procs.remove(proc)
         label = self.labels.pop(proc.pid, None)
@@ -262,8 +297,14 @@ class ChildGroup:
         for proc in self.procs:
             self.signal(proc, signal.SIGKILL)
             proc.wait()
-        if self.tag:  # descendants that left their group (new sessions)
+        for proc in self.procs:
+            self._after(proc)
+        # Descendants that left their group (new sessions), found by the tag: a scan of
+        # every process, so not again when nothing was started since the last one (a
+        # supervisor stops its group when the job ends, then again on its way out).
+        if self.tag and not self.swept:
             stop_all((), self.tag, grace=0.5)
+        self.swept = True
 
     def __enter__(self) -> ChildGroup:
         return self
@@ -301,10 +342,12 @@ class Registry:
     def spawn(
         self, pid_id: str, argv: Sequence[str], *, owner: str, log: Path,
         cwd: Path | str | None = None, env: Mapping[str, str] | None = None,
+        tag: str | None = None,
     ) -> Tracked:
-        """Start argv detached, logging to `log`, and record it under `pid_id`."""
+        """Start argv detached, logging to `log`, and record it under `pid_id`; `tag` (from
+        new_tag) when argv must name it, as a container's run label does."""
         self.stop(pid_id)
-        token = f"{pid_id}-{os.urandom(6).hex()}"
+        token = tag or self.new_tag(pid_id)
         try:
             log.parent.mkdir(parents=True, exist_ok=True)
             fh = open(log, "ab")  # noqa: SIM115 - handed to the child, closed below
@@ -317,9 +360,14 @@ class Registry:
         try:
             state.write_json(self._path(pid_id), asdict(rec))
         except BaseException:
-            stop_all([ProcRecord("server", proc.pid, rec.started)], token, grace=1.0)
+            stop_all([ProcRecord("server", proc.pid, rec.started, list(argv))], token,
+                     grace=1.0)
             raise
         return rec
+
+    @staticmethod
+    def new_tag(pid_id: str) -> str:
+        return f"{pid_id}-{os.urandom(6).hex()}"
 
     def get(self, pid_id: str) -> Tracked | None:
         return _tracked(state.read_json(self._path(pid_id), fix="apply the resource again"),
@@ -342,8 +390,8 @@ class Registry:
         rec = self.get(pid_id)
         if rec is None:
             return False
-        stop_all([ProcRecord(rec.id, rec.pid, rec.started)] if rec.pid > 0 else [], rec.tag,
-                 grace)
+        stop_all([ProcRecord(rec.id, rec.pid, rec.started, rec.argv)] if rec.pid > 0 else [],
+                 rec.tag, grace, clients=[rec.argv] if rec.pid <= 0 else [])
         state.remove(self.root, self._path(pid_id))
         return True
 

@@ -312,6 +312,25 @@ const views = {
     }
     return out;
   },
+  async kfpExperiment(id) {
+    const k = await get("kfp/experiments/" + encodeURIComponent(id));
+    return [el("h1", {}, `KFP experiment ${k.experiment.display_name}`),
+            el("p", {}, k.experiment.description || ""),
+            table("Runs of the experiment", [
+              ["Run", r => r.name ? link("#/runs/" + encodeURIComponent(r.name), r.display_name) : r.display_name],
+              ["State", r => stateCell(r.state)], ["Created", r => r.created_at],
+              ["Storage", r => r.storage_state],
+            ], k.runs)];
+  },
+  async kfpPipeline(id) {
+    const k = await get("kfp/pipelines/" + encodeURIComponent(id));
+    return [el("h1", {}, `Pipeline ${k.pipeline.display_name}`),
+            el("p", {}, k.pipeline.description || ""),
+            table("Versions, newest first", [
+              ["Version", v => v.display_name], ["Created", v => v.created_at],
+              ["Description", v => v.description], ["Id", v => v.pipeline_version_id],
+            ], k.versions)];
+  },
   async experiments() {
     const rows = await get("experiments");
     return [el("h1", {}, "Experiments"), table("Katib experiments", [
@@ -428,9 +447,14 @@ let shown = null;  // the data last drawn: a poll that brings nothing new leaves
                   // (and the keyboard focus) alone
 
 async function render() {
-  const [, view, name, ...rest] = (location.hash || "#/runs").split("/").map(decodeURIComponent);
+  let [, view, name, ...rest] = (location.hash || "#/runs").split("/").map(decodeURIComponent);
+  // the KFP UI's links that kfp.Client prints: #/runs/details/ID (the run's own view),
+  // #/experiments/details/ID and #/pipelines/details/ID[/version/VID] (the KFP objects)
+  const kfp = name === "details" && /^[0-9a-f-]{36}$/.test(rest[0] || "") ? view : null;
+  if (kfp) [name, ...rest] = rest;
   const sub = view === "jobs" ? rest : rest[0];
-  const fn = name ? { runs: views.run, experiments: views.experiment, jobs: views.job,
+  const fn = kfp === "experiments" ? views.kfpExperiment : kfp === "pipelines" ? views.kfpPipeline
+           : name ? { runs: views.run, experiments: views.experiment, jobs: views.job,
                       labs: views.lab, inferenceservices: views.inferenceservice }[view]
                   : views[view];
   try {

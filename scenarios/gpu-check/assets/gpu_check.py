@@ -1,6 +1,7 @@
 """Does torch see the GPU this replica was given, and how fast is a bf16 matmul on it?
 
-Writes --out (JSON): the visible devices and the measured bf16 TFLOP/s.
+Writes --out (JSON): the visible devices, their compute capability and the measured bf16
+TFLOP/s (bf16 needs compute capability 8.0 or newer: on an older GPU it says so and fails).
 """
 
 import argparse
@@ -33,15 +34,22 @@ def main() -> None:
     report = {"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
               "cuda_available": torch.cuda.is_available(),
               "device_count": torch.cuda.device_count(), "devices": []}
+    why = "" if torch.cuda.is_available() else "torch sees no CUDA device"
     if torch.cuda.is_available():
         report["devices"] = [torch.cuda.get_device_name(i)
                              for i in range(torch.cuda.device_count())]
-        report["bf16_tflops"] = round(bf16_tflops(args.size, args.iters), 1)
+        major, minor = torch.cuda.get_device_capability()
+        report["compute_capability"] = f"{major}.{minor}"
+        if (major, minor) >= (8, 0):
+            report["bf16_tflops"] = round(bf16_tflops(args.size, args.iters), 1)
+        else:  # bf16 matrix units came with Ampere
+            why = (f"bf16 needs a GPU of compute capability 8.0 or newer (Ampere, Ada, "
+                   f"Hopper...); {report['devices'][0]} has {major}.{minor}")
     print("GPU " + json.dumps(report), flush=True)
     with open(args.out, "w") as fh:
         json.dump(report, fh, indent=2)
-    if not torch.cuda.is_available():
-        raise SystemExit("torch sees no CUDA device")
+    if why:
+        raise SystemExit(why)
 
 
 if __name__ == "__main__":

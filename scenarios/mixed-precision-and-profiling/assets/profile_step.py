@@ -30,6 +30,11 @@ def main() -> None:
     args = ap.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: torch sees no GPU")
+    if args.device == "cuda" and args.bf16 and torch.cuda.get_device_capability() < (8, 0):
+        major, minor = torch.cuda.get_device_capability()
+        raise SystemExit(f"--bf16 on cuda needs a GPU of compute capability 8.0 or newer "
+                         f"(Ampere, Ada, Hopper...); {torch.cuda.get_device_name()} has "
+                         f"{major}.{minor}")
     device = torch.device(args.device)
     # One CPU thread: matrices this small gain little from more, and on a busy machine
     # threads that wait on each other make every figure noisy.

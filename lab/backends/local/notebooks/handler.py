@@ -25,10 +25,13 @@ from typing import Any
 
 from lab import fidelity, state
 from lab.backends.local import gpus as gpus_mod
+from lab.backends.local.gpu_devices import given
+from lab.backends.local.notebooks import containers as nb_containers
 from lab.backends.local.notebooks import spec as nb_spec
 from lab.backends.local.procs import LOOPBACK, free_port, iter_log
 from lab.errors import InputError, LabError, NotFound
 from lab.kube.conditions import now
+from lab.state import ENV_VAR as STATE_ENV
 
 KIND = "Notebook"
 TIMEOUT_ENV = "KFLAB_NOTEBOOK_TIMEOUT"
@@ -48,6 +51,10 @@ def _run(backend: Any, obj: dict[str, Any]) -> Path:
 def validate(backend: Any, obj: dict[str, Any], *, base_dir: Path) -> None:
     parsed = nb_spec.parse(obj)
     _plan_gpus(parsed)
+    engine = nb_containers.engine_for(obj)
+    if engine is not None:  # the image runs in a container (notebooks/containers.py)
+        nb_containers.preflight(engine, obj, parsed)
+        return
     _jupyterlab()
 
 
@@ -60,14 +67,15 @@ def _jupyterlab() -> None:
 
 
 def _plan_gpus(parsed: nb_spec.NotebookSpec) -> tuple[list[str], bool]:
-    available = gpus_mod.inventory()
+    """(the GPUs it may get, whether the machine has any); refuses what cannot fit."""
+    available = gpus_mod.inventory() if parsed.gpus else []
     if parsed.gpus > len(available):
         raise InputError(None, f"spec.template.spec.containers[0].resources.limits."
                                f"{nb_spec.GPU_RESOURCE}",
-                         f"Notebook '{parsed.name}' asks for {parsed.gpus} GPU(s) but this "
-                         f"machine has {len(available)}",
+                         f"Notebook '{parsed.name}' asks for {parsed.gpus} GPU(s) but "
+                         f"{gpus_mod.shortage(parsed.gpus, len(available))}",
                          hint="lower it (`kflab doctor` lists the GPUs)")
-    return available[:parsed.gpus], bool(available)
+    return available[:parsed.gpus], gpus_mod.machine_has_gpus()
 
 
 def _cpu_set(count: int | None) -> list[int] | None:
@@ -100,18 +108,32 @@ def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = Tru
           timeout: float | None = None, lease: Any = None) -> dict[str, Any]:
     parsed = nb_spec.parse(obj)
     gpus, host_has_gpus = _plan_gpus(parsed)
-    _jupyterlab()
+    engine = nb_containers.engine_for(obj)
+    if engine is None:
+        _jupyterlab()
     holder = gpus_mod.holder_of(KIND, parsed.namespace, parsed.name)
     if parsed.gpus:  # GPUs no other workload holds, waiting as a Pending pod would
         gpus = gpus_mod.acquire(backend.root, holder, {"main": parsed.gpus},
-                                on_pending=lambda msg: backend.emit({
+                                available=gpus, on_pending=lambda msg: backend.emit({
                                     "event": "message", "text": (
                                         f"Notebook {parsed.name} is waiting for GPUs: {msg} "
                                         f"(held by: {', '.join(gpus_mod.holders(backend.root))})"
                                     )}))["main"]
-        obj["metadata"].setdefault("annotations", {})[gpus_mod.ANNOTATION] = ",".join(gpus)
+        obj["metadata"].setdefault("annotations", {})[gpus_mod.ANNOTATION] = \
+            gpus_mod.labels(gpus)
     run = _run(backend, obj)
     info_file, log = state.path(run, "server.json"), state.path(run, "server.log")
+    if engine is not None:
+        state.remove(backend.root, info_file)
+        rec = nb_containers.start(backend, engine, obj, parsed, base_dir, gpus,
+                                  proc_id(parsed.namespace, parsed.name), info_file, log)
+        if parsed.gpus:
+            gpus_mod.bind(backend.root, holder, rec.pid)
+        ignored = [f for f in parsed.ignored
+                   if f.rsplit(".", 1)[-1] not in nb_containers.HONOURED]
+        return _started(backend, obj, parsed, wait, timeout, ignored,
+                        [("notebook.cluster-fields", {"fields": ", ".join(ignored)})]
+                        if ignored else [])
     config, settings = state.path(run, "jupyter-config"), state.path(run, "jupyter-settings")
     state.remove(backend.root, info_file)
     state.write_json(state.path(config, "jupyter_server_config.json"),
@@ -127,15 +149,20 @@ def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = Tru
            "JUPYTER_CONFIG_DIR": str(config),
            "JUPYTER_RUNTIME_DIR": str(state.path(run, "jupyter-runtime")),
            "NB_PREFIX": parsed.prefix, "PYTHONUNBUFFERED": "1"}
+    # Jobs submitted from the notebook (its terminal, or the SDK in a kernel) go to this
+    # lab, as a notebook on Kubeflow submits to its own cluster: same state folder, so the
+    # same GPU ledger; they see the machine's GPUs, not only the notebook's (gpu_devices.py).
+    if STATE_ENV not in dict(parsed.env):
+        env[STATE_ENV] = str(backend.root)
     if gpus or host_has_gpus:
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+        env.update(given(gpus))
     argv = [sys.executable, "-m", "jupyterlab", f"--port={port}",
             f"--ServerApp.base_url={parsed.prefix}/"]
     rec = backend.procs.spawn(proc_id(parsed.namespace, parsed.name), argv,
                               owner=f"{KIND}/{parsed.namespace}/{parsed.name}", log=log,
                               cwd=base_dir, env=env)
-    if parsed.gpus:  # held while the server lives
-        gpus_mod.bind(backend.root, holder, rec.pid)
+    if parsed.gpus:  # held while the server (or a kernel it left running) lives
+        gpus_mod.bind(backend.root, holder, rec.pid, token=rec.tag)
     if cpus is not None:  # the kernels it starts inherit the set (a cluster uses a quota)
         import psutil
 
@@ -144,12 +171,19 @@ def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = Tru
         except (psutil.Error, OSError) as exc:
             backend.emit({"event": "message", "text": f"note: cannot limit the notebook to "
                                                       f"{len(cpus)} CPU(s): {exc}"})
+    return _started(backend, obj, parsed, wait, timeout, list(parsed.ignored),
+                    nb_spec.differences(parsed))
+
+
+def _started(backend: Any, obj: dict[str, Any], parsed: nb_spec.NotebookSpec, wait: bool,
+             timeout: float | None, ignored: list[str],
+             found: list[tuple[str, dict[str, str]]]) -> dict[str, Any]:
+    """The server started: the status it starts with, then (with wait) once it answers."""
     meta = obj["metadata"]
     meta["uid"] = str(uuid.uuid4())
-    fidelity.announce(backend, obj, nb_spec.differences(parsed))
-    if parsed.ignored:
-        meta.setdefault("annotations", {})["kflab.dev/ignored-locally"] = \
-            ",".join(parsed.ignored)
+    fidelity.announce(backend, obj, found)
+    if ignored:
+        meta.setdefault("annotations", {})["kflab.dev/ignored-locally"] = ",".join(ignored)
     obj["status"] = _status(parsed.container, started=now(), ready=False)
     backend.store.put(obj)
     if not wait:
@@ -187,7 +221,10 @@ def _info(backend: Any, obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def _answers(info: dict[str, Any]) -> bool:
-    """The server's own status API answers (with the token)."""
+    """The server's own status API answers (with the token); a container's server, its
+    readinessProbe or any HTTP answer at NB_PREFIX."""
+    if info.get("container"):
+        return nb_containers.answers(info)
     url = f"http://{info['host']}:{info['port']}{info['prefix']}/api/status"
     req = urllib.request.Request(url, headers={
         "Authorization": f"token {info['token']}"})
@@ -275,6 +312,8 @@ def url(backend: Any, name: str, namespace: str = "default") -> str:
                        hint=f"see `kflab get notebook {name} -o yaml` and "
                             f"`kflab logs notebook {name}`, then `kflab apply` it again")
     info = _info(backend, obj)
+    if info.get("container"):  # the image's own server, at NB_PREFIX (no token of ours)
+        return f"http://{info['host']}:{info['port']}{info['prefix']}/"
     return (f"http://{info['host']}:{info['port']}{info['prefix']}/lab"
             f"?token={info['token']}")
 

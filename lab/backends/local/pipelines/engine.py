@@ -56,7 +56,8 @@ class Plan:
     spec: Any  # pipeline_spec_pb2.PipelineSpec
     executors: dict[str, Any]
     programs: dict[str, taskproc.Program] = field(default_factory=dict)
-    # what compiling it read: {"files": {path: sha256}, "env": {name: value}} (replay.py)
+    # what compiling it read: {"files": {path: sha256 or None}, "dirs": {folder: listing},
+    # "env": {name: value}} (replay.py); empty: nothing to key a memo on
     inputs: dict[str, Any] = field(default_factory=dict)
 
 

@@ -69,15 +69,72 @@ def _forget_modules_under(folder: Path) -> None:
             del sys.modules[name]
 
 
+class _ExitCalled(BaseException):
+    """os._exit() called while a pipeline file was imported (a BaseException, so that the
+    file's own `except Exception` cannot swallow it)."""
+
+
+def _trapped_exit(code: int = 0) -> None:
+    raise _ExitCalled(code)
+
+
+def _where(exc: BaseException, folder: Path) -> tuple[str | None, int | None]:
+    """The learner's file and line an import error comes from: a SyntaxError's own, else
+    the innermost frame in a file under the pipeline's folder."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return exc.filename, exc.lineno
+    root = os.path.realpath(folder) + os.sep
+    found: tuple[str | None, int | None] = (None, None)
+    tb = exc.__traceback__
+    while tb is not None:
+        file = tb.tb_frame.f_code.co_filename
+        if os.path.realpath(file).startswith(root):
+            found = (file, tb.tb_lineno)
+        tb = tb.tb_next
+    return found
+
+
+def import_problem(exc: BaseException, path: Path) -> InputError:
+    """An import of a pipeline file that raised, said as file, line and the error's own
+    words (a SyntaxError with the offending line), never as a Python repr."""
+    file, line = _where(exc, path.parent)
+    if isinstance(exc, SyntaxError):
+        text = (exc.text or "").strip()[:120]
+        problem = f"{type(exc).__name__}: {exc.msg}"
+        hint = (f"correct line {line} (`{text}`), then run again" if text and line
+                else "correct the file, then run again")
+    else:
+        words = str(exc).splitlines()[0][:300] if str(exc) else ""
+        problem = f"importing the pipeline failed: {type(exc).__name__}" + \
+            (f": {words}" if words else "")
+        hint = f"run `python {path.name}` to see the full error"
+    return InputError(_shown(file or str(path)), None, problem, line=line, hint=hint)
+
+
+def _shown(file: str) -> str:
+    """A file as the learner typed it: relative to the current folder when inside it."""
+    try:
+        return os.path.relpath(file) if Path(file).resolve().is_relative_to(Path.cwd()) \
+            else file
+    except (OSError, ValueError):
+        return file
+
+
 def _load_module(path: Path) -> Any:
-    """Import a pipeline file under a private module name, its folder importable."""
+    """Import a pipeline file under a private module name, its folder importable, compiled
+    from its source (replay.SourceOnly: never a stale __pycache__ entry)."""
+    from lab.backends.local.pipelines.replay import SourceOnly
+
     mod_name = f"kflab_pipeline_{uuid.uuid4().hex[:8]}"
-    spec = importlib.util.spec_from_file_location(mod_name, path)
+    spec = importlib.util.spec_from_file_location(mod_name, path,
+                                                  loader=SourceOnly(mod_name, str(path)))
     if spec is None or spec.loader is None:
         raise InputError(str(path), None, "not a Python file", hint="give a .py pipeline file")
     module = importlib.util.module_from_spec(spec)
     _forget_modules_under(path.parent)  # a sibling module edited since the last run
     sys.path.insert(0, str(path.parent))
+    real_exit = os._exit
+    os._exit = _trapped_exit  # type: ignore[assignment]  # the file must not end kflab
     try:
         with warnings.catch_warnings():
             # kfp warns about a future default base image on every component: noise here.
@@ -88,10 +145,16 @@ def _load_module(path: Path) -> Any:
         raise InputError(str(path), None, f"importing the pipeline called sys.exit({exc.code!r})"
                          ": the file runs when kflab loads it, so nothing was run",
                          hint='move that code under `if __name__ == "__main__":`') from None
+    except _ExitCalled as exc:
+        file, line = _where(exc, path.parent)
+        raise InputError(_shown(file or str(path)), None,
+                         f"importing the pipeline called os._exit({exc.args[0]!r}): the file "
+                         "runs when kflab loads it, so nothing was run", line=line,
+                         hint='move that code under `if __name__ == "__main__":`') from None
     except Exception as exc:
-        raise InputError(str(path), None, f"importing the pipeline failed: {exc!r}",
-                         hint="run `python FILE` to see the full error") from exc
+        raise import_problem(exc, path) from exc
     finally:
+        os._exit = real_exit
         with contextlib.suppress(ValueError):
             sys.path.remove(str(path.parent))
     return module
@@ -256,11 +319,12 @@ def prepare(obj: dict[str, Any], base_dir: Path, store_root: Path | None = None,
         warnings.simplefilter("ignore")
         if path.suffix.lower() in YAML_SUFFIXES:
             ir, platform = load_spec(path, spec.get("function"))
-            inputs = {"files": {str(path): replay.sha(str(path))}, "env": {}}
+            inputs = {"files": {str(path): replay.sha(str(path))}, "dirs": {}, "env": {}}
         else:
             with replay.Inputs() as read:
                 ir, platform = load_spec(path, spec.get("function"))
-            inputs = {"files": read.digests(), "env": read.env}
+            found = read.digests(path)
+            inputs = {} if found is None else {**found, "env": read.env}  # {}: no memo
     check_arguments(ir, spec.get("arguments") or {}, str(path))
     try:
         the_plan = engine.plan(ir, platform)
@@ -386,7 +450,8 @@ def _memorize(obj: dict[str, Any], plan: Any, the_run: Any, base_dir: Path,
         # tasks all hit that one entry, leaves the memo
         replay.forget(memo_path)
         return
-    replay.save(memo_path, files=plan.inputs["files"], env=plan.inputs["env"],
+    replay.save(memo_path, files=plan.inputs["files"], dirs=plan.inputs["dirs"],
+                env=plan.inputs["env"],
                 pipeline_name=status["pipeline_name"], dag=status["dag"], tasks=tasks)
 
 

@@ -31,12 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from lab import content, fidelity, state
+from lab.backends.local.containers import images
 from lab.backends.local.procs import iter_log
-from lab.backends.local.serving import runtimes
+from lab.backends.local.serving import custom, runtimes
 from lab.backends.local.serving import spec as serving_spec
 from lab.errors import LabError, NotFound
 from lab.kube import inference
-from lab.kube.conditions import get_condition, now, set_condition
+from lab.kube.conditions import get_condition, now
+from lab.kube.knative import INFERENCE_SERVICE as ISVC
 
 KIND = "InferenceService"
 ROLLOUT = True  # LocalBackend.apply hands a re-applied service its previous version
@@ -65,7 +67,15 @@ def _files(backend: Any, obj: dict[str, Any], slot: str = SERVING) -> tuple[Path
 
 
 def validate(backend: Any, obj: dict[str, Any], *, base_dir: Path) -> None:
-    """Reject a bad manifest before the running version is replaced."""
+    """Reject a bad manifest before the running version is replaced (a custom container
+    also needs a container engine that runs)."""
+    if custom.is_custom(obj):
+        spec = custom.parse(obj, base_dir=base_dir, root=backend.root)
+        engine = custom.engine_for(obj)
+        assert engine is not None
+        images.preflight(engine, spec.container.image, spec.container.pull_policy,
+                         where=f"{spec.container.where}.image")
+        return
     serving_spec.parse(obj, base_dir=base_dir, state=backend.root)
 
 
@@ -105,31 +115,63 @@ def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = Tru
     time and its InferenceService) and wait until it is ready. The lease is held only while
     the server starts: the server then outlives this command. With a `previous` version
     that serves, this is a rollout (see the module docstring)."""
-    spec = serving_spec.parse(obj, base_dir=base_dir, state=backend.root)
     limit = timeout if timeout is not None else float(os.environ.get(TIMEOUT_ENV,
                                                                        DEFAULT_TIMEOUT))
-    if previous is not None and wait and serving(backend, previous):
-        return _rollout(backend, obj, spec, previous, limit)
+    spec: Any
+    if custom.is_custom(obj):
+        spec = custom.parse(obj, base_dir=base_dir, root=backend.root)
+        engine = custom.engine_for(obj)
+        assert engine is not None
+        custom.pull(engine, spec, backend.emit)
+
+        def spawn(slot: str) -> None:
+            _spawn_custom(backend, spec, slot, engine, base_dir)
+        found = [("kserve.cluster-fields", {"fields": ", ".join(spec.ignored)})] \
+            if spec.ignored else []
+        loading = f"starting {spec.container.image}"
+    else:
+        spec = serving_spec.parse(obj, base_dir=base_dir, state=backend.root)
+
+        def spawn(slot: str) -> None:
+            _spawn(backend, spec, slot)
+        found = differences(spec)
+        loading = f"loading {spec.model_format} model from {spec.storage_uri}"
+    # a fixed hostPort cannot be held by the old and the new server at once: replaced
+    fixed = isinstance(spec, custom.Custom) and spec.host_port is not None
+    if previous is not None and wait and serving(backend, previous) and not fixed:
+        return _rollout(backend, obj, spec, previous, limit, spawn, found)
     if previous is not None:  # nothing serves: replace it outright
         delete(backend, previous)
         backend.store.delete(KIND, previous["metadata"]["name"],
                              previous["metadata"].get("namespace", "default"))
-    fidelity.announce(backend, obj, differences(spec))
-    _spawn(backend, spec, SERVING)
+    fidelity.announce(backend, obj, found)
+    spawn(SERVING)
     obj["metadata"].setdefault("generation", 1)
     obj["metadata"]["uid"] = str(uuid.uuid4())  # tells this deployment from a later one
     status: dict[str, Any] = {"observedGeneration": obj["metadata"]["generation"],
                               "modelStatus": {"transitionStatus": "InProgress",
                                               "states": {"activeModelState": "Loading",
                                                          "targetModelState": "Loaded"}}}
-    set_condition(status, "PredictorReady", "Unknown", "ModelLoading",
-                  f"loading {spec.model_format} model from {spec.storage_uri}")
-    set_condition(status, "Ready", "Unknown", "ModelLoading", "waiting for the predictor")
+    _conditions(status, "Unknown", "ModelLoading", loading)
     obj["status"] = status
     backend.store.put(obj)
     if not wait:
         return obj
     return wait_ready(backend, obj, limit)
+
+
+def _conditions(status: dict[str, Any], predictor: bool | str, reason: str = "",
+                message: str = "") -> None:
+    """One reconcile's conditions as KServe v0.16.0 writes them in raw deployment mode
+    (lab/kube/knative.py: knative's shape, no lastUpdateTime, no empty reason):
+    PredictorReady from the predictor (inference_service_status.go PropagateRawStatus),
+    Stopped False unless set (controller.go Reconcile, the force-stop annotation unset),
+    IngressReady True on every reconcile (reconcilers/ingress/kube_ingress_reconciler.go
+    RawIngressReconciler.Reconcile), and Ready from those two."""
+    ISVC.mark(status, "PredictorReady", predictor, reason, message)
+    if ISVC.get(status, "Stopped") is None:
+        ISVC.mark(status, "Stopped", False)
+    ISVC.mark(status, "IngressReady", True)
 
 
 def _spawn(backend: Any, spec: serving_spec.ServingSpec, slot: str) -> None:
@@ -149,12 +191,29 @@ def _spawn(backend: Any, spec: serving_spec.ServingSpec, slot: str) -> None:
                         owner=f"{KIND}/{spec.namespace}/{spec.name}", log=log, env=env)
 
 
-def _rollout(backend: Any, obj: dict[str, Any], spec: serving_spec.ServingSpec,
-             previous: dict[str, Any], limit: float) -> dict[str, Any]:
+def _spawn_custom(backend: Any, spec: custom.Custom, slot: str, engine: Any,
+                  base_dir: Path) -> None:
+    """The custom predictor's container, as a tracked background process (its `run`
+    client; the container carries the record's tag as its label)."""
+    meta = {"metadata": {"name": spec.name, "namespace": spec.namespace}}
+    ready_file, log = _files(backend, meta, slot)
+    state.remove(backend.root, ready_file)
+    port = custom.host_port(spec)
+    pid_id = proc_id(spec.namespace, spec.name, slot)
+    tag = backend.procs.new_tag(pid_id)
+    run = custom.run(engine, spec, root=backend.root, token=tag, base_dir=base_dir, port=port)
+    custom.write_info(ready_file, spec, port, now())
+    backend.procs.spawn(pid_id, run.argv(), owner=f"{KIND}/{spec.namespace}/{spec.name}",
+                        log=log, tag=tag)
+
+
+def _rollout(backend: Any, obj: dict[str, Any], spec: Any, previous: dict[str, Any],
+             limit: float, spawn: Any, found: list[tuple[str, dict[str, str]]]
+             ) -> dict[str, Any]:
     """The new version starts beside the serving one and takes over once ready; if it
     never gets ready, the old one keeps serving and the status says why."""
     meta, ns = obj["metadata"], spec.namespace
-    fidelity.announce(backend, obj, differences(spec))
+    fidelity.announce(backend, obj, found)
     meta["generation"] = int(previous["metadata"].get("generation", 1)) + 1
     meta["uid"] = str(uuid.uuid4())
     meta["creationTimestamp"] = previous["metadata"].get("creationTimestamp")
@@ -162,8 +221,7 @@ def _rollout(backend: Any, obj: dict[str, Any], spec: serving_spec.ServingSpec,
     status["observedGeneration"] = meta["generation"]
     if (get_condition(status, "Ready") or {}).get("reason") == DEADLINE_REASON:
         # a new rollout progresses again: the old pod is available, so the predictor is
-        set_condition(status, "PredictorReady", True)
-        set_condition(status, "Ready", True)
+        _conditions(status, True)
     # KServe's UpdateModelRevisionStates: the target moves, the active model stays Loaded.
     status["modelStatus"] = {"transitionStatus": "InProgress",
                              "states": {"activeModelState": "Loaded",
@@ -171,7 +229,7 @@ def _rollout(backend: Any, obj: dict[str, Any], spec: serving_spec.ServingSpec,
                              "copies": {"failedCopies": 0, "totalCopies": 1}}
     obj["status"] = status
     backend.store.put(obj)
-    _spawn(backend, spec, NEXT)
+    spawn(NEXT)
     try:
         info, problem = _wait_next(backend, obj, spec, limit)
     except BaseException as exc:  # Ctrl-C, SIGTERM: the old version serves, the new goes
@@ -198,15 +256,15 @@ def _blocked(backend: Any, obj: dict[str, Any], problem: str) -> dict[str, Any]:
     return backend.store.put_if_current(obj)
 
 
-def _wait_next(backend: Any, obj: dict[str, Any], spec: serving_spec.ServingSpec,
+def _wait_next(backend: Any, obj: dict[str, Any], spec: Any,
                limit: float) -> tuple[dict[str, Any], str | None]:
     """Wait for the rolled-out server: (its ready info, None) or ({}, why it failed)."""
     ready_file, _ = _files(backend, obj, NEXT)
     deadline = time.monotonic() + limit
     while True:
-        info = _read(ready_file)
+        info = _loaded(ready_file)
         rec = backend.procs.get(proc_id(spec.namespace, spec.name, NEXT))
-        if info.get("state") == READY and _probe_url(_url(info), spec.name):
+        if info.get("state") == READY and _answers(info, spec.name):
             return info, None
         if info.get("state") == FAILED:
             return {}, str(info.get("error", ""))
@@ -247,6 +305,24 @@ def _url(info: dict[str, Any]) -> str:
     return f"http://{info['host']}:{info['port']}"
 
 
+def _loaded(ready_file: Path) -> dict[str, Any]:
+    """The server's ready file; a custom container's says Loaded once its readiness probe
+    answers (kflab writes it: the image knows nothing of kflab's file)."""
+    info = _read(ready_file)
+    if info.get("custom") and info.get("state") != READY and custom.ready(info):
+        info["state"] = READY
+        with contextlib.suppress(LabError):
+            state.write_json(ready_file, info)
+    return info
+
+
+def _answers(info: dict[str, Any], name: str) -> bool:
+    """The readiness probe: a custom container's own, KServe's model servers' otherwise."""
+    if info.get("custom"):
+        return custom.ready(info)
+    return _probe_url(_url(info), name)
+
+
 def wait_ready(backend: Any, obj: dict[str, Any], timeout: float) -> dict[str, Any]:
     """Poll until the server is ready (and answers its readiness probe) or has failed."""
     deadline = time.monotonic() + timeout
@@ -255,7 +331,7 @@ def wait_ready(backend: Any, obj: dict[str, Any], timeout: float) -> dict[str, A
         ready = get_condition(obj["status"], "Ready") or {}
         if ready.get("status") == "False":
             return obj
-        if ready.get("status") == "True" and _probe(obj):
+        if ready.get("status") == "True" and _probe(backend, obj):
             return obj
         if time.monotonic() >= deadline:
             break
@@ -267,7 +343,11 @@ def wait_ready(backend: Any, obj: dict[str, Any], timeout: float) -> dict[str, A
                  f"(raise ${TIMEOUT_ENV}); last log lines: {_tail(backend, obj)}")
 
 
-def _probe(obj: dict[str, Any]) -> bool:
+def _probe(backend: Any, obj: dict[str, Any]) -> bool:
+    ready_file, _ = _files(backend, obj)
+    info = _read(ready_file)
+    if info.get("custom"):
+        return custom.ready(info)
     return _probe_url(obj["status"]["url"], obj["metadata"]["name"])
 
 
@@ -297,7 +377,7 @@ def refresh(backend: Any, obj: dict[str, Any]) -> dict[str, Any]:
     rec = backend.procs.get(proc_id(meta["namespace"], meta["name"]))
     alive = rec is not None and rec.running
     ready_file, _ = _files(backend, obj)
-    info = _read(ready_file)
+    info = _loaded(ready_file) if alive else _read(ready_file)
     if info.get("state") == FAILED:
         backend.procs.stop(proc_id(meta["namespace"], meta["name"]), grace=2)
         return _fail(backend, obj, "ModelLoadFailed", "ModelLoadFailed", info.get("error", ""))
@@ -334,8 +414,7 @@ def _deadline(backend: Any, obj: dict[str, Any]) -> dict[str, Any]:
                f"progressing (progressDeadlineSeconds {PROGRESS_DEADLINE:.0f}); the previous "
                "model still serves")
     status = obj["status"]
-    set_condition(status, "PredictorReady", False, DEADLINE_REASON, message)
-    set_condition(status, "Ready", False, DEADLINE_REASON, message)
+    _conditions(status, False, DEADLINE_REASON, message)
     return backend.store.put_if_current(obj)
 
 
@@ -350,8 +429,7 @@ def _ready(backend: Any, obj: dict[str, Any], info: dict[str, Any]) -> dict[str,
                              "states": {"activeModelState": "Loaded",
                                         "targetModelState": "Loaded"},
                              "copies": {"failedCopies": 0, "totalCopies": 1}}
-    set_condition(status, "PredictorReady", True)
-    set_condition(status, "Ready", True)
+    _conditions(status, True)
     return backend.store.put_if_current(obj)
 
 
@@ -359,8 +437,7 @@ def _fail(backend: Any, obj: dict[str, Any], reason: str, failure: str,
           message: str) -> dict[str, Any]:
     """Mark the service not ready with the server's own error (KServe's failure fields)."""
     status = obj.setdefault("status", {})
-    set_condition(status, "PredictorReady", False, reason, message)
-    set_condition(status, "Ready", False, reason, message)
+    _conditions(status, False, reason, message)
     loaded = failure != "ModelLoadFailed"
     status["modelStatus"] = {
         "transitionStatus": "UpToDate" if loaded else "BlockedByFailedLoad",

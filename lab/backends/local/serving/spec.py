@@ -172,6 +172,35 @@ def _runtime(model: dict[str, Any], where: str, fmt_field: str, fmt: str, protoc
     return name
 
 
+def image_runtime(obj: dict[str, Any]) -> tuple[str, dict[str, Any], str, str] | None:
+    """(runtime, the model mapping, its field, protocol) when the predictor's model is one
+    the local servers do not load but KServe picks a runtime for (tensorflow, pytorch,
+    triton, huggingface...): that runtime's image runs it in a container
+    (serving/runtime_images.py). None otherwise (a local model, or no runtime at all: parse
+    says why)."""
+    from lab.backends.local.serving import runtime_images
+
+    def bad(*_: Any) -> ValueError:
+        return ValueError()
+
+    try:
+        pred = obj["spec"]["predictor"]
+        if not isinstance(pred, dict) or pred.get("containers"):
+            return None
+        model, where, fmt = _model_section(pred, bad)
+        protocol = model.get("protocolVersion", "v1")
+        version = (model.get("modelFormat") or {}).get("version") \
+            if isinstance(model.get("modelFormat"), dict) else None
+        chosen = model.get("runtime") if isinstance(model.get("runtime"), str) else None
+        name = runtimes.choose(fmt.lower(), None if version is None else str(version),
+                               protocol, chosen)
+    except (KeyError, TypeError, ValueError, runtimes.NoRuntime):
+        return None
+    if fmt.lower() in runtimes.LOCAL.get(name, ()) or name not in runtime_images.IMAGES:
+        return None
+    return name, model, where, str(protocol)
+
+
 def runtime_of(obj: dict[str, Any]) -> str | None:
     """The runtime KServe picks for a stored InferenceService (None when it cannot tell)."""
     def bad(*_: Any) -> ValueError:

@@ -14,7 +14,8 @@ import socket
 import sys
 from pathlib import Path
 
-from lab.backends.local.gpus import inventory
+from lab.backends.local.gpu_devices import given
+from lab.backends.local.gpus import inventory, shortage
 from lab.backends.local.gpus import nvml_device_count as nvml_device_count
 from lab.backends.local.procs import LOOPBACK
 from lab.backends.local.training.spec import JobSpec, Replica
@@ -22,14 +23,23 @@ from lab.errors import LabError
 
 # Inherited variables that would contradict the contract (a shell inside torchrun, etc.).
 _SCRUB = re.compile(r"^(MASTER_ADDR|MASTER_PORT|WORLD_SIZE|RANK|LOCAL_RANK|LOCAL_WORLD_SIZE|"
-                    r"GROUP_RANK|ROLE_RANK|ROLE_WORLD_SIZE|CUDA_VISIBLE_DEVICES|PET_.*|"
-                    r"TORCHELASTIC_.*|TF_CONFIG)$")
+                    r"GROUP_RANK|ROLE_RANK|ROLE_WORLD_SIZE|CUDA_VISIBLE_DEVICES|KFLAB_GIVEN_GPUS|"
+                    r"PET_.*|TORCHELASTIC_.*|TF_CONFIG)$")
 
 
 
 def visible_gpus(environ: dict[str, str] | None = None) -> list[str]:
-    """GPU ids this machine offers (gpus.inventory: CUDA_VISIBLE_DEVICES, else NVML)."""
+    """UUIDs of the GPUs kflab may give out (gpus.inventory: NVML, narrowed by the user's
+    CUDA_VISIBLE_DEVICES); refuses a variable that names a GPU wrongly."""
     return inventory(environ)
+
+
+def available_for(job: JobSpec) -> list[str]:
+    """The GPUs kflab may give out, for a job; a wrong CUDA_VISIBLE_DEVICES is refused only
+    when the job asks for GPUs (one that asks for none is shown none either way)."""
+    if not any(rep.gpus for rep, _ in job.ordered()):
+        return []
+    return visible_gpus()
 
 
 def loopback_ifname() -> str:
@@ -46,8 +56,8 @@ def plan_gpus(job: JobSpec, available: list[str]) -> dict[str, list[str]]:
     if need > len(available):
         detail = ", ".join(f"{name}: {n}" for name, n in asks if n)
         raise LabError(
-            f"{job.kind} '{job.name}' asks for {need} GPU(s) ({detail}) but this machine has "
-            f"{len(available)}",
+            f"{job.kind} '{job.name}' asks for {need} GPU(s) ({detail}) but "
+            f"{shortage(need, len(available))}",
             hint="lower the nvidia.com/gpu limits or the replica counts "
                  "(`kflab doctor` lists the GPUs)")
     plan, pos = {}, 0
@@ -101,6 +111,8 @@ def replica_env(job: JobSpec, rep: Replica, index: int, *, master_port: int = 0,
     env.update(operator_env(job, rep, index, master_port=master_port, rdzv_port=rdzv_port,
                             ports=ports))
     if gpus or host_has_gpus:
-        # No nvidia.com/gpu limit means no GPU, as with the device plugin.
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus or [])
+        # No nvidia.com/gpu limit means no GPU, as with the device plugin. UUIDs, as the
+        # device plugin gives a pod its devices; KFLAB_GIVEN_GPUS marks the value as
+        # kflab's, so a kflab command run in the replica sees the machine (gpu_devices.py).
+        env.update(given(gpus or []))
     return env

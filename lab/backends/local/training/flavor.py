@@ -10,12 +10,20 @@ as succeeded or failed, and the status messages (its UpdateJobStatus).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from lab import limits
+from lab.backends.local.procs import LOOPBACK
 from lab.backends.local.training import status as st
 from lab.backends.local.training.spec import JobSpec, Replica, _err
+
+Host = Callable[[str], str]
+
+
+def loopback(name: str) -> str:
+    """Local processes reach every replica on the loopback address."""
+    return LOOPBACK
 
 
 class ReplicaState(Protocol):
@@ -55,6 +63,10 @@ class Flavor:
     fidelity_prefix: str  # the kind's rule ids in lab/fidelity.py (pytorch.*, tfjob.*)
     missing_hint: str = "add replica specs"
     running_condition = True  # the controller keeps a Running condition
+    # A failed job's replicaStatuses stay as the failing reconcile counted them: the
+    # Training Operator's ReconcileJobs (pkg/controller.v1/common/job.go) only adds active
+    # to succeeded for a job that succeeded and leaves a failed one's counts alone.
+    counts_frozen_on_failure = True
     own_parser = False  # True: the kind reads its manifest itself (parse_object)
 
     # --- the manifest ----------------------------------------------------------------------
@@ -100,9 +112,29 @@ class Flavor:
         """Ports chosen per job (free loopback ports), by the names operator_env reads."""
         return {}
 
+    def cluster_ports(self, job: JobSpec) -> dict[str, int]:
+        """The operator's own ports, by the same names: what replicas in containers use
+        (each has its own address, as a pod has)."""
+        return {}
+
+    def hostnames(self, job: JobSpec, rep: Replica, index: int) -> list[str]:
+        """The names a replica answers to on a cluster (its headless Service, in each form
+        the cluster's DNS resolves): a container replica's network aliases."""
+        svc = f"{job.name}-{rep.name(index)}"
+        ns = job.namespace
+        return [svc, f"{svc}.{ns}", f"{svc}.{ns}.svc", f"{svc}.{ns}.svc.cluster.local"]
+
+    def check_command(self, rep: Replica) -> None:
+        """A replica run as a local process needs the manifest's command."""
+        from lab.backends.local.training.spec import check_command
+
+        check_command(rep)
+
     def operator_env(self, job: JobSpec, rep: Replica, index: int,
-                     ports: Mapping[str, int]) -> list[tuple[str, str]]:
-        """The variables the operator appends to the container's env, in its order."""
+                     ports: Mapping[str, int], host: Host = loopback) -> list[tuple[str, str]]:
+        """The variables the operator appends to the container's env, in its order; `host`
+        maps each host name the operator writes to the address used (loopback for local
+        processes, the name itself in a container network)."""
         raise NotImplementedError
 
     # --- status (how the kind's controller writes it; shared rules in status.py) ----------

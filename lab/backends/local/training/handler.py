@@ -23,8 +23,9 @@ from lab import fidelity, signals, state
 from lab.backends.local import gpus, owners
 from lab.backends.local.owners import Lease
 from lab.backends.local.procs import iter_log
+from lab.backends.local.training import containers
 from lab.backends.local.training import status as st
-from lab.backends.local.training.env import plan_gpus, visible_gpus
+from lab.backends.local.training.env import available_for, plan_gpus
 from lab.backends.local.training.run import Supervisor
 from lab.backends.local.training.spec import (
     KINDS,
@@ -36,36 +37,49 @@ from lab.backends.local.training.spec import (
 from lab.errors import LabError
 from lab.state import StateError
 
+# Applying the same job again changes nothing (kubectl: unchanged; a finished Job is not
+# run again): no re-run, as for an Experiment. A changed manifest, or delete then apply, runs.
+UNCHANGED_IS_NOOP = True
+
 # --- handler API ---------------------------------------------------------------------------
 
 def validate(backend: Any, obj: dict[str, Any], *, base_dir: Path) -> None:
-    """Everything `apply` refuses (the spec, the GPUs it asks for), with no side effect."""
-    plan_gpus(parse(obj), visible_gpus())
+    """Everything `apply` refuses (the spec, the GPUs it asks for, an image that needs a
+    container engine this machine lacks), with no side effect."""
+    job = parse(obj)
+    plan_gpus(job, available_for(job))
+    engine = containers.engine_for(job, obj)
+    if engine is not None:
+        containers.preflight(engine, job)
 
 
 def _prepare(backend: Any, obj: dict[str, Any], base_dir: Path, lease: Lease,
-             allocate: bool = True) -> Supervisor:
-    """Validate, plan GPUs and ports; raises before anything is stored or started. With
-    `allocate`, the GPUs are taken from the shared allocation (gpus.py), waiting Pending
-    while other workloads hold them, as the scheduler keeps a pod Pending."""
+             allocate: bool = True, pulled: bool = False) -> Supervisor:
+    """Validate, plan GPUs and ports, pull images; raises before anything is stored or
+    started. With `allocate`, the GPUs are taken from the shared allocation (gpus.py),
+    waiting Pending while other workloads hold them, as the scheduler keeps a pod Pending.
+    `pulled`: the foreground command already pulled the images (a background supervisor)."""
     job = parse(obj)
-    available = visible_gpus()
+    available = available_for(job)
     plan = plan_gpus(job, available)
+    engine = containers.engine_for(job, obj)
+    if engine is not None:
+        containers.pull(engine, job, backend.emit, pulled=pulled)
     apply_defaults(obj, job)
     if allocate and any(plan.values()):
-        plan = _allocate(backend, obj, job, plan, available)
+        plan = _allocate(backend, obj, job, plan, available, lease)
     meta = obj["metadata"]
     run_dir = backend.store.run_dir(job.kind, meta["name"], meta["namespace"])
     for rep, i in job.ordered():  # a re-applied job starts with fresh replica logs
         state.remove(backend.root, backend.store.run_file(
             job.kind, meta["name"], meta["namespace"], f"{rep.name(i)}.log"))
-    sup = Supervisor(backend, obj, job, run_dir, base_dir, lease)
-    sup.prepare(plan, bool(available))
+    sup = Supervisor(backend, obj, job, run_dir, base_dir, lease, engine=engine)
+    sup.prepare(plan, gpus.machine_has_gpus())
     return sup
 
 
 def _allocate(backend: Any, obj: dict[str, Any], job: Any, plan: dict[str, list[str]],
-              available: list[str]) -> dict[str, list[str]]:
+              available: list[str], lease: Lease) -> dict[str, list[str]]:
     meta = obj["metadata"]
     holder = gpus.holder_of(job.kind, meta["namespace"], meta["name"])
     asks = {part: len(ids) for part, ids in plan.items()}
@@ -78,7 +92,8 @@ def _allocate(backend: Any, obj: dict[str, Any], job: Any, plan: dict[str, list[
         backend.emit({"event": "message", "text": f"{job.kind} {meta['name']} is waiting "
                       f"for GPUs: {message} (held by: {', '.join(gpus.holders(backend.root))})"})
 
-    got = gpus.acquire(backend.root, holder, asks, available=available, on_pending=pending)
+    got = gpus.acquire(backend.root, holder, asks, available=available, on_pending=pending,
+                       token=lease.token, owner=f"{lease.kind}/{lease.namespace}/{lease.name}")
     obj["metadata"].setdefault("annotations", {})[gpus.ANNOTATION] = gpus.describe(got)
     return got
 
@@ -86,11 +101,15 @@ def _allocate(backend: Any, obj: dict[str, Any], job: Any, plan: dict[str, list[
 # Container fields a replica process honours (GPUs are read from resources); the rest
 # shape a pod on a cluster only.
 CONTAINER_LOCAL = {"name", "command", "args", "env", "workingDir", "resources", "ports"}
+# ... and those a container of the image honours too
+IN_CONTAINER = CONTAINER_LOCAL | {"image", "imagePullPolicy"}
 
 
-def cluster_fields(obj: dict[str, Any], job: Any) -> list[str]:
+def cluster_fields(obj: dict[str, Any], job: Any, in_container: bool = False) -> list[str]:
     """Fields set in the manifest that only a cluster acts on (announced once)."""
-    out = list(job.ignored)
+    honoured = IN_CONTAINER if in_container else CONTAINER_LOCAL
+    out = [f for f in job.ignored
+           if not (in_container and f in ("trainer.image", "trainer.resourcesPerNode"))]
     seen: set[str] = set()
     for pod in job.flavor.pod_templates(obj):
         for key in pod:
@@ -98,7 +117,7 @@ def cluster_fields(obj: dict[str, Any], job: Any) -> list[str]:
                 seen.add(key)
         for c in pod.get("containers") or []:
             if isinstance(c, dict):
-                seen.update(k for k in c if k not in CONTAINER_LOCAL)
+                seen.update(k for k in c if k not in honoured)
     return out + sorted(seen)
 
 
@@ -110,7 +129,8 @@ def _created(sup: Supervisor) -> None:
         obj["metadata"].setdefault("annotations", {})["kflab.dev/ignored-locally"] = \
             ",".join(sup.job.ignored)
     found = sup.job.flavor.differences(sup.job)
-    if (fields := cluster_fields(obj, sup.job)) and sup.job.flavor.fidelity_prefix:
+    if (fields := cluster_fields(obj, sup.job, sup.engine is not None)) and \
+            sup.job.flavor.fidelity_prefix:
         found.append((f"{sup.job.flavor.fidelity_prefix}.cluster-fields",
                       {"fields": ", ".join(fields)}))
     elif fields:  # a kind without rows in lab/fidelity.py yet (TrainJob)
@@ -137,7 +157,7 @@ def supervise(sup: Supervisor) -> dict[str, Any]:
     """Run the job to its end in this process. Ctrl-C, SIGTERM or SIGHUP (`kflab delete` /
     `down` from another process send SIGTERM) stop every replica and mark the job Failed,
     naming the signal and who sent it; the interruption then goes on up."""
-    with sup.group, _releasing(sup):
+    with sup.networked(), sup.group, _releasing(sup):
         try:
             sup.run()
         except KeyboardInterrupt as exc:
@@ -243,7 +263,7 @@ def _main(argv: list[str] | None = None) -> int:
         if obj is None:
             return 1
         try:
-            sup = _prepare(backend, obj, Path(args.base_dir), lease)
+            sup = _prepare(backend, obj, Path(args.base_dir), lease, pulled=True)
             result = supervise(sup)
         except KeyboardInterrupt as exc:
             return signals.exit_code(exc)

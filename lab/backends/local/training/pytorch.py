@@ -23,8 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lab import limits
-from lab.backends.local.procs import LOOPBACK
-from lab.backends.local.training.flavor import Flavor, ReplicaState, counts
+from lab.backends.local.training.flavor import Flavor, Host, ReplicaState, counts, loopback
 from lab.backends.local.training.spec import (
     _DIGITS,
     Elastic,
@@ -134,14 +133,23 @@ class PyTorchFlavor(Flavor):
     def ports(self, job: JobSpec, free_port: Any) -> dict[str, int]:
         return {"master": free_port(), "rdzv": free_port()}
 
+    def cluster_ports(self, job: JobSpec) -> dict[str, int]:
+        """master.go: the Master's pytorchjob-port; elastic.go: rdzvPort, else the Worker's
+        pytorchjob-port."""
+        master = job.replicas[MASTER].port if MASTER in job.replicas else self.default_port
+        worker = job.replicas[WORKER].port if WORKER in job.replicas else self.default_port
+        rdzv = job.elastic.rdzv_port if job.elastic and job.elastic.rdzv_port else worker
+        return {"master": master, "rdzv": rdzv}
+
     def operator_env(self, job: JobSpec, rep: Replica, index: int,
-                     ports: Mapping[str, int]) -> list[tuple[str, str]]:
+                     ports: Mapping[str, int], host: Host = loopback) -> list[tuple[str, str]]:
         master_port, rdzv_port = ports["master"], ports["rdzv"]
         out = [("PYTHONUNBUFFERED", "1")]
         if MASTER in job.replicas:
             rank = index + 1 if rep.type == WORKER else index
+            addr = host(f"{job.name}-master-0")  # master.go genGeneralName
             out += [("MASTER_PORT", str(master_port)), ("PET_MASTER_PORT", str(master_port)),
-                    ("MASTER_ADDR", LOOPBACK), ("PET_MASTER_ADDR", LOOPBACK),
+                    ("MASTER_ADDR", addr), ("PET_MASTER_ADDR", addr),
                     ("WORLD_SIZE", str(job.total_replicas * job.nproc_int)),
                     ("RANK", str(rank)), ("PET_NODE_RANK", str(rank))]
         if job.nproc_per_node is not None:
@@ -150,7 +158,8 @@ class PyTorchFlavor(Flavor):
         if ep is None:
             out.append(("PET_NNODES", str(job.total_replicas)))
             return out
-        out += [("PET_RDZV_ENDPOINT", f"{LOOPBACK}:{rdzv_port}"),
+        rdzv_host = ep.rdzv_host or f"{job.name}-worker-0"  # elastic.go
+        out += [("PET_RDZV_ENDPOINT", f"{host(rdzv_host)}:{rdzv_port}"),
                 ("PET_RDZV_BACKEND", ep.rdzv_backend)]
         if ep.min_replicas is None:
             out.append(("PET_NNODES", str(job.replicas[WORKER].replicas)))

@@ -13,6 +13,7 @@ command finds them by their record.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import shutil
@@ -20,13 +21,18 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lab import state
+from lab.backends.local.containers import workload
+from lab.backends.local.containers.engine import Engine
 from lab.backends.local.owners import Lease
 from lab.backends.local.procs import ChildGroup, free_port
+from lab.backends.local.runners import Mount, ProcessRun
+from lab.backends.local.training import containers
 from lab.backends.local.training import status as st
 from lab.backends.local.training.env import localize, replica_env, service_names
 from lab.backends.local.training.flavor import counts
@@ -73,6 +79,8 @@ class Instance:
     exit_code: int | None = None
     offset: int = 0
     partial: bytes = b""
+    gpus: tuple[str, ...] = ()  # its GPUs from the ledger (a container is given them)
+    mounts: tuple[Mount, ...] = ()  # more folders for its container (a Katib collector's)
 
     @property
     def name(self) -> str:
@@ -93,6 +101,8 @@ class Supervisor:
     total_restarts: int = 0
     holder: subprocess.Popen[bytes] | None = None  # the private network namespace, if any
     hinted: bool = False  # the network hint was given (network_hint)
+    engine: Engine | None = None  # replicas run in containers of this engine (containers.py)
+    network: str | None = None  # the job's container network, once made
 
     def __post_init__(self) -> None:
         self.group = ChildGroup(self.lease.token, on_start=self.lease.add,
@@ -101,6 +111,13 @@ class Supervisor:
     # --- setup ---------------------------------------------------------------------------
     def prepare(self, gpu_plan: dict[str, list[str]], host_has_gpus: bool) -> None:
         flavor = self.job.flavor
+        if self.engine is not None:  # the pod's env is built per start (in_container)
+            for rep, i in self.job.ordered():
+                self.instances.append(Instance(
+                    rep, i, dict(containers.pod_env(self.job, rep, i)),
+                    state.path(self.run_dir, f"{rep.name(i)}.log"), self.base_dir,
+                    gpus=tuple(gpu_plan.get(rep.name(i)) or ())))
+            return
         ports = flavor.ports(self.job, free_port)
         for rep, i in self.job.ordered():
             env = replica_env(self.job, rep, i, ports=ports,
@@ -116,9 +133,14 @@ class Supervisor:
     # --- network ---------------------------------------------------------------------------
     def isolate(self) -> None:
         """Give the replicas a network namespace where only loopback exists (netns.py), or
-        say plainly why they run on the host's network and what that exposes."""
+        say plainly why they run on the host's network and what that exposes. Replicas in
+        containers get a network of their own instead (several replicas), where each
+        answers to its Service's names."""
         annotations = self.obj["metadata"].get("annotations") or {}
         why = None
+        if self.engine is not None:
+            self.isolate_containers()
+            return
         if not self.job.flavor.listens(self.job):
             self.obj["metadata"].setdefault("annotations", {})[NETWORK_ANNOTATION] = \
                 "host (one replica: no TF_CONFIG, so no server it is told to start)"
@@ -154,20 +176,58 @@ class Supervisor:
             with open(inst.log, "ab") as fh:
                 fh.write(f"--- kflab: {text} ---\n".encode())
 
+    def isolate_containers(self) -> None:
+        assert self.engine is not None
+        notes = self.obj["metadata"].setdefault("annotations", {})
+        if self.job.total_replicas < 2:
+            notes[NETWORK_ANNOTATION] = f"container ({self.engine.name}'s default network)"
+            return
+        meta = self.obj["metadata"]
+        self.network = workload.create_network(
+            self.engine, self.backend.root, self.lease.token,
+            f"{self.job.kind}/{meta['namespace']}/{meta['name']}")
+        notes[NETWORK_ANNOTATION] = (f"container network {self.network} (replicas reach each "
+                                     "other by their Services' names)")
+
+    @contextlib.contextmanager
+    def networked(self) -> Iterator[None]:
+        """Remove the job's container network once its replicas are gone (use around the
+        replicas' ChildGroup, which stops them first)."""
+        try:
+            yield
+        finally:
+            if self.engine is not None and self.network is not None:
+                workload.remove_network(self.engine, self.network)
+                self.network = None
+
     def start(self, inst: Instance) -> None:
-        argv = [localize(a, service_names(self.job), self.job.namespace)
-                for a in inst.rep.command]
         if inst.restarts:
             with open(inst.log, "ab") as fh:
                 fh.write(f"--- kflab: restart {inst.restarts} of {inst.name} ---\n".encode())
+        if self.engine is not None:
+            self.start_container(inst)
+            return
+        argv = [localize(a, service_names(self.job), self.job.namespace)
+                for a in inst.rep.command]
         try:
+            run = ProcessRun(self.launcher(argv, inst.env, inst.cwd), inst.cwd, inst.env)
             with open(inst.log, "ab") as fh:
-                inst.proc = self.group.start(self.launcher(argv, inst.env, inst.cwd),
-                                             label=inst.name,
-                                             cwd=inst.cwd, env=inst.env, stdout=fh)
+                inst.proc = run.start(self.group, inst.name, fh)
         except OSError as exc:
             raise LabError(f"{inst.name}: cannot run {argv[0]!r}: {exc.strerror}",
                            hint="check the container's command and workingDir") from None
+        inst.state, inst.exit_code, inst.restart_at = "running", None, None
+
+    def start_container(self, inst: Instance) -> None:
+        """The replica as a container of its image (a new container on each restart, as
+        the kubelet's, or the operator's new pod)."""
+        assert self.engine is not None
+        run = containers.replica_run(self.engine, self.job, inst.rep, inst.index,
+                                     root=self.backend.root, token=self.lease.token,
+                                     base_dir=self.base_dir, network=self.network,
+                                     gpus=inst.gpus, mounts=inst.mounts)
+        with open(inst.log, "ab") as fh:
+            inst.proc = run.start(self.group, inst.name, fh)
         inst.state, inst.exit_code, inst.restart_at = "running", None, None
 
     def launcher(self, argv: list[str], env: dict[str, str], cwd: Path) -> list[str]:
@@ -248,7 +308,12 @@ class Supervisor:
         # The operator sums the replicas' restart counts and fails the job once the sum
         # reaches backoffLimit (any restart at all when it is 0).
         if limit is not None and self.total_restarts + 1 >= max(limit, 1):
-            inst.state = "failed"
+            # The operator fails the job in the reconcile that finds the restart count at
+            # the limit, without counting the pods again (training-operator v1.9.0
+            # pkg/controller.v1/common/job.go ReconcileJobs: the jobExceedsLimit branch
+            # writes the status the previous reconcile counted, where this pod was Running,
+            # restarting in place): it stays active in replicaStatuses.
+            inst.state = "restarting"
             return self.job.flavor.backoff_message(self.job)
         self.total_restarts += 1
         inst.restarts += 1
@@ -371,7 +436,10 @@ class Supervisor:
         for inst in active:
             inst.state = "succeeded" if succeeded else "stopped"
         self.pump(final=True)
-        self.save()
+        if succeeded or not self.job.flavor.counts_frozen_on_failure:
+            self.save()
+        else:  # ReconcileJobs of a finished, failed job changes no count (IsFinished)
+            self.backend.store.put(self.obj)
 
 
 def _first_line(proc: subprocess.Popen[bytes], timeout: float) -> str:

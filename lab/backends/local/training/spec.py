@@ -56,6 +56,11 @@ class Replica:
     working_dir: str | None
     gpus: int
     port: int  # the kind's named container port (pytorchjob-port, tfjob-port)
+    image: str | None = None  # the container's image (which runtime runs it: runtime.py)
+    where: str = ""  # the container's field path, for messages
+    # the container mapping as written (a container engine reads it: image, args,
+    # resources...); command above is command + args, empty when the manifest has none
+    container: Any = field(default=None, compare=False, hash=False, repr=False)
 
     def name(self, index: int) -> str:
         """The replica's short name, as `kflab logs --replica` takes it (e.g. worker-1)."""
@@ -171,6 +176,8 @@ def _container(template: dict[str, Any], where: str, name: str) -> tuple[dict[st
 
 
 def _command(c: dict[str, Any], where: str) -> tuple[str, ...]:
+    """command + args, checked for type; empty when there is no command (a container runs
+    the image's entrypoint then: check_command says what a process needs)."""
     argv: list[Any] = []
     for key in ("command", "args"):
         part = c.get(key)
@@ -179,15 +186,22 @@ def _command(c: dict[str, Any], where: str) -> tuple[str, ...]:
         if not isinstance(part, list) or not all(isinstance(a, str | int | float) for a in part):
             raise _err(f"{where}.{key}", "expected a list of strings",
                        f'write {key}: ["python", "train.py"] (one item per argument)')
+        if "\0" in "".join(str(a) for a in part):
+            raise _err(f"{where}.{key}", "contains a NUL character",
+                       'write command: ["python", "train.py"] (one item per argument)')
         argv.extend(str(a) for a in part)
+    return tuple(argv) if c.get("command") is not None else ()
+
+
+def check_command(rep: Replica) -> None:
+    """A replica that runs as a local process needs a program: the manifest's command."""
+    c = rep.container if isinstance(rep.container, dict) else {}
     if c.get("command") is None:
-        raise _err(f"{where}.command", entrypoint.problem(c),
+        raise _err(f"{rep.where}.command", entrypoint.problem(c),
                    entrypoint.hint(c, "python", "/path/to/train.py"))
-    if not argv or not argv[0].strip() or "\0" in "".join(argv):
-        raise _err(f"{where}.command", "empty: no program to run" if not argv or not
-                   argv[0].strip() else "contains a NUL character",
+    if not rep.command or not rep.command[0].strip():
+        raise _err(f"{rep.where}.command", "empty: no program to run",
                    'write command: ["python", "train.py"] (one item per argument)')
-    return tuple(argv)
 
 
 def _env(c: dict[str, Any], where: str) -> tuple[tuple[str, str], ...]:
@@ -247,9 +261,11 @@ def _replica(flavor: Flavor, rtype: str, raw: Any, where: str) -> Replica:
     c, cwhere = _container(_mapping(raw.get("template"), f"{where}.template"), where,
                            flavor.container)
     wd = c.get("workingDir")
+    image = c.get("image")
     return Replica(rtype, 1 if count is None else count, policy, _command(c, cwhere),
                    _env(c, cwhere), str(wd) if wd else None, _gpus(c, cwhere),
-                   _port(c, cwhere, flavor.port_name, flavor.default_port))
+                   _port(c, cwhere, flavor.port_name, flavor.default_port),
+                   str(image) if image is not None else None, cwhere, c)
 
 
 def _check_service_names(name: str, replicas: dict[str, Replica]) -> None:

@@ -29,8 +29,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lab.backends.local.procs import LOOPBACK
-from lab.backends.local.training.flavor import Flavor, ReplicaState, counts
+from lab.backends.local.training.flavor import Flavor, Host, ReplicaState, counts, loopback
 from lab.backends.local.training.spec import JobSpec, Replica, _err, _short, with_fields
 
 CHIEF, MASTER, WORKER, PS, EVALUATOR = "Chief", "Master", "Worker", "PS", "Evaluator"
@@ -79,15 +78,23 @@ class TFFlavor(Flavor):
         starts a gRPC server: it keeps the network a pod has (a dataset download works)."""
         return self.distributed(job)
 
-    def cluster(self, job: JobSpec, ports: Mapping[str, int]) -> dict[str, list[str]]:
-        """genClusterSpec, with local addresses: {type: ["127.0.0.1:PORT", ...]}."""
-        return {rtype.lower(): [f"{LOOPBACK}:{ports[rep.name(i)]}"
-                                for i in range(rep.replicas)]
-                for rtype, rep in sorted(job.replicas.items(), key=lambda kv: kv[0].lower())}
+    def cluster_ports(self, job: JobSpec) -> dict[str, int]:
+        """Every replica on its type's tfjob-port (each pod has its own address)."""
+        return {rep.name(i): rep.port for rep, i in job.ordered()}
+
+    def cluster(self, job: JobSpec, ports: Mapping[str, int],
+                host: Host = loopback) -> dict[str, list[str]]:
+        """genClusterSpec: {type: ["<job>-<type>-<i>.<ns>.svc:PORT", ...]}, each host name
+        mapped by `host` (loopback for local processes)."""
+        ns = job.namespace
+        return {rtype.lower(): [
+            f"{host(f'{job.name}-{rep.name(i)}.{ns}.svc')}:{ports[rep.name(i)]}"
+            for i in range(rep.replicas)]
+            for rtype, rep in sorted(job.replicas.items(), key=lambda kv: kv[0].lower())}
 
     def tf_config(self, job: JobSpec, rep: Replica, index: int,
-                  ports: Mapping[str, int]) -> str:
-        cluster = self.cluster(job, ports)
+                  ports: Mapping[str, int], host: Host = loopback) -> str:
+        cluster = self.cluster(job, ports, host)
         rtype = rep.type.lower()
         task = {"type": rtype, "index": index}
         if job.dynamic_worker:
@@ -102,10 +109,10 @@ class TFFlavor(Flavor):
                           separators=(",", ":"))
 
     def operator_env(self, job: JobSpec, rep: Replica, index: int,
-                     ports: Mapping[str, int]) -> list[tuple[str, str]]:
+                     ports: Mapping[str, int], host: Host = loopback) -> list[tuple[str, str]]:
         if not self.distributed(job):
             return []
-        return [("TF_CONFIG", self.tf_config(job, rep, index, ports))]
+        return [("TF_CONFIG", self.tf_config(job, rep, index, ports, host))]
 
     def differences(self, job: JobSpec) -> list[tuple[str, dict[str, str]]]:
         if not self.distributed(job):

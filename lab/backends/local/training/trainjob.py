@@ -33,9 +33,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lab import limits
-from lab.backends.local.procs import LOOPBACK
 from lab.backends.local.training import status as st
-from lab.backends.local.training.flavor import Flavor, ReplicaState
+from lab.backends.local.training.flavor import Flavor, Host, ReplicaState, loopback
 from lab.backends.local.training.runtimes import CLUSTER_RUNTIME, GROUP, SHIPPED, Runtime
 from lab.backends.local.training.spec import (
     GPU_RESOURCE,
@@ -102,6 +101,20 @@ def _resources(raw: Any, where: str) -> tuple[int, int, int]:
     return gpus, nvidia, cpus
 
 
+def _ignored_resources(raw: Any) -> tuple[str, ...]:
+    """The parts of resourcesPerNode a local node does not act on: everything but the GPU
+    counts (the node's GPUs) and cpu (numProcPerNode auto), e.g. memory."""
+    where = "trainer.resourcesPerNode"
+    if not isinstance(raw, dict):
+        return ()
+    out = [f"{where}.{key}" for key in raw if key not in ("limits", "requests")]
+    for part in ("requests", "limits"):
+        for name in raw.get(part) or {}:
+            if name != "cpu" and "gpu" not in str(name).lower():
+                out.append(f"{where}.{part}.{name}")
+    return tuple(out)
+
+
 def resolve_nproc(value: str, gpus: int, cpus: int) -> str:
     """numProcPerNode as Torch.EnforceMLPolicy writes it into PET_NPROC_PER_NODE."""
     if value == "cpu" or (value == "auto" and gpus == 0):
@@ -146,16 +159,22 @@ def _command(trainer: dict[str, Any]) -> tuple[str, ...]:
             raise _err(f"spec.trainer.{key}", "expected a list of strings",
                        f'write {key}: ["torchrun", "train.py"] (one item per argument)')
         argv.extend(str(a) for a in part)
-    if trainer.get("command") is None:
-        raise _err("spec.trainer.command", "missing: the torch-distributed runtime's container "
-                   "has no command, so a cluster runs the image's entrypoint, which is unknown "
-                   "locally (no image is pulled or run)",
-                   'add command: ["torchrun", "train.py"] (torchrun reads the PET_ variables)')
-    if not argv or not argv[0].strip() or "\0" in "".join(argv):
-        raise _err("spec.trainer.command", "empty: no program to run" if not argv or not
-                   argv[0].strip() else "contains a NUL character",
+    if "\0" in "".join(argv):
+        raise _err("spec.trainer.command", "contains a NUL character",
                    'write command: ["torchrun", "train.py"] (one item per argument)')
-    return tuple(argv)
+    return tuple(argv) if trainer.get("command") is not None else ()
+
+
+def _container(trainer: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
+    """The runtime's `node` container with the trainer's fields upserted (Trainer v2.1.0
+    pkg/runtime/framework/plugins/torch: image, command, args, env, resourcesPerNode)."""
+    out: dict[str, Any] = {"name": "node", "image": trainer.get("image") or runtime.image}
+    for key in ("command", "args", "env"):
+        if trainer.get(key) is not None:
+            out[key] = trainer[key]
+    if isinstance(trainer.get("resourcesPerNode"), dict):
+        out["resources"] = trainer["resourcesPerNode"]
+    return out
 
 
 class TrainJobFlavor(Flavor):
@@ -169,6 +188,7 @@ class TrainJobFlavor(Flavor):
     fidelity_prefix = ""  # no rows in lab/fidelity.py yet: notes are printed directly
     running_condition = False
     own_parser = True
+    counts_frozen_on_failure = False  # jobsStatus follows the JobSet (record)
 
     # --- the manifest ----------------------------------------------------------------------
     def parse_object(self, obj: dict[str, Any]) -> JobSpec:
@@ -199,10 +219,12 @@ class TrainJobFlavor(Flavor):
                                         "spec.trainer.resourcesPerNode")
         nproc = resolve_nproc(nproc, gpus, cpus)
         _list(trainer.get("args"), "spec.trainer.args", '["--epochs", "2"]')
+        container = _container(trainer, runtime)
         node = Replica(NODE, nodes, self.default_restart, _command(trainer), env, None, nvidia,
-                       MASTER_PORT)
-        ignored = tuple(k for k in CLUSTER_ONLY if spec.get(k)) + tuple(
-            f"trainer.{k}" for k in ("image", "resourcesPerNode") if trainer.get(k))
+                       MASTER_PORT, container.get("image"), "spec.trainer", container)
+        ignored = tuple(k for k in CLUSTER_ONLY if spec.get(k)) + \
+            (("trainer.image",) if trainer.get("image") else ()) + \
+            _ignored_resources(trainer.get("resourcesPerNode"))
         job = JobSpec(meta["name"], meta.get("namespace", "default"), {NODE: node},
                       BACKOFF_LIMIT, None, "All", kind=self.kind, nproc_per_node=nproc,
                       ignored=ignored, runtime=runtime)
@@ -246,13 +268,34 @@ class TrainJobFlavor(Flavor):
     def ports(self, job: JobSpec, free_port: Any) -> dict[str, int]:
         return {"master": free_port()}
 
+    def cluster_ports(self, job: JobSpec) -> dict[str, int]:
+        return {"master": MASTER_PORT}
+
+    def hostnames(self, job: JobSpec, rep: Replica, index: int) -> list[str]:
+        """A JobSet pod's hostname `<jobset>-<replicatedJob>-<jobIndex>-<podIndex>` and its
+        name under the JobSet's headless Service (subdomain `<jobset>`)."""
+        pod = f"{job.name}-node-0-{index}"
+        return [pod, f"{pod}.{job.name}", f"{pod}.{job.name}.{job.namespace}.svc"]
+
+    def check_command(self, rep: Replica) -> None:
+        c = rep.container if isinstance(rep.container, dict) else {}
+        if c.get("command") is None:
+            raise _err("spec.trainer.command", "missing: the torch-distributed runtime's "
+                       "container has no command, so a cluster runs the image's entrypoint, "
+                       "which is unknown locally (no image is pulled or run)",
+                       'add command: ["torchrun", "train.py"] (torchrun reads the PET_ '
+                       "variables)")
+        if not rep.command or not rep.command[0].strip():
+            raise _err("spec.trainer.command", "empty: no program to run",
+                       'write command: ["torchrun", "train.py"] (one item per argument)')
+
     def operator_env(self, job: JobSpec, rep: Replica, index: int,
-                     ports: Mapping[str, int]) -> list[tuple[str, str]]:
+                     ports: Mapping[str, int], host: Host = loopback) -> list[tuple[str, str]]:
         return [("JOB_COMPLETION_INDEX", str(index)),  # the Job controller (Indexed)
                 ("PET_NNODES", str(rep.replicas)),
                 ("PET_NPROC_PER_NODE", str(job.nproc_per_node)),
                 ("PET_NODE_RANK", str(index)),
-                ("PET_MASTER_ADDR", LOOPBACK),
+                ("PET_MASTER_ADDR", host(f"{job.name}-node-0-0.{job.name}")),
                 ("PET_MASTER_PORT", str(ports["master"]))]
 
     # --- status ----------------------------------------------------------------------------

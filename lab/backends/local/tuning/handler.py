@@ -32,6 +32,9 @@ from typing import Any
 
 from lab import fidelity, signals, state
 from lab.backends.local import gpus
+from lab.backends.local.containers import engine as engines
+from lab.backends.local.containers import images
+from lab.backends.local.containers.engine import Engine
 from lab.backends.local.owners import Lease
 from lab.backends.local.procs import ChildGroup, iter_log, kill_group
 from lab.backends.local.tuning import earlystop, jobtrial, tfevent
@@ -88,6 +91,7 @@ class _Run:
     exits: queue.SimpleQueue[str] = field(default_factory=queue.SimpleQueue)
     group: ChildGroup | None = None
     grid: KatibGrid | None = None
+    engine: Engine | None = None  # trials are containers of their image (containers.py)
     told: dict[str, int] = field(default_factory=dict)  # trial name -> grid id, told to Optuna
     service: Any = None  # a SERVICES algorithm (hyperband): answers a batch per request
     batch: list[list[dict[str, str]]] = field(default_factory=list)  # its answer, unstarted
@@ -122,14 +126,15 @@ class _Run:
         else:
             self.dists = distributions(self.spec.params)
         self.parallel = self.spec.parallel
-        self.private_metrics = self._private_metrics()
+        self.engine = trial_engine(self.spec)
+        self.private_metrics = self.engine is not None or self._private_metrics()
         if self.private_metrics:
             self.differences = [d for d in self.differences
                                 if d[0] != "katib.collector.file-parallel"]
         elif self.spec.collector.kind in ("File", "TensorFlowEvent") and self.parallel > 1:
             self.parallel = 1  # announced: katib.collector.file-parallel / tfevent-parallel
         self.t0 = time.monotonic()
-        self.host_gpus = bool(gpus.inventory())
+        self.host_gpus = gpus.machine_has_gpus()
         if self.trials:
             self._seed()
 
@@ -252,11 +257,13 @@ class _Run:
         them and trials of this experiment are running (the loop tries again as they
         end). With none running, wait as a Pending pod waits for its GPUs."""
         holder = gpus.holder_of("Trial", self.ns, name)
-        got = gpus.allocate(self.store.root, holder, asks)
+        whose = {"token": self.lease.token,
+                 "owner": f"{self.lease.kind}/{self.lease.namespace}/{self.lease.name}"}
+        got = gpus.allocate(self.store.root, holder, asks, **whose)
         if got is None and self.active:
             return None
         if got is None:
-            got = gpus.acquire(self.store.root, holder, asks, on_pending=lambda msg: (
+            got = gpus.acquire(self.store.root, holder, asks, **whose, on_pending=lambda msg: (
                 self.backend.emit({"event": "message", "text": (
                     f"trial {name} is waiting for {sum(asks.values())} GPU(s): {msg} (held "
                     f"by: {', '.join(gpus.holders(self.store.root))})")})))
@@ -296,15 +303,17 @@ class _Run:
         if job_trial:
             started = tuning_trials.launch_job(self.backend, self.lease, self.spec, runspec,
                                                name, log, self.base_dir, record,
-                                               held=job_held)
+                                               held=job_held, engine=self.engine)
         else:
             started = tuning_trials.launch(group, self.spec, runspec, name, log,
                                            self.base_dir, record,
                                            gpus=held if self.host_gpus else None,
                                            private=log.parent / "metrics"
-                                           if self.private_metrics else None)
+                                           if self.private_metrics else None,
+                                           engine=self.engine, root=self.store.root)
         if held:
-            trial["metadata"].setdefault("annotations", {})[gpus.ANNOTATION] = ",".join(held)
+            trial["metadata"].setdefault("annotations", {})[gpus.ANNOTATION] = \
+                gpus.labels(held)
         proc = started.proc
         coll = self.spec.collector
         metrics = MetricLog(self.spec.objective.names, coll.filters)
@@ -558,6 +567,8 @@ class _Run:
             self.exp["metadata"].setdefault("annotations", {})[IGNORED_ANNOTATION] = \
                 "; ".join(self.spec.warnings)
         fidelity.announce(self.backend, self.exp, self.differences)
+        if self.engine is not None:
+            pull_images(self.engine, self.spec, self.backend.emit)
         lease = self.lease
         with ChildGroup(lease.token, on_start=lease.add, on_exit=lease.drop) as group:
             self.group = group
@@ -665,17 +676,54 @@ def _defaults(obj: dict[str, Any], spec: Spec) -> None:
     s.setdefault("resumePolicy", "Never")  # experiment_defaults.go setDefaultResumePolicy
 
 
+def trial_engine(spec: Spec) -> Engine | None:
+    """The engine for the trials' containers (None: they are local processes); refuses,
+    naming Podman or Docker, when the image needs one that is missing or stopped."""
+    if spec.container_image is None:
+        return None
+    where, image = spec.container_image
+    return engines.require(f"experiment '{spec.name}': the trials' image {image} ({where})")
+
+
+def _policies(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    """(field, image, imagePullPolicy) of every image the trials run."""
+    for where, image in spec.images:
+        if not isinstance(image, str) or not image:
+            continue
+        node: Any = spec.trial_spec
+        path = where.removeprefix("spec.trialTemplate.trialSpec").removesuffix(".image")
+        for part in filter(None, path.replace("[", ".").replace("]", "").split(".")):
+            node = node[int(part)] if part.isdigit() else node[part]
+        yield where, image, str(node.get("imagePullPolicy") or images.default_policy(image))
+
+
+def pull_images(engine: Engine, spec: Spec, emit: Any) -> None:
+    """Every image the trials run, present as its imagePullPolicy asks: pulled once for the
+    whole experiment (images.ensure remembers), never once per trial."""
+    from lab.backends.local.containers import spec as cspec
+    from lab.backends.local.containers import workload
+
+    with contextlib.suppress(LabError):  # a bad quantity fails the trial, naming it
+        if note := workload.limits_note(engine, [cspec.read(spec.container, "the trials'")]):
+            emit({"event": "message", "text": note})
+    for where, image, policy in _policies(spec):
+        images.ensure(engine, image, policy, where=where, emit=emit)
+
+
 def _runnable(obj: dict[str, Any]) -> Spec:
     """The Experiment's spec, or the error that stops it before anything runs."""
     if obj.get("kind") == "Trial":
         raise LabError("a Trial is created by its Experiment, not applied on its own",
                        hint="apply the Experiment (kind: Experiment) instead")
     spec = tuning_spec.parse(obj)
-    if spec.gpus > len(have := gpus.inventory()):
+    if (engine := trial_engine(spec)) is not None:
+        for where, image, policy in _policies(spec):
+            images.preflight(engine, image, policy, where=where)
+    if spec.gpus and spec.gpus > len(have := gpus.inventory()):
         where = ".".join(str(k) for k in ("spec.trialTemplate.trialSpec", *spec.container_path))
         raise InputError(f"experiment '{spec.name}'", f"{where}.resources.limits.nvidia.com/gpu",
-                         f"each trial asks for {spec.gpus} GPU(s) but this machine has "
-                         f"{len(have)}: no trial could ever start",
+                         f"each trial asks for {spec.gpus} GPU(s) but "
+                         f"{gpus.shortage(spec.gpus, len(have))}: no trial could ever start",
                          hint="lower the limit (`kflab doctor` lists the GPUs)")
     if spec.max_trials is None and spec.algorithm != "grid" and spec.objective.goal is None:
         raise InputError(f"experiment '{spec.name}'", "spec.maxTrialCount",
@@ -686,7 +734,44 @@ def _runnable(obj: dict[str, Any]) -> Spec:
 
 def validate(backend: Any, obj: dict[str, Any], *, base_dir: Path) -> None:
     """Everything `apply` refuses, with no side effect."""
-    _runnable(obj)
+    spec = _runnable(obj)
+    _metrics_folder(spec, base_dir)
+
+
+def _metrics_folder(spec: Spec, base_dir: Path) -> None:
+    """Refuse before the first trial an absolute File (or TensorFlowEvent) collector path
+    whose folder kflab cannot make: Katib mounts an empty folder there in each trial pod,
+    which locally means kflab makes the folder (then mounts a trial's own over it), and a
+    folder such as /katib can be made only as root. Without this every trial would fail the
+    same way until maxFailedTrialCount."""
+    coll = spec.collector
+    if coll.kind not in ("File", "TensorFlowEvent") or not coll.path or \
+            not os.path.isabs(str(coll.path)):
+        return
+    folder = Path(str(coll.path)) if coll.kind == "TensorFlowEvent" \
+        else Path(str(coll.path)).parent
+    above = folder
+    while not above.exists() and above != above.parent:
+        above = above.parent
+    if above == folder or os.access(above, os.W_OK | os.X_OK):
+        return
+    who = "root" if os.geteuid() == 0 else f"user {_user()}"
+    raise InputError(
+        f"experiment '{spec.name}'", "spec.metricsCollectorSpec.source.fileSystemPath.path",
+        f"{folder} does not exist and cannot be made here ({above} is not writable by "
+        f"{who}): Katib mounts an empty folder there in each trial pod, which kflab makes "
+        "locally, and a folder at the top of the file system needs root; no trial would "
+        "run", hint=f"make it once (sudo mkdir -p {folder} && sudo chown $USER {folder}), "
+        "or point the path, and the path the trial writes, into the manifest's folder")
+
+
+def _user() -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return str(os.geteuid())
 
 
 def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = True,
@@ -694,6 +779,7 @@ def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = Tru
     """Run an Experiment to completion in the foreground (`wait` is always honoured as
     True: trials are children of this process)."""
     spec = _runnable(obj)
+    _metrics_folder(spec, base_dir)
     exp = copy.deepcopy(obj)
     exp.pop("status", None)
     _defaults(exp, spec)

@@ -24,9 +24,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from lab.backends.local.containers.engine import Engine
+from lab.backends.local.gpus import machine_has_gpus
 from lab.backends.local.procs import ChildGroup
+from lab.backends.local.runners import Mount
 from lab.backends.local.training import status as job_status
-from lab.backends.local.training.env import plan_gpus, visible_gpus
+from lab.backends.local.training.env import available_for, plan_gpus
 from lab.backends.local.training.run import Supervisor
 from lab.backends.local.training.spec import apply_defaults, parse
 from lab.backends.local.tuning.spec import JOB_TRIAL_KINDS
@@ -88,23 +91,27 @@ class JobTrial:
 
     def __init__(self, backend: Any, runspec: dict[str, Any], trial: str, run_dir: Path,
                  base_dir: Path, lease: Any, primary_log: Path,
-                 held: dict[str, list[str]] | None = None) -> None:
+                 held: dict[str, list[str]] | None = None, engine: Engine | None = None,
+                 primary_mounts: tuple[Mount, ...] = ()) -> None:
         obj = copy.deepcopy(runspec)  # the supervisor annotates it; the trial keeps its own
         job = parse(obj)
         apply_defaults(obj, job)
-        available = visible_gpus()
-        plan = held if held is not None else plan_gpus(job, available)
-        sup = _TrialSupervisor(backend, obj, job, run_dir, base_dir, lease)
+        if engine is None:  # replicas run as processes: each needs its command
+            for rep in job.replicas.values():
+                job.flavor.check_command(rep)
+        plan = held if held is not None else plan_gpus(job, available_for(job))
+        sup = _TrialSupervisor(backend, obj, job, run_dir, base_dir, lease, engine=engine)
         # Replica labels in the experiment's lease carry the trial's name (master-0 of
         # every trial would collide); the lease is shared with the experiment's thread.
         sup.group = _TrialGroup(lease.token,
                                on_start=lambda label, proc, argv=(): lease.add(
                                    f"{trial}/{label}", proc, argv),
                                on_exit=lambda label: lease.drop(f"{trial}/{label}"))
-        sup.prepare(plan, bool(available))
+        sup.prepare(plan, machine_has_gpus())
         leaders = job.flavor.leaders(job)
         primary = next((i for i in sup.instances if i.rep.type in leaders), sup.instances[0])
         primary.log = primary_log
+        primary.mounts = primary_mounts  # the collector's folder (Katib's primary pod)
         self.sup, self.primary = sup, primary
         self._forget = lambda: [lease.drop(f"{trial}/{label}")
                                 for label in list(sup.group.labels.values())]
@@ -124,7 +131,7 @@ class JobTrial:
     def _supervise(self) -> None:
         sup = self.sup
         try:
-            with sup.group:
+            with sup.networked(), sup.group:
                 sup.run()
         except _Stopped:
             self.detail = "stopped"

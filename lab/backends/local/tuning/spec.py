@@ -55,6 +55,8 @@ META_REF = re.compile(r"^\$\{trialSpec\.(Name|Namespace|Kind|APIVersion|"
 META_KEY = re.compile(r"^\$\{trialSpec\.(Labels|Annotations)\[([^\]]+)\]\}$")
 # Container fields a local process honours; every other one is cluster-only.
 CONTAINER_LOCAL = {"name", "command", "args", "env", "workingDir"}
+# ... and those a trial's container of its image honours too (containers/spec.py)
+IN_CONTAINER = {"image", "imagePullPolicy", "resources"}
 TEMPLATE_CLUSTER_ONLY = ("retain", "primaryPodLabels", "successCondition", "failureCondition")
 
 
@@ -104,6 +106,10 @@ class Spec:
     container_path: tuple[str | int, ...]  # where the primary container sits in trial_spec
     primary: str
     warnings: list[str] = field(default_factory=list)
+    # (field, image) of the first workload image that needs a container (containers/
+    # choice.py), None when trials run as local processes
+    container_image: tuple[str, str] | None = None
+    images: tuple[tuple[str, Any], ...] = ()  # (field, image) of every trial container run
 
     @property
     def container(self) -> dict[str, Any]:
@@ -456,8 +462,22 @@ def _dotted(path: tuple[str | int, ...]) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
 
 
+def _workload_images(trial_spec: dict[str, Any], cpath: tuple[Any, ...],
+                     job_trial: bool) -> list[tuple[str, Any]]:
+    """(field, image) of the containers a trial runs: a Job's primary container, or each
+    replica's container that the Training Operator runs for a training-job trial."""
+    where = "spec.trialTemplate.trialSpec"
+    if not job_trial:
+        return [(f"{where}{_dotted(cpath)}.image", _at(trial_spec, cpath).get("image"))]
+    from lab.backends.local.workloads import containers_of
+
+    return [(f"{where}.{f}", img) for f, img in containers_of(trial_spec)]
+
+
 def _template(r: _Reader, spec: dict[str, Any], params: tuple[Param, ...],
-              warnings: list[str]) -> tuple[dict[str, str], dict[str, Any], tuple[Any, ...], str]:
+              warnings: list[str], runtime: str | None = None,
+              ) -> tuple[dict[str, str], dict[str, Any], tuple[Any, ...], str,
+                         list[tuple[str, Any]], tuple[str, str] | None]:
     tt = r.get(spec, "trialTemplate", dict, "spec", required=True)
     p = "spec.trialTemplate"
     if "configMap" in tt:
@@ -523,7 +543,13 @@ def _template(r: _Reader, spec: dict[str, Any], params: tuple[Param, ...],
         raise r.fail(where, "a container must be a mapping")
     command = r.get(container, "command", list, where)
     args = r.get(container, "args", list, where, default=[])
-    if not command:
+    job_trial = tkind in JOB_TRIAL_KINDS
+    images = _workload_images(trial_spec, cpath, job_trial)
+    from lab.backends.local.containers.choice import ANNOTATION, needs_container
+
+    in_container = needs_container(
+        images, {"metadata": {"annotations": {ANNOTATION: runtime} if runtime else {}}})
+    if not command and in_container is None:
         raise r.fail(f"{where}.command", entrypoint.problem(container),
                      entrypoint.hint(container, "python3", "/path/to/train.py"))
     for key, seq in (("command", command), ("args", args)):
@@ -538,12 +564,12 @@ def _template(r: _Reader, spec: dict[str, Any], params: tuple[Param, ...],
             warnings.append(f"{where}.env[{i}].valueFrom ({e['name']}): needs a cluster, unset")
     workdir = r.get(container, "workingDir", str, where)
     del workdir  # validated only; resolved when trials start
-    job_trial = tkind in JOB_TRIAL_KINDS
+    honoured = CONTAINER_LOCAL | (IN_CONTAINER if in_container else set())
     # a job trial's other replicas run too: their containers' cluster-only fields as well
     for q in [cpath] + ([q for q in paths if q != cpath and q[:-1] != cpath[:-1]]
                         if job_trial else []):
         other = _at(trial_spec, q)
-        skip = [k for k in other if k not in CONTAINER_LOCAL] if isinstance(other, dict) \
+        skip = [k for k in other if k not in honoured] if isinstance(other, dict) \
             else []
         if skip:
             warnings.append(f"{p}.trialSpec{_dotted(q)}: {', '.join(sorted(skip))}")
@@ -562,7 +588,7 @@ def _template(r: _Reader, spec: dict[str, Any], params: tuple[Param, ...],
     around = [] if job_trial else _around(trial_spec, cpath)
     if around:
         warnings.append(f"{p}.trialSpec: {', '.join(around)}")
-    return tparams, trial_spec, cpath, primary
+    return tparams, trial_spec, cpath, primary, images, in_container
 
 
 def _around(trial_spec: dict[str, Any], cpath: tuple[Any, ...]) -> list[str]:
@@ -649,7 +675,10 @@ def parse(obj: dict[str, Any]) -> Spec:
                      "given rules)",
                      "remove earlyStopping, or report the metric with the StdOut or File "
                      "collector, which apply median stopping")
-    tparams, trial_spec, cpath, primary = _template(r, spec, params, warnings)
+    from lab.backends.local.containers.choice import override
+
+    tparams, trial_spec, cpath, primary, images, in_container = _template(
+        r, spec, params, warnings, override(obj))
     from lab.backends.local.tuning.search import check_settings
 
     problem = check_settings(algorithm, settings, params, max_trials, parallel)
@@ -667,7 +696,8 @@ def parse(obj: dict[str, Any]) -> Spec:
         raise r.fail("spec.resumePolicy", f"unknown resumePolicy {resume!r}",
                      "use Never, LongRunning or FromVolume")
     return Spec(name, namespace, objective, algorithm, settings, params, parallel, max_trials,
-                max_failed, collector, early, tparams, trial_spec, cpath, primary, warnings)
+                max_failed, collector, early, tparams, trial_spec, cpath, primary, warnings,
+                in_container, tuple(images))
 
 
 def meta_source(trial_spec: dict[str, Any], group: str) -> dict[str, Any]:

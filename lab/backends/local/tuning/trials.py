@@ -18,7 +18,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from lab import state
+from lab.backends.local.containers.engine import Engine
+from lab.backends.local.gpu_devices import given
 from lab.backends.local.procs import ChildGroup
+from lab.backends.local.runners import ProcessRun
 from lab.backends.local.tuning.metrics import Tail
 from lab.backends.local.tuning.spec import PLACEHOLDER, Spec, meta_source
 from lab.errors import LabError
@@ -96,7 +99,7 @@ def trial_env(container: dict[str, Any], name: str,
             env[str(item["name"])] = str(item["value"])
     env["KATIB_TRIAL_NAME"] = name
     if gpus is not None:  # the host has GPUs: the trial sees those it was given, as a pod
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+        env.update(given(gpus))
     return env
 
 
@@ -113,12 +116,26 @@ MOUNTNS = Path(__file__).with_name("mountns.py")
 
 def launch(group: ChildGroup, spec: Spec, runspec: dict[str, Any], name: str, log: Path,
            base_dir: Path, record: Path, gpus: list[str] | None = None,
-           private: Path | None = None) -> Launched:
+           private: Path | None = None, engine: Engine | None = None,
+           root: Path | None = None) -> Launched:
     """Start the primary container of `runspec`; its stdout and stderr go to `log`.
     `record` lists the metrics files outside the manifest's folder that trials wrote.
     With `private` (a folder of this trial's own), the File collector's folder is that
     folder, mounted at the collector's path for this trial only (mountns.py), as
-    Katib's pod mounts its own volume there."""
+    Katib's pod mounts its own volume there. With `engine`, the trial is a container of
+    its image (tuning/containers.py; `root`: the state folder, for its labels)."""
+    if engine is not None:
+        from lab.backends.local.tuning import containers
+
+        log.write_bytes(b"")
+        assert root is not None
+        proc, source, problem = containers.launch(
+            group, engine, spec, runspec, name, log, base_dir,
+            private or log.parent / "metrics", root, gpus)
+        if problem is not None:
+            with open(log, "ab") as fh:
+                fh.write(f"kflab: {problem}\n".encode())
+        return Launched(proc, source, Tail(source), problem)
     container: Any = runspec
     for key in spec.container_path:
         container = container[key]
@@ -160,9 +177,12 @@ def launch(group: ChildGroup, spec: Spec, runspec: dict[str, Any], name: str, lo
 
 def launch_job(backend: Any, lease: Any, spec: Spec, runspec: dict[str, Any], name: str,
                log: Path, base_dir: Path, record: Path,
-               held: dict[str, list[str]] | None = None) -> Launched:
+               held: dict[str, list[str]] | None = None,
+               engine: Engine | None = None) -> Launched:
     """Start a trial whose runSpec is a PyTorchJob or TFJob: all its replicas, as the
-    Training Operator runs them (jobtrial.py); the Master's output is the trial's log."""
+    Training Operator runs them (jobtrial.py); the Master's output is the trial's log.
+    With `engine` the replicas are containers, and the collector's folder is the trial's
+    own, mounted in the primary replica (tuning/containers.py)."""
     from lab.backends.local.tuning.jobtrial import JobTrial
 
     container: Any = runspec
@@ -174,7 +194,19 @@ def launch_job(backend: Any, lease: Any, spec: Spec, runspec: dict[str, Any], na
     source = log if coll.kind == "StdOut" else cwd / str(coll.path)
     log.write_bytes(b"")
     problem = None
-    if coll.kind == "File":
+    mounts: list[Any] = []
+    if engine is not None:
+        from lab.backends.local.containers import spec as cspec
+        from lab.backends.local.tuning import containers
+
+        try:
+            mounts, found = containers.collector_mount(
+                engine, spec, cspec.read(container, "spec.trialTemplate.trialSpec"),
+                log.parent / "metrics")
+            source = found if found is not None else log
+        except LabError as exc:
+            problem = str(exc).splitlines()[0]
+    elif coll.kind == "File":
         problem = prepare_metrics_file(source, base_dir, record)
     elif coll.kind == "TensorFlowEvent":
         problem = prepare_metrics_dir(source, record)
@@ -183,7 +215,7 @@ def launch_job(backend: Any, lease: Any, spec: Spec, runspec: dict[str, Any], na
     if problem is None:
         try:
             proc = JobTrial(backend, runspec, name, log.parent, base_dir, lease, log,
-                            held=held)
+                            held=held, engine=engine, primary_mounts=tuple(mounts))
             proc.begin()
         except LabError as exc:
             problem, proc = f"the trial's {runspec.get('kind')}: {exc}", None
@@ -303,6 +335,6 @@ def _written(record: Path) -> set[str]:
 def _start(group: ChildGroup, label: str, argv: list[str], cwd: Path, env: dict[str, str],
            out: IO[bytes]) -> tuple[Any, str | None]:
     try:
-        return group.start(argv, label=label, cwd=cwd, env=env, stdout=out), None
+        return ProcessRun(argv, cwd, env).start(group, label, out), None
     except OSError as exc:
         return None, f"cannot start {argv[0]}: {exc.strerror}"

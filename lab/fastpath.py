@@ -383,7 +383,7 @@ class _Owner:
     def save(self) -> None:
         import uuid
 
-        from lab import state
+        from lab import hashchain, state
         from lab.backends.shapes import PIPELINE_RUN
         from lab.kube.conditions import now
 
@@ -391,11 +391,18 @@ class _Owner:
             cwd: str | None = os.getcwd()
         except OSError:
             cwd = None
-        state.write_json(self.record_file, {
+        record: dict[str, Any] = {
             "kind": PIPELINE_RUN, "namespace": NAMESPACE, "name": self.name,
             "pid": os.getpid(), "started": self.started, "argv": _command_line(), "cwd": cwd,
             "since": now(), "token": f"{PLURAL}.{NAMESPACE}.{self.name}.{uuid.uuid4().hex[:12]}",
-            "procs": {}})
+            "procs": {}}
+        # as owners.acquire adds them: the journal's head, and the mark of `kflab solve`
+        mark = hashchain.active_anchor(self.root)
+        if mark is not None:
+            record["journal"] = mark
+        if os.environ.get(hashchain.SOLVE_ENV):
+            record["solve"] = os.environ[hashchain.SOLVE_ENV][:64]
+        state.write_json(self.record_file, record)
         self.saved = True
 
     def __exit__(self, *exc: object) -> None:

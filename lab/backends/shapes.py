@@ -162,6 +162,20 @@ def artifact(run: dict[str, Any] | None, task_name: str, name: str) -> dict[str,
     return (((found or {}).get("outputs") or {}).get("artifacts") or {}).get(name)
 
 
+def relocate(path: Path, root: Path) -> Path:
+    """A path a record holds, in the state folder `root` as it is now: a state folder moved
+    with `mv` keeps records naming its old place (`OLD/pipeline-root/...`), whose files are
+    now under `root`. A path inside `root`, or with no such part, is returned unchanged."""
+    if path.is_absolute() and not path.is_relative_to(root):
+        parts = path.parts
+        for i in range(len(parts) - 1, 0, -1):
+            if parts[i] in ("pipeline-root", "runs"):
+                moved = root.joinpath(*parts[i:])
+                if moved.exists():
+                    return moved
+    return path
+
+
 def artifact_problem(entry: dict[str, Any] | None, task_name: str, name: str,
                      root: Path) -> str | None:
     """Why an artifact cannot count as produced (None when its local copy has content).
@@ -172,7 +186,7 @@ def artifact_problem(entry: dict[str, Any] | None, task_name: str, name: str,
         return f"task '{task_name}' has no output artifact '{name}'"
     if not entry.get("path"):
         return f"artifact '{name}' of task '{task_name}' was not fetched ({entry.get('uri')})"
-    path = Path(entry["path"])
+    path = relocate(Path(entry["path"]), root)
     if not path.resolve().is_relative_to(root.resolve()):
         return f"artifact '{name}' of task '{task_name}' is recorded outside the state folder"
     if not path.exists() or (path.is_file() and path.stat().st_size == 0):

@@ -126,12 +126,17 @@ def class_status(obj: Obj, class_name: str, labs: tuple[str, ...], students: tup
 @click.option("--out", "out", default="grades", show_default=True,
               type=click.Path(file_okay=False),
               help="Where grades/STUDENT/LAB/ and grades.csv / grades.html go.")
+@click.option("--rerun", "rerun", type=click.Path(exists=True, file_okay=False),
+              help="A folder of hand-ins named by student id (ID.tar.gz or ID/): each lab "
+                   "is graded by running that student's files again, as `kflab scenario "
+                   "grade --rerun` does (their code, run as you).")
 @_kube
 @pass_obj
 def class_grade(obj: Obj, class_name: str, labs: tuple[str, ...], out: str,
-                kubeconfig: str | None, context: str | None) -> None:
+                rerun: str | None, kubeconfig: str | None, context: str | None) -> None:
     """Grade every student's namespace (read-only) into the files `kflab scenario grade`
-    writes, and the class CSV/HTML of `kflab grade collect`."""
+    writes, and the class CSV/HTML of `kflab grade collect`; with --rerun, from each
+    student's hand-in run again instead."""
     from lab.scenarios.loader import find, load_all
     from lab.teaching import class_, progress
 
@@ -140,7 +145,8 @@ def class_grade(obj: Obj, class_name: str, labs: tuple[str, ...], out: str,
         [s for s in load_all() if s.why_not("cluster") is None]
     _, path, ctx = class_.instructor_cluster(obj.state, kubeconfig, context)
     cells = progress.survey(record, scenarios, obj.state, kubeconfig=path, context=ctx)
-    csv_path, html_path, n = progress.write_grades(cells, record.server, Path(out))
+    csv_path, html_path, n = progress.write_grades(
+        cells, record.server, Path(out), rerun=Path(rerun) if rerun else None, state=obj.state)
     click.echo(f"{n} grade(s): wrote {csv_path} and {html_path}")
 
 

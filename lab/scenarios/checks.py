@@ -17,6 +17,7 @@ from typing import Any
 import jmespath
 import jmespath.exceptions
 
+from lab import limits
 from lab.errors import InputError
 from lab.kube.conditions import get_condition
 from lab.kube.kinds import lookup
@@ -24,7 +25,7 @@ from lab.scenarios import prediction
 from lab.scenarios.compare import OPS, compare
 from lab.scenarios.context import Context
 from lab.scenarios.model import Check
-from lab.yamlio import load_json, read_text
+from lab.yamlio import load_json, read_bytes, read_text
 
 
 @dataclass(frozen=True)
@@ -178,8 +179,14 @@ def _file_exists(ctx: Context, p: dict[str, Any]) -> Outcome:
     size = path.stat().st_size if path.is_file() else 1
     if size < p.get("min_bytes", 1):
         return Outcome(False, f"{p['path']} is empty")
-    if "contains" in p and not re.search(p["contains"], path.read_text(errors="replace")):
-        return Outcome(False, f"{p['path']} does not contain /{p['contains']}/")
+    if "contains" in p:
+        try:  # a learner's file: capped, and never a FIFO or a device
+            text = read_bytes(path, limit=limits.MAX_CHECKED_FILE_BYTES).decode(
+                "utf-8", errors="replace")
+        except InputError as exc:
+            return Outcome(False, f"{p['path']}: {exc.problem}")
+        if not re.search(p["contains"], text):
+            return Outcome(False, f"{p['path']} does not contain /{p['contains']}/")
     return Outcome(True, f"{p['path']} exists ({size} bytes)")
 
 

@@ -7,11 +7,12 @@ close the terminal and resume where they were.
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lab import state
+from lab import hashchain, state
 from lab.backends import Choice
 from lab.errors import LabError
 from lab.kube.conditions import now
@@ -34,7 +35,7 @@ class Session:
 
     @property
     def workdir(self) -> Path:
-        return Path(self.progress["workdir"])
+        return locate_workdir(self.progress, self.state_root)
 
     @property
     def index(self) -> int:
@@ -68,7 +69,28 @@ class Session:
                        self.scenario.root)
 
     def save(self) -> None:
+        """Write the progress, with the journal's head as it is now (lab.hashchain: an
+        anchor grading checks the journal against)."""
+        mark = hashchain.anchor(self.state_root, self.scenario.id)
+        if mark is not None:
+            self.progress["journal"] = {"head": mark["head"], "n": mark["n"]}
         write_json(_progress_file(self.state_root, self.scenario.id), self.progress)
+
+
+def locate_workdir(progress: dict[str, Any], state_root: Path) -> Path:
+    """The work folder of a session; when it is gone because the learner moved the state
+    folder together with it (`mv home elsewhere`), where it is now: at the same place
+    relative to the state folder's parent as when the lab started (progress `state`)."""
+    workdir = Path(str(progress.get("workdir", "")))
+    old = progress.get("state")
+    if workdir.is_dir() or not isinstance(old, str) or not old.startswith("/"):
+        return workdir
+    old_parent, new_parent = Path(old).parent, Path(state_root).resolve().parent
+    if old_parent != new_parent and workdir.is_relative_to(old_parent):
+        moved = new_parent / workdir.relative_to(old_parent)
+        if moved.is_dir():
+            return moved
+    return workdir
 
 
 def _progress_file(state_root: Path, sid: str) -> Path:
@@ -123,7 +145,8 @@ def start(scenario: Scenario, state_root: Path, workdir: Path | None, *, restart
         if restart and (kept := move_aside(folder)) is not None:
             notes.append(f"your earlier files are kept in {kept}")
         progress = {"scenario": scenario.id, "workdir": str(folder), "current": 0,
-                    "started_at": now(), "steps": {}, "backend": choice.to_dict()}
+                    "started_at": now(), "steps": {}, "backend": choice.to_dict(),
+                    "state": str(state_root.resolve())}
     elif explicit and Choice.from_dict(progress.get("backend")).name != choice.name:
         raise LabError(f"'{scenario.id}' was started on the "
                        f"{Choice.from_dict(progress.get('backend')).name} backend",
@@ -131,6 +154,7 @@ def start(scenario: Scenario, state_root: Path, workdir: Path | None, *, restart
     elif workdir is not None and workdir.resolve() != Path(progress["workdir"]):
         notes.append(f"resuming in {progress['workdir']} (where it was started); "
                      "--restart --workdir DIR begins again elsewhere")
+    progress["workdir"] = str(locate_workdir(progress, state_root))
     copy_assets(scenario, Path(progress["workdir"]))
     session = Session(scenario, progress, state_root, notes)
     session.save()
@@ -185,9 +209,9 @@ def hint(session: Session) -> tuple[int, int, str | None]:
     if record["hints"] >= len(hints):
         return len(hints), len(hints), None
     record["hints"] += 1
-    session.save()
     journal.record(session.state_root, session.scenario.id, "hint", session.step.id,
-                   n=record["hints"])
+                   hint=record["hints"])
+    session.save()
     return record["hints"], len(hints), hints[record["hints"] - 1]
 
 
@@ -199,9 +223,19 @@ def solve(session: Session) -> list[str]:
         raise LabError(f"step '{session.step.title}' cannot run here: {missing}",
                        hint="`kflab skip` moves past it (recorded as skipped, not solved)")
     # Logged before it runs: a solution that fails half-way has still shown the learner code.
-    journal.record(session.state_root, session.scenario.id, "solve", session.step.id)
-    done = [line for text in solve_step(session.step, session.context())
-            for line in text.splitlines()]
+    entry = journal.record(session.state_root, session.scenario.id, "solve", session.step.id)
+    # What the solution starts (in this process or in a command it runs) is marked in its
+    # owner record with this entry's hash (lab.backends.local.owners).
+    saved = os.environ.get(hashchain.SOLVE_ENV)
+    os.environ[hashchain.SOLVE_ENV] = entry or "unrecorded"
+    try:
+        done = [line for text in solve_step(session.step, session.context())
+                for line in text.splitlines()]
+    finally:
+        if saved is None:
+            os.environ.pop(hashchain.SOLVE_ENV, None)
+        else:
+            os.environ[hashchain.SOLVE_ENV] = saved
     session.step_record()["solved"] = True
     session.save()
     return done

@@ -7,6 +7,11 @@ Access rules (docs/ui.md):
   can call it, with or without a token);
 - the UI and its JSON need the token, given as `?token=` (then kept in a SameSite=Strict
   cookie) or as `Authorization: Bearer TOKEN`, as Jupyter does;
+- `kflab ui` opens the browser on a file, not on the URL (`launch_file`): a page of mode 0600
+  in the state folder that redirects to `/?code=CODE`, a one-time code that the server trades
+  once for the cookie, so the token is never on a command line (another local user can read
+  any process's argv in /proc) and never in the browser's history; the page's first script
+  takes `?token=` or `?code=` out of the address bar with `history.replaceState`;
 - the live pages' event stream (`/events`) needs the token too, and serves at most
   watch.MAX_CLIENTS pages at once;
 - the KFP API (`/apis/v2beta1/`) also answers a client that sends no Origin and no token
@@ -26,9 +31,11 @@ from __future__ import annotations
 import contextlib
 import hmac
 import json
+import os
 import secrets
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -70,6 +77,7 @@ kept open across a restart, or one opened without the full URL, lands here.</p>
 <code>?token=...</code>); this tab then works again.</p>
 </body></html>
 """
+CODE_TTL = 600.0  # seconds a launch file's one-time code stays good (a browser's cold start)
 REQUEST_TIMEOUT = 60.0  # seconds a client may stall mid-request
 HEARTBEAT = 15.0  # seconds between an event stream's keep-alive comments
 
@@ -97,6 +105,42 @@ class UiServer:
         self.host = f"http://127.0.0.1:{self.port}"
         self.url = f"{self.host}/?token={self.token}"
         self._thread: threading.Thread | None = None
+        self._codes: dict[str, float] = {}  # one-time code -> when it expires (monotonic)
+        self._codes_lock = threading.Lock()
+        self._launch_files: list[Path] = []
+
+    def one_time_code(self) -> str:
+        """A code the server trades once, within CODE_TTL seconds, for the token's cookie."""
+        code = secrets.token_urlsafe(24)
+        with self._codes_lock:
+            self._codes[code] = time.monotonic() + CODE_TTL
+        return code
+
+    def redeem(self, code: str) -> bool:
+        """Whether `code` is a live one-time code; it is spent either way."""
+        with self._codes_lock:
+            expires = self._codes.pop(code, None) if code else None
+        return expires is not None and time.monotonic() < expires
+
+    def launch_file(self, folder: Path) -> Path:
+        """A page (mode 0600, in `folder`, made 0700) that sends the browser to
+        `/?code=CODE`: what `kflab ui` hands the browser instead of the token's URL, as
+        Jupyter does. Removed when the server stops."""
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        folder.chmod(0o700)
+        target = folder / f"open-{self.port}-{secrets.token_hex(4)}.html"
+        url = f"{self.host}/?code={self.one_time_code()}"
+        page = ("<!doctype html>\n<html><head><meta charset=\"utf-8\">"
+                f"<meta http-equiv=\"refresh\" content=\"0;url={url}\">"
+                "<meta name=\"referrer\" content=\"no-referrer\"><title>kflab ui</title>"
+                f"</head><body><p><a href=\"{url}\">Open kflab ui</a> (this link works "
+                "once).</p></body></html>\n")
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                     | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(page)
+        self._launch_files.append(target)
+        return target
 
     def start(self) -> UiServer:
         if self.api is not None:
@@ -111,12 +155,20 @@ class UiServer:
             self.api.start()
         self.httpd.serve_forever()
 
+    def wait(self) -> None:
+        """Until the server (started with `start`) stops; Ctrl-C interrupts it."""
+        while self._thread is not None and self._thread.is_alive():
+            self._thread.join(0.5)
+
     def stop(self) -> None:
         self.watcher.close()  # ends the open event streams
         if self.api is not None:
             self.api.close()
         self.httpd.shutdown()
         self.httpd.server_close()
+        for path in self._launch_files:
+            with contextlib.suppress(OSError):
+                path.unlink()
 
     def cookie(self, what: str) -> str:
         """A cookie's name, with this server's port in it: browsers keep cookies per host,
@@ -214,6 +266,12 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
                 return self._json(403, {"code": 7, "message": "cross-origin request refused",
                                         "details": []})
             token_ok = ui.has_token(query, self.headers)
+            if parts.path == "/" and "code" in query and method == "GET":
+                if ui.redeem(query["code"]):  # the launch file's one-time code: the cookie
+                    return self._file(ui.static / "index.html", set_cookie=True)
+                return self._send(403, b"403: this link works once and was used (or is "
+                                       b"too old): open the URL that `kflab ui` printed\n",
+                                  "text/plain; charset=utf-8")
             if parts.path.startswith(PREFIX + "/"):
                 if ui.api is None:
                     return self._json(404, {"code": 5, "details": [], "message":

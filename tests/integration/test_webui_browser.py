@@ -554,3 +554,37 @@ def test_keyboard_reaches_a_run_and_a_task(live_ui: Any, browser: Any) -> None:
     assert browser.js("document.activeElement.id") == "panel-h"  # the panel has the focus
     assert browser.js("document.querySelector('svg a.selected').getAttribute('aria-current')") \
         == "true"
+
+
+def test_the_launch_file_leaves_no_token_or_code_in_the_address_bar_or_history(
+        tmp_path: Path) -> None:
+    """Issue 34, Why #3: `kflab ui` opens the browser on its 0600 launch file. In Chromium
+    that file sends the page to `/?code=...`; the page works (the cookie came with it) and
+    its first script takes the code out of the address bar and the history entry (the code
+    is spent anyway). The URL with the token that `kflab ui` prints, opened by hand, is
+    stripped the same way."""
+    root = tmp_path / "state"
+    root.mkdir()
+    server = UiServer(LocalBackend(str(root)), root).start()
+    cdp = Cdp(tmp_path)
+    try:
+        opener = server.launch_file(root / "ui")
+        assert oct(opener.stat().st_mode)[-3:] == "600"
+        code = opener.read_text().split("code=", 1)[1].split('"', 1)[0]
+        cdp.call("Page.navigate", url=opener.as_uri())
+        cdp.until("location.protocol === 'http:' && document.getElementById('main') !== null"
+                  " && document.getElementById('main').dataset.view === 'runs'")
+        cdp.until("document.querySelector('main table') !== null")  # the API answered
+        for url in (cdp.js("location.href"),
+                    *(e["url"] for e in cdp.call("Page.getNavigationHistory")["entries"])):
+            assert "code=" not in url and "token=" not in url, url
+        cdp.call("Page.navigate", url=f"{server.url}#/runs")
+        cdp.until("location.search === '' && "
+                  "document.getElementById('main').dataset.view === 'runs'")
+        entries = cdp.call("Page.getNavigationHistory")["entries"]
+        assert not [e["url"] for e in entries if server.token in e["url"]], entries
+        assert not [e["url"] for e in entries if "code=" in e["url"]], entries
+        assert not server.redeem(code)  # the page spent it: the file opens nothing now
+    finally:
+        cdp.close()
+        server.stop()

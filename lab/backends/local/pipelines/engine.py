@@ -253,9 +253,15 @@ def _upload_custom_paths(task_root: Path) -> None:
     retrieveArtifactPath: the custom path when set, else the URI's local path)."""
     import shutil
 
-    try:
-        data = json.loads((task_root / "executor_output.json").read_text())
-    except (OSError, ValueError):
+    from lab import limits
+    from lab.errors import InputError
+    from lab.yamlio import read_json
+
+    try:  # written by the task's own code: capped and depth-bounded
+        data = read_json(task_root / "executor_output.json", limit=limits.MAX_RECORD_BYTES)
+    except InputError:
+        return
+    if not isinstance(data, dict):
         return
     for group in (data.get("artifacts") or {}).values():
         for art in group.get("artifacts") or []:

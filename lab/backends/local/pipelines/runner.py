@@ -168,6 +168,9 @@ def load_pipeline(path: Path, function: str | None = None) -> Any:
     if not path.is_file():
         raise InputError(str(path), "spec.pipeline", "pipeline file not found",
                          hint="give a path relative to the manifest or the current folder")
+    from lab import yamlio
+
+    yamlio.read_bytes(path, hint="give the pipeline's .py file")  # capped before it is run
     module = _load_module(path)
     found = {n: v for n, v in vars(module).items() if isinstance(v, GraphComponent)}
     if function:

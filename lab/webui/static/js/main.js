@@ -14,6 +14,12 @@ import * as jobs from "./views/jobs.js";
 import * as serving from "./views/serving.js";
 import * as labs from "./views/labs.js";
 
+// The token (or the launch file's one-time code) that opened this page is in the page's
+// cookie now: take it out of the address bar and this history entry (lab/webui/server.py).
+if (/[?&](token|code)=/.test(location.search)) {
+  history.replaceState(history.state, "", location.pathname + location.hash);
+}
+
 // KFP's own addresses first (kfp.Client prints them), then kflab's
 for (const m of [run, runs, compare, pipelines, kfpExperiments, recurring, katib, jobs, serving, labs]) {
   for (const [pattern, view] of m.routes) route(pattern, view);

@@ -38,6 +38,9 @@ from lab.errors import LabError
 @click.option("--bundle", "bundle_dir", type=click.Path(exists=True, file_okay=False),
               help="Install from an offline bundle (`kflab bundle create`), verified first: "
                    "no download.")
+@click.option("--bundle-sha256", "bundle_sha", metavar="SHA256",
+              help="With --bundle: the sha256 of its bundle.json that `kflab bundle create` "
+                   "printed (proves the bundle is the one that was made).")
 @click.option("--box", "box_file", type=click.Path(exists=True, dir_okay=False),
               help="Start the VM from a baked box (`kflab box build`): its metadata.json or "
                    ".box file, sha256 checked and added to Vagrant once (lab.yaml: vagrant: "
@@ -45,7 +48,8 @@ from lab.errors import LabError
 @pass_obj
 def up(obj: Obj, profile_path: str | None, provider: str | None, only: str | None,
        playbook: str | None, ask_become_pass: bool, force: bool, dry_run: bool,
-       yes: bool, bundle_dir: str | None, box_file: str | None) -> None:
+       yes: bool, bundle_dir: str | None, bundle_sha: str | None,
+       box_file: str | None) -> None:
     """Create the lab: the node (VM, WSL, this host), then k3s and Kubeflow with Ansible.
 
     On this machine itself (--provider host or wsl2) it first lists what it will change
@@ -56,11 +60,15 @@ def up(obj: Obj, profile_path: str | None, provider: str | None, only: str | Non
     from lab.ui import verify_table
 
     profile = config.resolve(profile_path, provider)
+    if bundle_sha and not bundle_dir:
+        raise click.UsageError("--bundle-sha256 needs --bundle")
     if bundle_dir:
-        from lab.teaching.bundle import verify
+        from lab.teaching.bundle import check_arch, machine_arch, verify
 
-        files = verify(Path(bundle_dir))["files"]
-        click.echo(f"bundle {bundle_dir}: {len(files)} files verified")
+        manifest = verify(Path(bundle_dir), expect=bundle_sha)
+        if profile.provider != "existing":  # the node is this machine or a VM like it
+            check_arch(manifest, Path(bundle_dir), machine_arch())
+        click.echo(f"bundle {bundle_dir}: {len(manifest['files'])} files verified")
         profile = profile.with_overrides(offline=str(Path(bundle_dir).resolve()))
     if box_file:
         from dataclasses import replace

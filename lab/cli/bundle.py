@@ -51,14 +51,18 @@ def _parts(only: str | None, no_wheels: bool) -> tuple[str, ...]:
 @click.option("--extras", default="local", show_default=True,
               help="kflab extras for the wheelhouse (local: the students' laptops).")
 @click.option("--only", help="Only these parts, comma-separated: artifacts (k3s, the "
-                             "manifests), images, wheels (e.g. --only wheels: a wheelhouse).")
+                             "manifests), images, index (the pipeline steps' packages), "
+                             "wheels (e.g. --only wheels: a wheelhouse).")
+@click.option("--index-package", "index_packages", multiple=True, metavar="REQUIREMENT",
+              help="A package (pip requirement) the class's own pipeline steps install, "
+                   "besides the labs' (repeatable).")
 @click.option("--no-wheels", "no_wheels", is_flag=True, help="Leave the wheelhouse out.")
 @click.option("--dry-run", is_flag=True,
               help="Print the images and their download size from the registries' manifests; "
                    "download nothing.")
 def bundle_create(dest: str, arch: str, upstream: str | None, images_file: str | None,
                   all_runtimes: bool, gpu: bool, extras: str, only: str | None,
-                  no_wheels: bool, dry_run: bool) -> None:
+                  index_packages: tuple[str, ...], no_wheels: bool, dry_run: bool) -> None:
     """Download every pinned artifact, image and wheel into DEST, verified, with a manifest
     of sha256s (bundle.json). Needs network; the bundle then needs none."""
     from lab.teaching import bundle as bundles
@@ -83,7 +87,8 @@ def bundle_create(dest: str, arch: str, upstream: str | None, images_file: str |
         _dry_run(chosen, arch)
         return
     manifest = bundles.create(Path(dest), arch=arch, images=[c.image for c in chosen],
-                              say=click.echo, extras=extras, parts=parts)
+                              say=click.echo, extras=extras, parts=parts,
+                              index_packages=list(index_packages))
     size = sum((Path(dest) / f).stat().st_size for f in manifest["files"])
     sha = bundles.manifest_sha256(Path(dest))
     click.echo(f"wrote {dest}: {len(manifest['files'])} files ({size / 2**20:.1f} MiB), "

@@ -49,7 +49,7 @@ MANIFEST = "bundle.json"
 IMAGES, WHEELS = "images", "wheels"
 REQUIREMENTS = "requirements.txt"  # in wheels/: every file pinned by name, version and hash
 FORMAT = 2  # 2: normalised image references, each image's platform, the parts made
-PARTS = ("artifacts", "images", "wheels")  # what a bundle can hold (--only)
+PARTS = ("artifacts", "images", "index", "wheels")  # what a bundle can hold (--only)
 # The lock the wheelhouse is built from (scripts/lock.py writes it): locks/<platform>/<group>.txt.
 LOCKS = "locks"
 Say = Callable[[str], None]
@@ -207,23 +207,10 @@ def build_wheels(dest: Path, source: Path, extras: str, say: Say, *,
 
 
 def _dist_of(path: Path) -> tuple[str, str] | None:
-    """(normalised project name, version) of a wheel or source archive file name."""
-    from packaging.utils import (
-        InvalidSdistFilename,
-        InvalidWheelFilename,
-        canonicalize_name,
-        parse_sdist_filename,
-        parse_wheel_filename,
-    )
+    """(normalised project name, version) of a wheel or source archive file."""
+    from lab.backends.cluster.pipelines.index import dist_of
 
-    try:
-        if path.name.endswith(".whl"):
-            name, version, _, _ = parse_wheel_filename(path.name)
-        else:
-            name, version = parse_sdist_filename(path.name)
-    except (InvalidWheelFilename, InvalidSdistFilename):
-        return None
-    return canonicalize_name(name), str(version)
+    return dist_of(path.name)
 
 
 def write_requirements(out: Path, locks: list[Path]) -> Path:
@@ -272,9 +259,15 @@ def source_tree() -> Path | None:
 
 def create(dest: Path, *, arch: str, images: list[str], say: Say,
            source: Path | None = None, extras: str = "local",
-           parts: tuple[str, ...] = PARTS, deps: bool = True) -> dict[str, Any]:
-    """Fetch and verify `parts` into `dest` (a new or empty folder); write bundle.json."""
+           parts: tuple[str, ...] = PARTS, deps: bool = True,
+           index_packages: list[str] | None = None,
+           steps: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Fetch and verify `parts` into `dest` (a new or empty folder); write bundle.json.
+
+    The `index` part (the pipeline steps' package index, lab/teaching/pipindex.py) is an
+    image layered on the bundle's python:3.11-slim: it needs the images part to hold it."""
     from lab.components.reference import normalize
+    from lab.teaching import pipindex
 
     unknown = sorted(set(parts) - set(PARTS))
     if unknown or not parts:
@@ -292,6 +285,20 @@ def create(dest: Path, *, arch: str, images: list[str], say: Say,
                            hint="run it from a kflab checkout, or leave the wheels out "
                                 "(--only artifacts,images)")
         lock_files(src, extras, this_platform())  # a wrong extra: before any download
+    index_reqs: list[str] = []
+    if "index" in parts:
+        server = normalize(pipindex.SERVER_IMAGE)
+        if server not in refs:
+            raise LabError(f"the pipeline steps' package index is served by {server}, which "
+                           "this bundle does not hold",
+                           hint="bundle the images too (or list it in --images-file), or "
+                                "leave the index out (--only without index)")
+        if steps is None:
+            from lab.teaching.steps import shipped
+
+            steps = shipped()
+        index_reqs = sorted(set(steps.get("requirements") or []) | set(index_packages or []))
+        pipindex.applicable(index_reqs, pipindex.Target(arch=arch))  # bad ones: before work
     if dest.exists() and any(dest.iterdir()):
         raise LabError(f"{dest} is not empty", hint="give a new folder")
     dest.mkdir(parents=True, exist_ok=True)
@@ -304,6 +311,22 @@ def create(dest: Path, *, arch: str, images: list[str], say: Say,
     for ref, given in refs.items():
         say(f"  copy {ref}")
         pinned_images[ref] = {**fetch_image(ref, dest, arch), "listed_as": sorted(set(given))}
+    index: dict[str, Any] | None = None
+    if "index" in parts:
+        from lab.backends.cluster.pipelines.compile import KFP_SERVER_VERSION
+
+        server = normalize(pipindex.SERVER_IMAGE)
+        target = pipindex.Target(python=pipindex.python_of(server), arch=arch)
+        say(f"package index for the pipeline steps (Python {target.python}, linux/{arch}): "
+            f"{', '.join(index_reqs)} and kfp=={KFP_SERVER_VERSION}")
+        made = pipindex.make_image(dest / pinned_images[server]["file"], dest / IMAGES,
+                                   index_reqs, KFP_SERVER_VERSION, target)
+        index = made.record()
+        pinned_images[made.image] = {"file": made.file, "digest": made.digest,
+                                     "platform": f"linux/{arch}",
+                                     "listed_as": ["the pipeline steps' package index"]}
+        say(f"  {made.image}: {sum(len(v) for v in made.packages.values())} file(s) of "
+            f"{len(made.packages)} package(s)")
     if src is not None:
         say("wheelhouse:")
         build_wheels(dest, src, extras, say, deps=deps)
@@ -312,6 +335,8 @@ def create(dest: Path, *, arch: str, images: list[str], say: Say,
     manifest = {"kind": "kflab-bundle", "format": FORMAT, "kflab": __version__, "arch": arch,
                 "platform": f"linux/{arch}", "parts": [p for p in PARTS if p in parts],
                 "files": files, "images": pinned_images}
+    if index is not None:
+        manifest["index"] = index
     (dest / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
 

@@ -124,6 +124,7 @@ def add_layer(base: Path, out: Path, files: dict[str, bytes], ref: str,
     new_index = {"schemaVersion": 2, "manifests": [{
         "mediaType": MANIFEST, "digest": _digest(manifest_bytes), "size": len(manifest_bytes),
         "annotations": {REF_NAME: ref}}]}
+    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.part")
     with tarfile.open(base) as src, tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as dst:
         written = set()

@@ -182,7 +182,8 @@ def made(github, registry, tmp_path_factory) -> dict:
     env = {"KFLAB_VERSIONS_FILE": str(github["versions"]),
            "KFLAB_GITHUB_URL": github["server"].url}
     res = CliRunner().invoke(cli, ["bundle", "create", str(out), "--arch", ARCH,
-                                   "--images-file", str(images), "--no-wheels"], env=env)
+                                   "--images-file", str(images), "--only",
+                                   "artifacts,images"], env=env)
     assert res.exit_code == 0, res.output
     return {"dir": out, "output": res.output, "env": env,
             "image": f"{registry['host']}/kflab-test/hello:latest"}

@@ -62,6 +62,7 @@ def up(obj: Obj, profile_path: str | None, provider: str | None, only: str | Non
     profile = config.resolve(profile_path, provider)
     if bundle_sha and not bundle_dir:
         raise click.UsageError("--bundle-sha256 needs --bundle")
+    manifest: dict = {}
     if bundle_dir:
         from lab.teaching.bundle import check_arch, machine_arch, verify
 
@@ -98,9 +99,25 @@ def up(obj: Obj, profile_path: str | None, provider: str | None, only: str | Non
     res = lifecycle.up(profile, obj.state, say, only=roles, playbook=book,
                        ask_become_pass=ask_become_pass, force=force, show_verify=verify_table,
                        confirm=ask if sys.stdin.isatty() else None, yes=yes)
+    if bundle_dir and manifest.get("index") and res.get("kubeconfig") and \
+            (roles is None or "kubeflow" in roles):
+        _install_index(Path(res["kubeconfig"]), manifest["index"])
     click.echo(f"lab {profile.name} is up ({res['seconds']:.0f}s: "
                + ", ".join(f"{k} {v:.0f}s" for k, v in res["phases"].items())
                + "); next: kflab status")
+
+
+def _install_index(kubeconfig: Path, index: dict) -> None:
+    """The bundle's package index for pipeline steps, served in the lab (the image k3s
+    imported from the bundle); the cluster backend then points every step at it."""
+    from lab.kube.client import connect
+    from lab.teaching.pipindex import URL, install
+
+    kube = connect(kubeconfig)
+    for item in install(kube, index):
+        click.echo(f"  applied {item}")
+    click.echo(f"class package index: every pipeline step installs from {URL} "
+               f"({len(index.get('packages') or {})} packages)")
 
 
 @cli.command()

@@ -206,7 +206,8 @@ def objects(index: dict[str, Any]) -> list[dict[str, Any]]:
         # every address of the pod's own network namespace: reached through the Service
         "command": ["python3", "-m", "http.server", str(PORT), "--bind", "0.0.0.0",  # noqa: S104
                     "--directory", f"/{ROOT}"],
-        "ports": [{"name": "http", "containerPort": PORT}],
+        # protocol spelled out: server-side apply keys ports by (port, protocol)
+        "ports": [{"name": "http", "containerPort": PORT, "protocol": "TCP"}],
         "readinessProbe": {"httpGet": {"path": "/simple/", "port": PORT}},
         "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
                       "limits": {"cpu": "500m", "memory": "128Mi"}},
@@ -226,7 +227,8 @@ def objects(index: dict[str, Any]) -> list[dict[str, Any]]:
                                         "automountServiceAccountToken": False}}}},
         {"apiVersion": "v1", "kind": "Service", "metadata": meta,
          "spec": {"selector": {"app.kubernetes.io/name": NAME},
-                  "ports": [{"name": "http", "port": 80, "targetPort": PORT}]}},
+                  "ports": [{"name": "http", "port": 80, "targetPort": PORT,
+                             "protocol": "TCP"}]}},
     ]
 
 

@@ -214,20 +214,34 @@ def point_at_index(ir: dict[str, Any], index: Any) -> list[str]:
     return changed
 
 
+_PIP_ARGS = re.compile(r"-m pip install (.*?)(?:&&|$)", re.S)
+
+
+def pip_requirements(command: Any) -> list[str]:
+    """The requirements a step's pip commands install, as kfp quotes them (repr of each
+    package: component_factory.py make_pip_install_command); options left out."""
+    out: list[str] = []
+    for part in command if isinstance(command, list) else []:
+        if not isinstance(part, str):
+            continue
+        for args in _PIP_ARGS.findall(part):
+            out += [t for t in re.findall(r"'([^']*)'", args) if not t.startswith("-")]
+    return out
+
+
 def step_requirements(ir: dict[str, Any]) -> dict[str, list[str]]:
     """executor label -> the project names its pip commands install (markers that do not
     hold on the steps' Python dropped: pip skips those lines too)."""
     from packaging.requirements import InvalidRequirement, Requirement
 
     from lab.backends.cluster.pipelines.index import Target
-    from lab.backends.local.pipelines.taskproc import parse
 
     out: dict[str, list[str]] = {}
     for label, spec in sorted(((ir.get("deploymentSpec") or {}).get("executors")
                                or {}).items()):
-        program = parse(list(((spec or {}).get("container") or {}).get("command") or []))
+        command = ((spec or {}).get("container") or {}).get("command")
         names = []
-        for text in program.requirements if program is not None else []:
+        for text in pip_requirements(command):
             try:
                 req = Requirement(text)
             except InvalidRequirement:
@@ -241,16 +255,13 @@ def step_requirements(ir: dict[str, Any]) -> dict[str, list[str]]:
 def check_index(ir: dict[str, Any], index: Any, where: str) -> None:
     """Refuse a step whose packages the index does not have (when its contents are known)."""
     from lab.backends.cluster.pipelines.index import missing
-    from lab.backends.local.pipelines.taskproc import parse
 
     if index.packages is None:
         return
     for label, spec in sorted(((ir.get("deploymentSpec") or {}).get("executors")
                                or {}).items()):
-        program = parse(list(((spec or {}).get("container") or {}).get("command") or []))
-        if program is None:
-            continue
-        gone = missing(program.requirements, index.packages)
+        reqs = pip_requirements(((spec or {}).get("container") or {}).get("command"))
+        gone = missing(reqs, index.packages)
         if gone:
             step = label.removeprefix("exec-")
             raise LabError(f"{where}: step {step!r} installs {gone[0]}, from the package "

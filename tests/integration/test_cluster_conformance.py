@@ -58,6 +58,17 @@ def test_a_katib_trial_written_with_sh_c_runs_through_the_webhooks_join(
     assert out["status"]["trialsSucceeded"] == 2
     best = out["status"]["currentOptimalTrial"]["observation"]["metrics"][0]
     assert best["name"] == "accuracy" and 0.5 < float(best["latest"]) <= 0.6
+    # the Trials on the server carry Katib v0.19.0's reason on Kubernetes v1.34, the Job's
+    # Complete condition copied in (trial_controller_util.go:54-59; docs/conformance.md)
+    from lab.kube.objects import list_objects
+
+    trials = list_objects(world.kube(), "kubeflow.org/v1beta1", "Trial", "katib-shc")
+    assert len(trials) == 2
+    for t in trials:
+        done = next(c for c in t["status"]["conditions"] if c["type"] == "Succeeded")
+        assert (done["status"], done["reason"], done["message"]) == (
+            "True", "TrialSucceeded. Job reason: CompletionsReached",
+            "Trial has succeeded. Job message: Reached expected number of succeeded pods")
 
 
 def _model(folder: Path, label: int) -> None:

@@ -67,6 +67,15 @@ def _strip(obj: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+
+def _random_suffix() -> str:
+    """The API server's generateName suffix: 5 of these characters (apiserver
+    pkg/storage/names/generate.go, utilrand.String: no vowels, no 0/1/3)."""
+    import random
+
+    return "".join(random.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
+
+
 class Controllers:
     def __init__(self, cluster: Any, root: Path) -> None:
         self.cluster = cluster
@@ -349,7 +358,8 @@ class Controllers:
 
     def _run_trainjob(self, job: dict[str, Any]) -> None:
         """What Trainer v2.1 and JobSet v0.10.1 make of a torch-distributed TrainJob: one pod
-        per node (`<job>-node-0-<i>`, labelled as JobSet and the Indexed Job label them), the
+        per node (`<job>-node-0-<i>-<5 random>`, labelled as JobSet and the Indexed Job label
+        them), the
         node container from spec.trainer with the podTemplateOverrides merged in (trainer
         pkg/runtime/framework/plugins/jobset/builder.go Trainer, PodTemplateOverrides), and
         the TrainJob status the controller copies from the JobSet (jobset.go Status):
@@ -380,10 +390,15 @@ class Controllers:
         api = KINDS["TrainJob"]
         nodes = int(trainer.get("numNodes") or 1)
         pods = []
+        job_name = f"{name}-node-0"  # jobset v0.10.1 pkg/util/placement/placement.go:14-15
         for i in range(nodes):
-            pod = f"{name}-node-0-{i}"
+            # an Indexed Job's pod: generateName "<job>-<index>-" (kubernetes v1.34
+            # pkg/controller/job/indexed_job_utils.go podGenerateNameWithIndex), then the API
+            # server's 5 random characters (apiserver pkg/storage/names/generate.go)
+            pod = f"{job_name}-{i}-{_random_suffix()}"
             labels = {"jobset.sigs.k8s.io/jobset-name": name,
                       "jobset.sigs.k8s.io/replicatedjob-name": "node",
+                      "batch.kubernetes.io/job-name": job_name, "job-name": job_name,
                       "batch.kubernetes.io/job-completion-index": str(i)}
             self._pod(ns, pod, labels, pod_template, job)
             self._pod_phase(ns, pod, "Running")

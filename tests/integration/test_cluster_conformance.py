@@ -62,10 +62,21 @@ def test_a_katib_trial_written_with_sh_c_runs_through_the_webhooks_join(
     # Complete condition copied in (trial_controller_util.go:54-59; docs/conformance.md)
     from lab.kube.objects import list_objects
 
-    trials = list_objects(world.kube(), "kubeflow.org/v1beta1", "Trial", "katib-shc")
+    def finished(t: dict) -> dict | None:
+        return next((c for c in (t.get("status") or {}).get("conditions") or []
+                     if c["type"] == "Succeeded"), None)
+
+    deadline = time.monotonic() + 60  # the stand-in mirrors each trial a moment later
+    while True:
+        trials = list_objects(world.kube(), "kubeflow.org/v1beta1", "Trial", "katib-shc")
+        if (len(trials) == 2 and all(finished(t) for t in trials)) or \
+                time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     assert len(trials) == 2
     for t in trials:
-        done = next(c for c in t["status"]["conditions"] if c["type"] == "Succeeded")
+        done = finished(t)
+        assert done is not None, t.get("status")
         assert (done["status"], done["reason"], done["message"]) == (
             "True", "TrialSucceeded. Job reason: CompletionsReached",
             "Trial has succeeded. Job message: Reached expected number of succeeded pods")

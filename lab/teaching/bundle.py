@@ -292,7 +292,8 @@ def create(dest: Path, *, arch: str, images: list[str], say: Say,
             raise LabError(f"the pipeline steps' package index is served by {server}, which "
                            "this bundle does not hold",
                            hint="bundle the images too (or list it in --images-file), or "
-                                "leave the index out (--only without index)")
+                                "leave the index out (--only artifacts,images,wheels); only a "
+                                "wheelhouse: --only wheels")
         if steps is None:
             from lab.teaching.steps import shipped
 

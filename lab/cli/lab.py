@@ -69,6 +69,18 @@ def up(obj: Obj, profile_path: str | None, provider: str | None, only: str | Non
         manifest = verify(Path(bundle_dir), expect=bundle_sha)
         if profile.provider != "existing":  # the node is this machine or a VM like it
             check_arch(manifest, Path(bundle_dir), machine_arch())
+        from lab.teaching.bundle import missing_images
+
+        # a GPU lab named outright needs the GPU parts' images; `auto` may find none
+        gone = missing_images(manifest, gpu=profile.gpu not in ("off", "auto"))
+        if gone and not force:
+            raise LabError(f"{bundle_dir}: no image {gone[0][0]} (used as: {gone[0][1]}); "
+                           f"{len(gone)} image(s) the labs use are missing",
+                           hint="make the bundle with its default images (no --images-file),"
+                                " or start anyway with --force (k3s then pulls them, which "
+                                "needs a network)")
+        for image, _ in gone:
+            click.echo(f"warning: the bundle has no {image}: k3s will pull it", err=True)
         click.echo(f"bundle {bundle_dir}: {len(manifest['files'])} files verified")
         profile = profile.with_overrides(offline=str(Path(bundle_dir).resolve()))
     if box_file:

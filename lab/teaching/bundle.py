@@ -467,3 +467,14 @@ def check_arch(manifest: dict[str, Any], where: Path, arch: str) -> None:
             raise LabError(f"{where}: {ref} is for {platform}, but the lab's machine is "
                            f"linux/{arch}",
                            hint=f"make it with `kflab bundle create --arch {arch}`")
+
+
+def missing_images(manifest: dict[str, Any], gpu: bool = False) -> list[tuple[str, str]]:
+    """(image, why) of the images the labs use that a bundle with images does not hold (none
+    for a bundle made without its images part, e.g. `--only artifacts`)."""
+    from lab.teaching.imageset import select
+
+    if "images" not in (manifest.get("parts") or []):
+        return []
+    have = set(manifest.get("images") or {})
+    return [(c.image, ", ".join(c.why)) for c in select(gpu=gpu) if c.image not in have]

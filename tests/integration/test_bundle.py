@@ -384,7 +384,7 @@ def test_wheelhouse_is_built_against_the_lock(github, tmp_path, monkeypatch):
     monkeypatch.setenv("KFLAB_GITHUB_URL", github["server"].url)
     said: list[str] = []
     manifest = bundle.create(tmp_path / "b", arch=ARCH, images=[], say=said.append,
-                             extras="", deps=False)
+                             extras="", deps=False, parts=("artifacts", "images", "wheels"))
     wheels = [f for f in manifest["files"] if f.startswith("wheels/")]
     assert sorted(w.split("-")[0] for w in wheels) == ["wheels/kflab", "wheels/requirements.txt"]
     assert any(f"locked by locks/{bundle.this_platform()}/base.txt" in s for s in said), said
@@ -404,6 +404,21 @@ def test_up_refuses_a_bundle_for_another_arch(registry, github, tmp_path):
     assert up.exit_code != 0
     assert str(up.exception).splitlines()[0] == \
         f"{tmp_path / 'b'}: a bundle for {other}, but the lab's machine is {ARCH}"
+    assert not (tmp_path / "state" / "labs").exists()
+
+
+def test_up_refuses_a_bundle_missing_an_image_the_labs_use(made, tmp_path):
+    """The bundle of this module holds one test image: `up --bundle` names the first image
+    the labs use that it lacks, one line, before any role runs."""
+    from lab.teaching.imageset import select
+
+    first = select()[0]
+    res = CliRunner().invoke(cli, ["--state", str(tmp_path / "state"), "up", "--provider",
+                                   "host", "--bundle", str(made["dir"])])
+    assert res.exit_code != 0
+    line = str(res.exception).splitlines()[0]
+    assert line.startswith(f"{made['dir']}: no image {first.image} (used as: ")
+    assert "image(s) the labs use are missing" in line
     assert not (tmp_path / "state" / "labs").exists()
 
 

@@ -485,3 +485,43 @@ def test_the_wheelhouse_installs_with_require_hashes(tmp_path):
     tiny.write_bytes(tiny.read_bytes() + b"\0")  # a wheel changed after the bundle was made
     bad = subprocess.run(install, capture_output=True, text=True, timeout=300, env=clean)
     assert bad.returncode != 0 and "DO NOT MATCH THE HASHES" in bad.stderr
+
+
+def test_the_bundle_carries_the_pipeline_steps_index(registry, github, tmp_path,
+                                                     monkeypatch):
+    """`bundle create` with the index part: the steps' wheels (here six, and kfp 2.16.0)
+    layered on the bundle's python image, recorded in bundle.json with its packages and
+    served by the objects `up --bundle` applies. STAND-IN: Debian's python3 image
+    (localhost/kflab-python:bookworm, scripts/standins/25-workload-images.sh), pushed to the
+    loopback registry, for python:3.11-slim."""
+    import os
+
+    from tests.integration.conftest import CONF
+
+    env = {**os.environ, "CONTAINERS_CONF": str(CONF)}
+    base = "localhost/kflab-python:bookworm"
+    if shutil.which("podman") is None or subprocess.run(
+            ["podman", "image", "exists", base], env=env).returncode != 0:
+        pytest.skip(f"{base} not built (scripts/standins/25-workload-images.sh)")
+    ref = f"{registry['host']}/library/python:3.11-slim"
+    subprocess.run(["podman", "push", "-q", "--tls-verify=false", base, f"docker://{ref}"],
+                   check=True, timeout=600, env=env)
+    from lab.teaching import bundle, pipindex
+
+    monkeypatch.setattr(pipindex, "SERVER_IMAGE", ref)
+    manifest = bundle.create(tmp_path / "b", arch=ARCH, images=[ref], say=lambda _: None,
+                             parts=("images", "index"), index_packages=["six"],
+                             steps={"requirements": []})
+    index = manifest["index"]
+    assert set(index["packages"]) == {"six", "kfp"} and index["packages"]["kfp"] == ["2.16.0"]
+    assert index["url"] == "http://kflab-pip-index.kubeflow.svc.cluster.local/simple/"
+    image = manifest["images"][index["image"]]
+    assert image["file"] == index["file"] and image["platform"] == f"linux/{ARCH}"
+    from lab.teaching import oci
+
+    _, _, config = oci.read_image(tmp_path / "b" / image["file"])
+    assert len(config["rootfs"]["diff_ids"]) == len(oci.read_image(
+        tmp_path / "b" / manifest["images"][ref]["file"])[2]["rootfs"]["diff_ids"]) + 1
+    bundle.verify(tmp_path / "b")
+    deployment = next(o for o in pipindex.objects(index) if o["kind"] == "Deployment")
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == index["image"]

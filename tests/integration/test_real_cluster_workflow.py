@@ -12,9 +12,12 @@ artifacts folder.
 STAND-INS, and only these: the k3s release (GitHub is out of reach here): a loopback server
 serves the k3s stand-in (tests/fixtures/standin-k3s: answers like k3s, runs no cluster) with
 a versions.yaml pinning it (KFLAB_VERSIONS_FILE, KFLAB_GITHUB_URL added to the job's env);
-and, with it, every image pull (the stand-in pulls nothing). The job's EXTRAS is `sdk` (the
+and, with it, every image pull (the stand-in pulls nothing). The job's DISK is 20 (GiB for doctor's free-disk check: this machine has less
+free than a runner after the freeing step, and the stand-in pulls no image). The job's
+EXTRAS is `sdk` (the
 workflow installs `local,notebooks,sdk`: torch and the model servers, gigabytes this test
-would download for steps that cannot run here). So the run goes as far as a machine without a
+would download for steps that cannot run here; with no torch, PyTorch's CPU wheel index,
+out of reach here, is not named). So the run goes as far as a machine without a
 cluster allows: the install, the disk step, the bundle, the profile, doctor, and `kflab up`
 through the node and k3s roles; the first role that needs a real API server fails, and the
 failure path (the debug bundle and the upload) is what the test then checks.
@@ -163,6 +166,11 @@ def job(runner) -> dict:
     for k, v in lab["env"].items():
         env[k] = _expand(str(v), env)
     env |= {"EXTRAS": "sdk",  # see the module docstring
+            # no torch with these extras, and PyTorch's index is out of reach here
+            "PIP_EXTRA_INDEX_URL": "",
+            # this machine has less free disk than a runner after its freeing step (the
+            # stand-in k3s pulls no image): doctor's check asks for what this run needs
+            "DISK": "20",
             "KFLAB_VERSIONS_FILE": f"{WORKSPACE}/.standin-versions.yaml",
             "KFLAB_GITHUB_URL": runner["github"]["server"].url,
             "GITHUB_PATH": "/tmp/github_path", "GITHUB_ENV": "/tmp/github_env",

@@ -12,20 +12,22 @@ artifacts folder.
 STAND-INS, and only these: the k3s release (GitHub is out of reach here): a loopback server
 serves the k3s stand-in (tests/fixtures/standin-k3s: answers like k3s, runs no cluster) with
 a versions.yaml pinning it (KFLAB_VERSIONS_FILE, KFLAB_GITHUB_URL added to the job's env);
-and, with it, every image pull (the stand-in pulls nothing). The job's DISK is 20 (GiB for doctor's free-disk check: this machine has less
-free than a runner after the freeing step, and the stand-in pulls no image). The job's
-EXTRAS is `sdk` (the
+and, with it, every image pull (the stand-in pulls nothing). Two of the job's settings are
+this machine's: DISK is 20 (GiB for doctor's free-disk check: this machine has less free
+than a runner after the freeing step, and the stand-in pulls no image), EXTRAS is `sdk` (the
 workflow installs `local,notebooks,sdk`: torch and the model servers, gigabytes this test
-would download for steps that cannot run here; with no torch, PyTorch's CPU wheel index,
-out of reach here, is not named). So the run goes as far as a machine without a
-cluster allows: the install, the disk step, the bundle, the profile, doctor, and `kflab up`
-through the node and k3s roles; the first role that needs a real API server fails, and the
-failure path (the debug bundle and the upload) is what the test then checks.
+would download for steps that cannot run here; with no torch, PyTorch's CPU wheel index, out
+of reach here, is not named). So the run goes as far as a machine without a cluster allows:
+the install, the disk step, the bundle, the profile, doctor, and `kflab up` through the node
+and k3s roles and the kubeflow role's sources; the first task that needs the real release
+tree or an API server fails, and the failure path (the verify table, the debug bundle and the
+upload) is what the test then checks.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tarfile
@@ -36,7 +38,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.artifact_server import K3S_RELEASE, k3s_standin, serve, sha256, sums
+from tests.artifact_server import K3S_RELEASE, serve, sha256, sums
 from tests.gitrepo import archive, commit_all
 from tests.integration.conftest import IMAGE, podman
 from tests.integration.test_k3s_download import ARCH
@@ -44,6 +46,7 @@ from tests.integration.test_k3s_download import ARCH
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = REPO / ".github" / "workflows" / "real-cluster.yml"
+STANDIN_K3S = REPO / "tests" / "fixtures" / "standin-k3s" / "k3s"
 WORKSPACE = "/home/runner/work/kflab/kflab"
 SHELL = ["bash", "--noprofile", "--norc", "-eo", "pipefail"]
 STEP_TIMEOUT = 1500
@@ -77,7 +80,7 @@ def github(tmp_path_factory) -> Iterator[dict]:
     root = tmp_path_factory.mktemp("github")
     versions = yaml.safe_load((REPO / "manifests" / "versions.yaml").read_text())
     arts = versions["artifacts"]
-    standin = k3s_standin()
+    standin = STANDIN_K3S.read_bytes()  # starts under systemd as k3s does, serves nothing
     airgap = b"kflab test STAND-IN for the k3s airgap images\n"
     with serve(root / "www") as srv:
         k3s, air = arts["k3s"]["arch"][ARCH], arts["k3s-airgap-images"]["arch"][ARCH]
@@ -115,6 +118,9 @@ def runner(github, tmp_path_factory) -> Iterator[dict]:
     podman("run", "-d", "--name", name, "--hostname", "kflab-runner", "--network", "host",
            IMAGE)
     try:
+        # a booted machine, as a runner is: systemd has mounted /tmp and started its units
+        podman("exec", name, "systemctl", "is-system-running", "--wait", check=False,
+               timeout=180)
         yield {"name": name, "tmp": tmp, "github": github}
     finally:
         podman("rm", "-f", name, check=False, timeout=120)
@@ -137,8 +143,9 @@ def _play(runner: dict, step: dict, env: dict[str, str]) -> subprocess.Completed
             for f in _files():
                 out.add(REPO / f, arcname=f)
         podman("exec", name, "mkdir", "-p", WORKSPACE)
-        podman("cp", str(tar), f"{name}:/tmp/checkout.tar")
-        return _exec(runner, f"tar -xf /tmp/checkout.tar -C {WORKSPACE}", {})
+        podman("cp", str(tar), f"{name}:/root/checkout.tar")
+        return _exec(runner, f"tar -xf /root/checkout.tar -C {WORKSPACE} && "
+                             "rm /root/checkout.tar", {})
     if uses == "actions/setup-python":  # the image's python3 is 3.11: add what a runner has
         proc = _exec(runner, "apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive "
                      "apt-get install -y -q --no-install-recommends python3-venv git "
@@ -222,12 +229,17 @@ def test_the_steps_before_the_cluster_pass(job):
 
 def test_kflab_up_converges_the_node_and_k3s_from_the_bundle(job):
     """`kflab up` installs from the bundle: the node and k3s roles converge (k3s is the
-    stand-in, active under systemd); the first role that needs a cluster fails here."""
+    stand-in, active under systemd), the kubeflow role takes its three source archives from
+    the bundle (verified by commit and tree); the first task that needs the real
+    kubeflow/manifests tree or a cluster fails here (the stand-in archives hold a README)."""
     up = _step(job, "kflab up")
     assert up["ran"], job["steps"]
-    print(up["out"][-6000:])
     status = _exec(job["runner"], "systemctl is-active k3s; /usr/local/bin/k3s --version", {})
     assert status.stdout.split()[0] == "active" and "v1.34.2+k3s1" in status.stdout
+    assert "role k3s" in up["out"] and "Start k3s" in up["out"]
+    if up["rc"] != 0:  # only a role that needs the cluster may fail here
+        failed = re.search(r"error: task '(\w+) : .*' failed on ", up["out"])
+        assert failed and failed.group(1) in ("kubeflow", "verify"), up["out"][-4000:]
 
 
 def test_the_failure_path_keeps_the_reports_and_a_debug_bundle(job):

@@ -232,6 +232,7 @@ def test_the_index_image_serves_it(wheels, tmp_path):
         assert run.returncode == 0, run.stderr
     finally:
         _podman("rm", "-f", name, check=False)
+        _podman("rmi", "-f", made.image, check=False)  # podman imported the archive
     record = made.record()
     assert record["url"] == "http://kflab-pip-index.kubeflow.svc.cluster.local/simple/"
     assert set(record["packages"]) == {"kfp", "six"} and record["packages"]["kfp"] == ["2.16.0"]

@@ -166,7 +166,7 @@ def up(profile: Profile, state: Path, say: Say, *, only: list[str] | None = None
         record(state, profile, backend={"name": "cluster", "kubeconfig": str(kc),
                                         "context": None, "verified_at": now()})
     return {"seconds": time.monotonic() - t0, "tags": tags, "log": str(outcome.log),
-            "phases": phases, "verify": verified}
+            "phases": phases, "verify": verified, "kubeconfig": str(kc)}
 
 
 def _pins() -> dict[str, Any]:

@@ -173,9 +173,11 @@ def class_delete(obj: Obj, class_name: str, yes: bool, kubeconfig: str | None,
 @class_group.command("plan")
 @click.option("--students", required=True, type=click.IntRange(1, 1000),
               help="How many students share the server.")
-@click.option("--upstream", envvar="KFLAB_UPSTREAM", required=True,
+@click.option("--upstream", envvar="KFLAB_UPSTREAM",
               type=click.Path(exists=True, file_okay=False),
-              help="An extracted kubeflow/manifests release tree (env KFLAB_UPSTREAM).")
+              help="An extracted kubeflow/manifests release tree to render the components "
+                   "from (env KFLAB_UPSTREAM; default: the footprint kflab ships, rendered "
+                   "from the pinned release).")
 @click.option("--cpus", type=click.FloatRange(0.5, 1e6), callback=_finite,
               help="The server's CPUs (default: this machine's).")
 @click.option("--memory", type=click.FloatRange(0.5, 1e9), callback=_finite,
@@ -183,15 +185,17 @@ def class_delete(obj: Obj, class_name: str, yes: bool, kubeconfig: str | None,
 @click.option("--disk", type=click.FloatRange(1, 1e12), callback=_finite,
               help="Its free disk in GiB (default: this machine's, under the state folder).")
 @pass_obj
-def class_plan(obj: Obj, students: int, upstream: str, cpus: float | None,
+def class_plan(obj: Obj, students: int, upstream: str | None, cpus: float | None,
                memory: float | None, disk: float | None) -> None:
     """CPU, memory and disk for N students on one server, and the labs that fit."""
     from lab.components.footprint import lab_footprint
+    from lab.components.release import footprint_rows
     from lab.scenarios.loader import load_all
     from lab.teaching import plan
 
     server = plan.this_server(obj.state, cpus, memory, disk)
-    total = lab_footprint(Path(upstream))[-1][1]
+    rows_fp = lab_footprint(Path(upstream)) if upstream else footprint_rows()
+    total = rows_fp[-1][1]
     base, rows = plan.plan(students, load_all(), total, server)
     g = plan.GIB
     click.echo(f"server: {server.cpus:g} CPUs, {server.memory / g:.1f} GiB memory, "

@@ -58,6 +58,28 @@ def test_a_katib_trial_written_with_sh_c_runs_through_the_webhooks_join(
     assert out["status"]["trialsSucceeded"] == 2
     best = out["status"]["currentOptimalTrial"]["observation"]["metrics"][0]
     assert best["name"] == "accuracy" and 0.5 < float(best["latest"]) <= 0.6
+    # the Trials on the server carry Katib v0.19.0's reason on Kubernetes v1.34, the Job's
+    # Complete condition copied in (trial_controller_util.go:54-59; docs/conformance.md)
+    from lab.kube.objects import list_objects
+
+    def finished(t: dict) -> dict | None:
+        return next((c for c in (t.get("status") or {}).get("conditions") or []
+                     if c["type"] == "Succeeded"), None)
+
+    deadline = time.monotonic() + 60  # the stand-in mirrors each trial a moment later
+    while True:
+        trials = list_objects(world.kube(), "kubeflow.org/v1beta1", "Trial", "katib-shc")
+        if (len(trials) == 2 and all(finished(t) for t in trials)) or \
+                time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert len(trials) == 2
+    for t in trials:
+        done = finished(t)
+        assert done is not None, t.get("status")
+        assert (done["status"], done["reason"], done["message"]) == (
+            "True", "TrialSucceeded. Job reason: CompletionsReached",
+            "Trial has succeeded. Job message: Reached expected number of succeeded pods")
 
 
 def _model(folder: Path, label: int) -> None:

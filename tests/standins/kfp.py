@@ -55,9 +55,12 @@ def now() -> str:
 
 
 def mlmd_value(m: dict[str, Any], value: Any) -> Any:
-    """A JSON value as the launcher stores it in MLMD (v2/metadata/converter.go
-    StructValueToMLMDValue): numbers as doubles, booleans as ints 0/1, strings as strings,
-    lists as a struct {"list": [...]}, objects as structs."""
+    """A JSON value as the launcher stores it in MLMD (KFP 2.16.0
+    backend/src/v2/metadata/converter.go:138-171 StructValueToMLMDValue): numbers as
+    doubles (:149-150), booleans as ints 0/1 (:151-152), strings as strings (:147-148),
+    a list as a struct {"list": [...]} (:153-159), an object as a struct {"struct": {...}}
+    (:160-166); null is refused (:167-169, "unknown/unsupported value type"), so the step
+    fails."""
     v = m["Value"]()
     if isinstance(value, bool):
         v.int_value = int(value)
@@ -67,8 +70,10 @@ def mlmd_value(m: dict[str, Any], value: Any) -> Any:
         v.string_value = value
     elif isinstance(value, list):
         v.struct_value.update({"list": value})
+    elif isinstance(value, dict):
+        v.struct_value.update({"struct": value})
     else:
-        v.struct_value.update(value)
+        raise ValueError(f"unknown/unsupported value type {type(value).__name__}")
     return v
 
 

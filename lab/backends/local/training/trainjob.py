@@ -11,8 +11,10 @@ PyTorchJob's replicas are, in the same private network namespace. Facts from ups
   loopback port here). numProcPerNode comes from the TrainJob, else the runtime's policy
   (default "auto"); "cpu", or "auto" without a GPU, becomes the node's CPU count from
   resourcesPerNode (requests, else limits, rounded up; at least 1); "auto" with GPUs stays
-  "auto" for torchrun to count the GPUs. Torch.Validate refuses numProcPerNode other than
-  an integer, auto, cpu or gpu, and trainer env that sets a PET_ variable above.
+  "auto" for torchrun to count the GPUs. Torch.Validate, only when the TrainJob sets
+  numProcPerNode, refuses one other than an integer, auto, cpu or gpu, and trainer env
+  that sets a PET_ variable above; without numProcPerNode such env is accepted and the
+  PET_ values above replace it (EnforceMLPolicy upserts them after the trainer's env).
 - the Job (JobSet v0.10.1 webhook, Kubernetes batch/v1 defaults): restartPolicy OnFailure,
   backoffLimit 6, parallelism = completions = numNodes, completion mode Indexed
   (JOB_COMPLETION_INDEX in each pod's env).
@@ -47,6 +49,7 @@ from lab.backends.local.training.spec import (
     _mapping,
     _short,
 )
+from lab.kube.trainer import refuse_newer_fields
 
 NODE = "Node"  # the replica type; its instances are node-0, node-1... (the pods' index)
 MASTER_PORT = 29500  # constants.ContainerTrainerPort
@@ -194,6 +197,7 @@ class TrainJobFlavor(Flavor):
     def parse_object(self, obj: dict[str, Any]) -> JobSpec:
         meta = obj["metadata"]
         spec = _mapping(obj.get("spec"), "spec")
+        refuse_newer_fields(spec, _err)
         runtime = _runtime(spec)
         trainer = _mapping(spec.get("trainer"), "spec.trainer")
         if spec.get("suspend") is True:
@@ -202,8 +206,12 @@ class TrainJobFlavor(Flavor):
         most = (limits.MAX_LOCAL_PROCESSES, "MAX_LOCAL_PROCESSES")
         nodes = _int(trainer, "numNodes", "spec.trainer", 1, most) or runtime.num_nodes
         env = _env(trainer, "spec.trainer")
+        # Torch.Validate checks reserved env only when the TrainJob sets numProcPerNode
+        # (trainer v2.1.0 pkg/runtime/framework/plugins/torch/torch.go:57-59 returns early
+        # otherwise; 73-84 refuse); without it the PET_ values are overwritten by
+        # EnforceMLPolicy (torch.go:135, UpsertEnvVars after the trainer's env, :128)
         reserved = sorted({name for name, _ in env if name in RESERVED_ENV})
-        if reserved:
+        if reserved and "numProcPerNode" in trainer:
             raise _err("spec.trainer.env", "must not have reserved envs, invalid envs "
                        f"configured: [{' '.join(reserved)}]",
                        "remove them: the Trainer sets them for every node")

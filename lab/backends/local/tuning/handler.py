@@ -388,7 +388,8 @@ class _Run:
             ctype, detail = "MetricsUnavailable", self._missing(run)
         else:
             ctype = "Succeeded"
-        tuning_status.trial_finished(trial, ctype, detail)
+        kind = ((trial.get("spec") or {}).get("runSpec") or {}).get("kind")
+        tuning_status.trial_finished(trial, ctype, detail, job_kind=kind)
         value = tuning_status.trial_objective(trial)
         # Katib tells its suggestion service Succeeded and EarlyStopped trials, with their
         # objective (pkg/suggestion/v1beta1/internal/trial.py `Trial.convert`).

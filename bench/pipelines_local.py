@@ -6,7 +6,8 @@ another, by bare kfp.local (SubprocessRunner(use_venv=False), as kfp's docs show
 `kflab pipeline run` (fresh state folder: nothing cached), then by kflab again, unchanged
 (cached re-run; `--reruns N` times, the median compared). Wall time of the whole command,
 interpreter start included on both sides. Prints the ratios the issue asks for:
-kflab/kfp.local and cached/first, and the load average after each pipeline.
+kflab/kfp.local and cached/first, and the 1-minute load average beside each figure (read as
+it was taken): on a shared machine a figure means little without it.
 
 kflab's own modules are byte-compiled first (`compileall`, into lab/'s __pycache__), as an
 installed wheel's are: a checkout run with PYTHONDONTWRITEBYTECODE=1 would otherwise compile
@@ -71,7 +72,13 @@ def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
     return took
 
 
+def load() -> str:
+    return f"load {os.getloadavg()[0]:.1f}"
+
+
 def case(name: str, folder: Path, file: str, lines: list[str], reruns: int) -> None:
+    """One pipeline: each figure printed with the 1-minute load average read when it was
+    taken (a ratio of two figures taken at different loads says so)."""
     py = sys.executable
     script = Path(py).parent / "kflab"
     kflab = [str(script)] if script.exists() else [py, "-m", "lab.cli"]
@@ -79,17 +86,19 @@ def case(name: str, folder: Path, file: str, lines: list[str], reruns: int) -> N
            "TMPDIR": str(folder / "tmp")}
     (folder / "tmp").mkdir(exist_ok=True)
     bare = timed([py, "-c", BARE, str(folder / file), str(folder / "kfp-root")], folder, env)
+    bare_load = load()
     state = folder / "state"
     first = timed([*kflab, "--state", str(state), "pipeline", "run", file, "--name", "bench"],
                   folder, env)
+    first_load = load()
     agains = [timed([*kflab, "--state", str(state), "pipeline", "run", file, "--name",
                      "bench"], folder, env) for _ in range(reruns)]
     again = statistics.median(agains)
     spread = f", {min(agains):.2f}-{max(agains):.2f}s over {reruns}" if reruns > 1 else ""
-    lines.append(f"{name}: kfp.local {bare:.1f}s, kflab {first:.2f}s "
-                 f"(ratio {first / bare:.2f}), kflab cached re-run {again:.2f}s "
-                 f"(median{spread}; ratio to first {again / first:.2f}), "
-                 f"load average {os.getloadavg()[0]:.1f}")
+    lines.append(f"{name}: kfp.local {bare:.2f}s ({bare_load}), kflab {first:.2f}s "
+                 f"({first_load}; ratio {first / bare:.2f}), kflab cached re-run "
+                 f"{again:.2f}s (median{spread}; {load()}; ratio to first "
+                 f"{again / first:.2f})")
     print(lines[-1], flush=True)
 
 

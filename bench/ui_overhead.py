@@ -14,11 +14,26 @@ second while a page listens), the workload's page and its list fetched again on 
 polled every --poll seconds (the page itself never polls; 0.2 s by default, 0 for none:
 exactly what an open page does).
 
+What a tab fetches is what the page fetches: on a change, the view it shows (a run's page:
+/ui-api/runs/NAME; the runs list: the KFP API's ListRuns and ListExperiments, as the page
+reads them since it was split by view; an experiment's page and the experiments list).
+
+--baseline DIR adds a third condition, side by side with the other two: the UI open, served
+by the kflab checkout in DIR (an older version: its server, and what its page fetched, given
+by --baseline-pages), so a change to the UI is measured against what it replaced in the same
+run, on the same machine at the same time.
+
+--idle SECONDS measures the UI with nothing running: a state folder with a few finished runs,
+--tabs open pages (each an event stream, its view fetched once), and the server process's CPU
+time over SECONDS, as a percentage of one core; for this checkout and, with --baseline, the
+baseline's, alternately.
+
 Prints each condition's median wall time, the UI's reads and events, the ratios open/closed,
 the CPU time kflab's own process spent (its bookkeeping: less noisy than wall time on a busy
 machine) and the UI process's, and the load average before and after.
 
 Usage: python bench/ui_overhead.py [--trials 8] [--tasks 4] [--reps 3] [--poll 0.2]
+           [--baseline DIR] [--idle SECONDS] [--tabs 3]
 """
 
 from __future__ import annotations
@@ -38,11 +53,22 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+# `--tab ROOT POLL --code DIR ...`: the UI of the checkout in DIR (a baseline) is imported
+CODE = sys.argv[sys.argv.index("--code") + 1] if "--code" in sys.argv[:6] else str(REPO)
+sys.path.insert(0, CODE)
 
 from lab.backends.local import LocalBackend  # noqa: E402
 from lab.scenarios.actions import pipeline_run_manifest  # noqa: E402
 from lab.webui.server import UiServer  # noqa: E402
+
+# what the page fetches when the view it shows changes (this checkout's page; NAME: the
+# workload's object), and what the page before it fetched (the default --baseline-pages)
+PAGES = {"runs": ["/ui-api/runs/NAME",
+                  "/apis/v2beta1/runs?page_size=20&sort_by=created_at+desc",
+                  "/apis/v2beta1/experiments?page_size=200"],
+         "experiments": ["/ui-api/experiments/NAME", "/ui-api/experiments"]}
+OLD_PAGES = {"runs": ["/ui-api/runs/NAME", "/ui-api/runs"],
+             "experiments": ["/ui-api/experiments/NAME", "/ui-api/experiments"]}
 
 TRIAL = 'import sys\nx = float(sys.argv[1].split("=")[1])\nprint(f"loss={(x - 0.3) ** 2:.6f}")\n'
 
@@ -93,7 +119,8 @@ class Tab:
         self.server, self.pages, self.poll = server, pages, poll
         self.reads = self.events = 0
         self.stop = threading.Event()
-        self.cookie = {"Cookie": f"kflab_token={server.token}"}
+        # the token as a bearer: every version of the server takes it so (cookie names differ)
+        self.cookie = {"Authorization": f"Bearer {server.token}"}
         self.threads = [threading.Thread(target=self._stream, daemon=True),
                         threading.Thread(target=self._poll, daemon=True)]
         for t in self.threads:
@@ -103,8 +130,7 @@ class Tab:
         for page in self.pages:
             with contextlib.suppress(OSError):  # 404 until the workload's object exists
                 urllib.request.urlopen(urllib.request.Request(
-                    f"{self.server.host}/ui-api/{page}", headers=self.cookie),
-                    timeout=30).read()
+                    f"{self.server.host}{page}", headers=self.cookie), timeout=30).read()
             self.reads += 1
 
     def _stream(self) -> None:
@@ -133,41 +159,56 @@ class Tab:
         self.stop.set()
 
 
-def tab_process(root: str, pages: list[str], poll: float) -> None:
-    """`--tab ROOT POLL PAGE...`: `kflab ui`'s server and the open tab, in a process of their
-    own as they are in use (the UI is its own command, the browser its own program), so they
-    share no interpreter lock with the workload. Prints `ready` once the stream is connected;
-    stops when stdin closes, printing its page reads, change events and CPU seconds."""
+def tab_process(root: str, pages: list[str], poll: float, tabs: int = 1) -> None:
+    """`--tab ROOT POLL [--code DIR] [--tabs N] PAGE...`: `kflab ui`'s server and the open
+    tab(s), in a process of their own as they are in use (the UI is its own command, the
+    browser its own program), so they share no interpreter lock with the workload. Prints
+    `ready` once the streams are connected; stops when stdin closes, printing its page
+    reads, change events and CPU seconds."""
     server = UiServer(LocalBackend(root), Path(root)).start()
-    tab = Tab(server, pages, poll)
+    open_tabs = [Tab(server, pages, poll) for _ in range(tabs)]
+    for tab in open_tabs:
+        tab._read()  # each tab draws its view once when it opens
     deadline = time.monotonic() + 30
-    while server.watcher.clients < 1 and time.monotonic() < deadline:
+    while server.watcher.clients < tabs and time.monotonic() < deadline:
         time.sleep(0.02)
     cpu0 = time.process_time()
     print("ready", flush=True)
     sys.stdin.read()
-    tab.close()
+    for tab in open_tabs:
+        tab.close()
     cpu = time.process_time() - cpu0
     server.stop()
-    print(tab.reads, tab.events, f"{cpu:.4f}", flush=True)
+    print(sum(t.reads for t in open_tabs), sum(t.events for t in open_tabs), f"{cpu:.4f}",
+          flush=True)
 
 
-def timed(work: Path, label: str, ui_open: bool, poll: float,
-          pages: list[str], run: Callable[[LocalBackend], None]
-          ) -> tuple[float, float, float, int, int]:
-    """Wall time and this process's CPU time of one run; with the UI open also the UI's CPU
-    time, page reads and change events."""
+def start_tabs(root: Path, poll: float, pages: list[str], code: str | None = None,
+               tabs: int = 1) -> Any:
+    """The UI (of this checkout, or of the one in `code`) and its tabs, in a process."""
     import subprocess
 
-    root = work / f"state-{label}-{int(ui_open)}"
+    root.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, __file__, "--tab", str(root), str(poll)]
+    argv += ["--code", code] if code else []
+    argv += ["--tabs", str(tabs)] if tabs != 1 else []
+    proc = subprocess.Popen([*argv, *pages], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def timed(work: Path, label: str, ui: str, poll: float, pages: list[str],
+          run: Callable[[LocalBackend], None], code: str | None = None
+          ) -> tuple[float, float, float, int, int]:
+    """Wall time and this process's CPU time of one run; with the UI open (`ui`: "open", or
+    "baseline" for the checkout in `code`) also the UI's CPU time, page reads and change
+    events."""
+    root = work / f"state-{label}-{ui}"
     backend = LocalBackend(str(root))
     proc = None
-    if ui_open:
-        root.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.Popen([sys.executable, __file__, "--tab", str(root), str(poll),
-                                 *pages], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                text=True)
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    if ui != "closed":
+        proc = start_tabs(root, poll, pages, code if ui == "baseline" else None)
     t0, cpu0 = time.perf_counter(), time.process_time()
     run(backend)
     took, cpu = time.perf_counter() - t0, time.process_time() - cpu0
@@ -178,15 +219,68 @@ def timed(work: Path, label: str, ui_open: bool, poll: float,
     return took, cpu, float(ui_cpu), int(reads), int(events)
 
 
+def idle(args: argparse.Namespace) -> None:
+    """The UI's own cost with nothing running: --tabs pages open on a state folder with a few
+    finished runs, for --idle seconds; this checkout's UI and the baseline's, alternately."""
+
+    def cpu_of(pid: int) -> float:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        (work / "chain.py").write_text(PIPELINE.format(extra=2))
+        root = work / "state"
+        backend = LocalBackend(str(root))
+        for i in range(3):
+            backend.apply(pipeline_run_manifest("chain.py", f"run-{i}", {"n": i}), base_dir=work)
+        versions = [("this checkout", None, PAGES)]
+        if args.baseline:
+            versions.append(("baseline", args.baseline, OLD_PAGES))
+        load0 = os.getloadavg()
+        found: dict[str, list[float]] = {}
+        for rep_ in range(args.reps):
+            for label, code, pages in versions if rep_ % 2 == 0 else versions[::-1]:
+                proc = start_tabs(root, 0, [p.replace("NAME", "run-0") for p in pages["runs"]],
+                                  code, args.tabs)
+                c0, t0 = cpu_of(proc.pid), time.monotonic()
+                time.sleep(args.idle)
+                share = (cpu_of(proc.pid) - c0) / (time.monotonic() - t0)
+                proc.communicate("", timeout=60)
+                found.setdefault(label, []).append(100 * share)
+        load1 = os.getloadavg()
+    print(f"idle: {args.tabs} tabs open on the runs list, {args.idle:g} s each, "
+          f"{args.reps} reps, cpus={os.cpu_count()}")
+    print(f"load average before {load0[0]:.1f} {load0[1]:.1f} {load0[2]:.1f}, "
+          f"after {load1[0]:.1f} {load1[1]:.1f} {load1[2]:.1f}")
+    for label, shares in found.items():
+        print(f"{label:14s} the UI process's CPU: median {statistics.median(shares):.2f} % of "
+              f"one core  {[round(s, 2) for s in shares]}")
+    print("markdown: | UI | CPU, % of one core (median) |")
+    print("markdown: |---|---|")
+    for label, shares in found.items():
+        print(f"markdown: | {label} | {statistics.median(shares):.2f} |")
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--tab"]:
-        return tab_process(sys.argv[2], sys.argv[4:], float(sys.argv[3]))
+        rest, tabs = sys.argv[4:], 1
+        if rest[:1] == ["--code"]:
+            rest = rest[2:]
+        if rest[:1] == ["--tabs"]:
+            tabs, rest = int(rest[1]), rest[2:]
+        return tab_process(sys.argv[2], rest, float(sys.argv[3]), tabs)
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=8)
     ap.add_argument("--tasks", type=int, default=4)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--poll", type=float, default=0.2)
+    ap.add_argument("--baseline", help="a kflab checkout whose UI is measured side by side")
+    ap.add_argument("--idle", type=float, default=0, help="seconds of idle measurement")
+    ap.add_argument("--tabs", type=int, default=3)
     args = ap.parse_args()
+    if args.idle:
+        return idle(args)
     load0 = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -202,39 +296,58 @@ def main() -> None:
 
         workloads: dict[str, tuple[str, Callable[[LocalBackend, str], None]]] = {
             "experiment": ("experiments", trials), "pipeline": ("runs", pipeline)}
-        results: dict[tuple[str, bool], list[float]] = {}
-        cpus: dict[tuple[str, bool], list[float]] = {}
-        ui_cpus: dict[str, list[float]] = {}
-        seen: dict[str, list[tuple[int, int]]] = {}
+        conditions = ["closed", "open", *(["baseline"] if args.baseline else [])]
+        results: dict[tuple[str, str], list[float]] = {}
+        cpus: dict[tuple[str, str], list[float]] = {}
+        ui_cpus: dict[tuple[str, str], list[float]] = {}
+        seen: dict[tuple[str, str], list[tuple[int, int]]] = {}
         for rep in range(args.reps):
             for name, (view, run) in workloads.items():
-                for ui_open in (False, True) if rep % 2 == 0 else (True, False):
-                    obj = f"bench-{rep}-{int(ui_open)}"
+                # each repetition in another order: no condition always runs first
+                order = conditions[rep % len(conditions):] + conditions[:rep % len(conditions)]
+                for ui in order:
+                    obj = f"bench-{rep}-{ui}"
+                    pages = (OLD_PAGES if ui == "baseline" else PAGES)[view]
                     took, cpu, ui_cpu, reads, events = timed(
-                        work, f"{name}-{rep}", ui_open, args.poll, [f"{view}/{obj}", view],
-                        lambda b, r=run, o=obj: r(b, o))
-                    results.setdefault((name, ui_open), []).append(took)
-                    cpus.setdefault((name, ui_open), []).append(cpu)
-                    if ui_open:
-                        seen.setdefault(name, []).append((reads, events))
-                        ui_cpus.setdefault(name, []).append(ui_cpu)
+                        work, f"{name}-{rep}", ui, args.poll,
+                        [p.replace("NAME", obj) for p in pages],
+                        lambda b, r=run, o=obj: r(b, o), args.baseline)
+                    results.setdefault((name, ui), []).append(took)
+                    cpus.setdefault((name, ui), []).append(cpu)
+                    if ui != "closed":
+                        seen.setdefault((name, ui), []).append((reads, events))
+                        ui_cpus.setdefault((name, ui), []).append(ui_cpu)
     load1 = os.getloadavg()
     print(f"trials={args.trials} tasks={args.tasks} reps={args.reps} poll={args.poll}s "
-          f"cpus={os.cpu_count()}")
+          f"cpus={os.cpu_count()}" + (f" baseline={args.baseline}" if args.baseline else ""))
     print(f"load average before {load0[0]:.1f} {load0[1]:.1f} {load0[2]:.1f}, "
           f"after {load1[0]:.1f} {load1[1]:.1f} {load1[2]:.1f}")
+    rows: dict[str, list[str]] = {ui: [] for ui in conditions[1:]}
     for name in workloads:
-        c, o = (statistics.median(results[(name, u)]) for u in (False, True))
-        print(f"{name:10s} UI closed: median {c:6.2f} s  "
-              f"{[round(t, 2) for t in results[(name, False)]]}")
-        print(f"{name:10s} UI open:   median {o:6.2f} s  "
-              f"{[round(t, 2) for t in results[(name, True)]]}  "
-              f"(page reads, change events) per run {seen[name]}")
-        cc, co = (statistics.median(cpus[(name, u)]) for u in (False, True))
-        print(f"{name:10s} open/closed: {o / c:.3f}   kflab's own CPU time (in-process "
-              f"bookkeeping): median {cc:.3f} s closed, {co:.3f} s open, ratio {co / cc:.3f}; "
-              f"the UI and tab's CPU time per run: median "
-              f"{statistics.median(ui_cpus[name]):.3f} s")
+        c = statistics.median(results[(name, "closed")])
+        cc = statistics.median(cpus[(name, "closed")])
+        print(f"{name:10s} UI closed:   median {c:6.2f} s  "
+              f"{[round(t, 2) for t in results[(name, 'closed')]]}")
+        for ui in conditions[1:]:
+            o = statistics.median(results[(name, ui)])
+            co = statistics.median(cpus[(name, ui)])
+            print(f"{name:10s} UI {ui + ':':9s} median {o:6.2f} s  "
+                  f"{[round(t, 2) for t in results[(name, ui)]]}  "
+                  f"(page reads, change events) per run {seen[(name, ui)]}")
+            print(f"{name:10s} {ui}/closed: {o / c:.3f}   kflab's own CPU time (in-process "
+                  f"bookkeeping): median {cc:.3f} s closed, {co:.3f} s {ui}, ratio "
+                  f"{co / cc:.3f}; the UI and tab's CPU time per run: median "
+                  f"{statistics.median(ui_cpus[(name, ui)]):.3f} s")
+            rows[ui] += [f"{o / c:.2f}", f"{co / cc:.2f}",
+                         f"{statistics.median(ui_cpus[(name, ui)]):.3f} s"]
+    tab = f"also polled every {args.poll:g} s" if args.poll > 0 else "as a page"
+    print(f"markdown: | UI open ({tab}) | trials: wall time / closed | "
+          "kflab's CPU / closed | the UI's CPU per run | pipeline: wall time / closed | "
+          "kflab's CPU / closed | the UI's CPU per run |")
+    print("markdown: |---|---|---|---|---|---|---|")
+    for ui, cells in rows.items():
+        label = "this checkout" if ui == "open" else "baseline"
+        print(f"markdown: | {label} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

@@ -40,6 +40,12 @@ def import_root() -> Path:
     return PACKAGE.parent
 
 
+def clone() -> Path | None:
+    """The clone kflab runs from (it has scripts/setup.sh), or None for a wheel install."""
+    source = PACKAGE.parent
+    return source if (source / "scripts" / "setup.sh").is_file() else None
+
+
 def scenarios_dir() -> Path:
     """The bundled scenarios (one folder each)."""
     return root() / "scenarios"

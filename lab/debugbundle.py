@@ -3,24 +3,31 @@ tar.gz the user can attach to an issue (in the spirit of `kind export logs`).
 
 What goes in (each part best effort: what cannot be read is listed in errors.txt, and the
 bundle is still written):
-- the lab: its record (lab.json), its profile as lab.yaml, the Ansible log, verify.json;
-- versions: kflab, Python, the pins (manifests/versions.yaml), the server and each node;
-- the cluster, read through the lab's kubeconfig: `get -A` of kflab's kinds (YAML), the
+- versions: kflab, Python, the platform, the pins (manifests/versions.yaml), and on a cluster
+  the server's;
+- the local backend's state folder: every resource record (status included), the owner
+  record of each run (which command made it), guided progress, and the last lines of the
+  logs of the most recent runs;
+- a lab made by `kflab up`: its record (lab.json), its profile as lab.yaml, the Ansible log,
+  verify.json;
+- its cluster, read through the lab's kubeconfig: `get -A` of kflab's kinds (YAML), the
   nodes, then for the kubeflow namespace and the lab namespace: events, each pod's
   description, each container's log (the last lines), Deployments.
 
-Never in it: Secrets (not read at all), kubeconfigs (only their path), and any value that
-looks like a credential is replaced by `<redacted>` before it is written: fields and
-variables named like passwords, tokens and keys, bearer headers, JSON web tokens and PEM
-private keys, anywhere in any file of the bundle.
+Never in it: Secrets (not read at all), kubeconfigs (only their path), the `kflab ui` launch
+file, grading sandboxes. Everything else is redacted by allowlist before it is written
+(lab.redact): environment values always, argv values after flags and inside `sh -c`,
+annotation values but for known keys, credential-named fields, and known token shapes in
+free text.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
 import platform
-import re
+import stat
 import tarfile
 import time
 from collections.abc import Callable
@@ -30,41 +37,15 @@ from typing import Any
 
 import yaml
 
-REDACTED = "<redacted>"
+from lab.redact import REDACTED, redact, scrub
+
+__all__ = ["REDACTED", "Bundle", "build", "redact", "scrub"]
+
 LOG_TAIL = 2000  # lines of each container's log
-_SECRET_NAME = r"[\w.-]*(?:password|passwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|client[_-]?key(?:[_-]?data)?|credentials?)[\w.-]*"  # noqa: E501, S105 - a pattern, not a password
-_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    # PEM private keys (whole block)
-    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----",
-                re.S), REDACTED),
-    # JSON web tokens (ServiceAccount tokens)
-    (re.compile(r"\beyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]{8,}"), REDACTED),
-    # Authorization headers
-    (re.compile(r"(?i)\b(bearer|basic)\s+[\w.~+/=-]{8,}"), r"\1 " + REDACTED),
-    # k3s join tokens: K10<hash>::server:<secret>
-    (re.compile(r"\bK10[0-9a-f]{16,}::[\w.-]+:[\w.-]+"), REDACTED),
-    # URLs with a password: scheme://user:PASSWORD@host (proxies, registries, git remotes)
-    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@]+:)[^\s/@]+@"), r"\1" + REDACTED + "@"),
-    # CLI flags with the value after a space: --token SECRET, --password SECRET
-    (re.compile(r"(?i)(--" + _SECRET_NAME + r")([ \t]+)(?!-)([^\s]+)"), r"\1\2" + REDACTED),
-    # a registry's or docker config's `auth` (base64 of user:password), `identitytoken`
-    (re.compile(r"""(?i)(["']?\bauth["']?[ \t]*[:=][ \t]*)("[^"\n]*"|'[^'\n]*'|[^\s,}\]\n]+)"""),
-     r"\1" + REDACTED),
-    # YAML / JSON / env / CLI: name: value, "name": "value", NAME=value, --name=value
-    (re.compile(r"""(?ix)(?P<k>["']?(?:--)?""" + _SECRET_NAME + r"""["']?\s*[:=]\s*)
-                    (?P<v>"[^"\n]*"|'[^'\n]*'|[^\s,}\]\n]+)"""), r"\g<k>" + REDACTED),
-    # env lists: - name: SOME_TOKEN \n value: xxx
-    (re.compile(r"""(?ix)(name["']?\s*[:=]\s*["']?""" + _SECRET_NAME +
-                r"""["']?\s*[,\n]\s*["']?value["']?\s*[:=]\s*)("[^"\n]*"|'[^'\n]*'|[^\s,}\n]+)"""),
-     r"\1" + REDACTED),
-)
-
-
-def redact(text: str) -> str:
-    """Every credential-looking value of `text` replaced by <redacted>."""
-    for pattern, repl in _PATTERNS:
-        text = pattern.sub(repl, text)
-    return text
+LOG_TAIL_BYTES = 256 * 1024  # of each local run log, read from its end
+MAX_RECORD_BYTES = 4 * 1024 * 1024  # a local record bigger than this is listed, not read
+MAX_RECORDS = 500  # local records in one bundle (the newest first)
+RECENT_RUNS = 20  # local runs whose logs go in (the newest)
 
 
 def _strip_object(obj: dict[str, Any]) -> dict[str, Any]:
@@ -84,7 +65,13 @@ class Bundle:
     errors: list[str] = field(default_factory=list)
 
     def add(self, name: str, text: str) -> None:
+        """Free text, redacted as text (known shapes)."""
         self.files[name] = redact(text)
+
+    def add_object(self, name: str, data: Any, as_json: bool = False) -> None:
+        """A structured object: redacted by allowlist (lab.redact.scrub), then as text."""
+        clean = scrub(data)
+        self.add(name, json.dumps(clean, indent=2, default=str) if as_json else _dump(clean))
 
     def attempt(self, what: str, fn: Callable[[], Any]) -> Any:
         try:
@@ -115,13 +102,13 @@ def _dump(data: Any) -> str:
 
 def lab_files(b: Bundle, lab_dir: Path, record: dict[str, Any]) -> None:
     """The record, the profile, the Ansible log and verify.json of one lab."""
-    b.add("lab/lab.json", json.dumps(record, indent=2, default=str))
+    b.add_object("lab/lab.json", record, as_json=True)
     if isinstance(record.get("profile"), dict):
-        b.add("lab/lab.yaml", _dump(record["profile"]))
+        b.add_object("lab/lab.yaml", record["profile"])
     for name in ("ansible.log", "verify.json"):
         path = lab_dir / name
         if path.is_file():
-            b.add(f"lab/{name}", path.read_text(errors="replace"))
+            b.add(f"lab/{name}", _tail(path, 4 * LOG_TAIL_BYTES))
         else:
             b.errors.append(f"lab/{name}: not found at {path}")
 
@@ -164,12 +151,12 @@ def cluster(b: Bundle, kube: Any, namespaces: list[str]) -> None:
         items = b.attempt(f"get -A {k.plural}", lambda k=k: list_objects(
             kube, k.api_version, k.kind, None))
         if items is not None:
-            b.add(f"cluster/get-{k.plural}.yaml", _dump([_strip_object(i) for i in items]))
+            b.add_object(f"cluster/get-{k.plural}.yaml", [_strip_object(i) for i in items])
     core, apps = client.CoreV1Api(kube.api), client.AppsV1Api(kube.api)
     t = kube.timeout
     nodes = b.attempt("nodes", lambda: core.list_node(_request_timeout=t))
     if nodes is not None:
-        b.add("cluster/nodes.yaml", _dump(kube.api.sanitize_for_serialization(nodes.items)))
+        b.add_object("cluster/nodes.yaml", kube.api.sanitize_for_serialization(nodes.items))
     for ns in namespaces:
         events = b.attempt(f"events in {ns}", lambda ns=ns: core.list_namespaced_event(
             ns, _request_timeout=t))
@@ -185,13 +172,13 @@ def cluster(b: Bundle, kube: Any, namespaces: list[str]) -> None:
         deps = b.attempt(f"deployments in {ns}", lambda ns=ns: apps.list_namespaced_deployment(
             ns, _request_timeout=t))
         if deps is not None:
-            b.add(f"{ns}/deployments.yaml", _dump(_items(
-                kube.api.sanitize_for_serialization(deps.items))))
+            b.add_object(f"{ns}/deployments.yaml", _items(
+                kube.api.sanitize_for_serialization(deps.items)))
         pods = b.attempt(f"pods in {ns}", lambda ns=ns: core.list_namespaced_pod(
             ns, _request_timeout=t))
         for pod in _items(kube.api.sanitize_for_serialization(pods.items)) if pods else []:
             name = pod["metadata"]["name"]
-            b.add(f"{ns}/pods/{name}.describe.txt", render(pod))
+            b.add(f"{ns}/pods/{name}.describe.txt", render(scrub(pod)))
             spec = pod.get("spec") or {}
             for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
                 text = b.attempt(f"logs of {ns}/{name} ({c['name']})",
@@ -202,11 +189,80 @@ def cluster(b: Bundle, kube: Any, namespaces: list[str]) -> None:
                     b.add(f"{ns}/pods/{name}.{c['name']}.log", str(text))
 
 
+def _tail(path: Path, limit: int) -> str:
+    """The last `limit` bytes of a regular file (never a FIFO or a device), as text."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{path} is not a regular file")
+        start = max(0, info.st_size - limit)
+        data = os.pread(fd, limit, start)
+    finally:
+        os.close(fd)
+    text = data.decode("utf-8", errors="replace")
+    return (f"[... the first {start} bytes left out ...]\n" + text) if start else text
+
+
+def _newest(paths: list[Path], n: int) -> list[Path]:
+    def mtime(p: Path) -> float:
+        try:
+            return p.lstat().st_mtime
+        except OSError:
+            return 0.0
+    return sorted(paths, key=mtime, reverse=True)[:n]
+
+
+def local(b: Bundle, state_root: Path) -> None:
+    """The local backend's state folder: records, owner records, progress, and the logs of
+    the most recent runs. Never the `kflab ui` launch file or grading sandboxes. Links and
+    anything not a regular file are passed over."""
+    from lab.state import confine
+
+    lines = [f"state folder: {state_root}"]
+    for part, pattern in (("resources", "*/*/*.json"), ("owners", "*/*/*.json"),
+                          ("progress", "*.json")):
+        base = state_root / part
+        found = [p for p in base.glob(pattern) if not p.is_symlink()] if base.is_dir() else []
+        kept = _newest(found, MAX_RECORDS)
+        lines.append(f"{part}: {len(found)} record(s)" + (
+            f", the newest {len(kept)} included" if len(kept) < len(found) else ""))
+        for path in sorted(kept):
+            rel = path.relative_to(state_root).as_posix()
+
+            def read(path: Path = path) -> Any:
+                confine(state_root, path)
+                text = _tail(path, MAX_RECORD_BYTES + 1)
+                if len(text.encode()) > MAX_RECORD_BYTES:
+                    raise ValueError(f"over {MAX_RECORD_BYTES} bytes: left out")
+                return json.loads(text)
+            data = b.attempt(f"state/{rel}", read)
+            if data is not None:
+                b.add_object(f"state/{rel.removesuffix('.json')}.yaml", data)
+    runs = state_root / "runs"
+    folders = [p for p in runs.glob("*/*/*") if p.is_dir() and not p.is_symlink()] \
+        if runs.is_dir() else []
+    recent = _newest(folders, RECENT_RUNS)
+    lines.append(f"runs: {len(folders)}, the logs of the newest {len(recent)} included")
+    for folder in recent:
+        logs = [p for p in folder.rglob("*.log") if not p.is_symlink() and not p.is_dir()]
+        for path in sorted(logs)[:50]:
+            rel = path.relative_to(state_root).as_posix()
+            text = b.attempt(f"state/{rel}", lambda path=path: _tail(path, LOG_TAIL_BYTES))
+            if text is not None:
+                b.add(f"state/{rel}", "\n".join(text.splitlines()[-LOG_TAIL:]) + "\n")
+    b.add("state/summary.txt", "\n".join(lines) + "\n")
+
+
 def build(target: Path, *, lab_dir: Path | None, record: dict[str, Any] | None,
           kubeconfig: Path | None, namespaces: list[str],
-          connect: Callable[[Path], Any] | None = None) -> tuple[Path, list[str]]:
-    """Write the bundle to `target`; returns it and what could not be collected."""
+          connect: Callable[[Path], Any] | None = None,
+          state_root: Path | None = None) -> tuple[Path, list[str]]:
+    """Write the bundle to `target`; returns it and what could not be collected.
+    `state_root`: the local backend's state folder to include."""
     b = Bundle()
+    if state_root is not None:
+        b.attempt("the local state folder", lambda: local(b, state_root))
     if lab_dir is not None and record is not None:
         lab_files(b, lab_dir, record)
     kube = None

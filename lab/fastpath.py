@@ -17,14 +17,20 @@ then does everything as before -- on anything else:
   a lab recorded by `kflab up` in the state folder;
 - a terminal narrower than the progress line (rich would wrap it); otherwise the lines are
   printed as rich prints them there (its styles on a terminal, plain text to a pipe);
-- no memo, or one whose files, environment variables, kfp or kflab changed, or a cache
-  entry it names gone, damaged or naming another execution;
+- no memo, or one whose files, folders' import names, environment variables, interpreter,
+  $PYTHONPATH, kfp or kflab changed (replay.py's docstring lists what a memo keys on), or a
+  cache entry it names gone, damaged or naming another execution;
 - anything the backend's ownership rules would act on: the run's lock held by another
   process, a stop request, an earlier owner that recorded processes or whose tagged
   processes are alive, a record that is unreadable or still running; no /proc (the owner
   record's start time and the tagged-process check read it).
 Nothing is written before all of that is known; an error while writing (a full disk) also
 hands over to the normal path, which applies the run again from the start.
+
+A local run it hands over (a first run, an edited pipeline) gets its task fork server
+started here (_prestart), so that the server's start overlaps kflab's own instead of
+following it; $KFLAB_NO_PRESTART=1 turns that off (benches compare both, tests calling
+answer() in their own process keep it out).
 """
 
 from __future__ import annotations
@@ -215,7 +221,10 @@ def answer(argv: list[str]) -> int | None:
 
     signals.install()  # as the normal path does before anything is written
     try:
-        return _answer(req, t0)
+        code = _answer(req, t0)
+        if code is None:
+            _prestart(req)
+        return code
     except KeyboardInterrupt as exc:  # what the normal path prints (click's Abort branch)
         print(f"stopped: {signals.reason(exc)}", file=sys.stderr)
         return signals.exit_code(exc)
@@ -225,6 +234,21 @@ def answer(argv: list[str]) -> int | None:
         return 1
     except Exception:  # anything unforeseen: the normal path decides
         return None
+
+
+def _prestart(req: _Request) -> None:
+    """A local run the engine will do (no memo answers it): start its task fork server now,
+    so that the server's own start -- an interpreter, then kfp's executor imported -- runs
+    beside this process's start (click, the command tree, kfp, the compile) instead of
+    after it, when the first task is ready (taskproc.warm_up; measured in
+    docs/performance.md, "The first run's start"). Nothing is written; a run that never
+    starts a task leaves the idle server to end with this process."""
+    if req.file is None or not os.path.isfile(req.file) or \
+            os.environ.get("KFLAB_NO_PRESTART"):
+        return
+    from lab.backends.local.pipelines import taskproc
+
+    taskproc.warm_up()
 
 
 def _answer(req: _Request, t0: float) -> int | None:
@@ -359,7 +383,7 @@ class _Owner:
     def save(self) -> None:
         import uuid
 
-        from lab import state
+        from lab import hashchain, state
         from lab.backends.shapes import PIPELINE_RUN
         from lab.kube.conditions import now
 
@@ -367,11 +391,18 @@ class _Owner:
             cwd: str | None = os.getcwd()
         except OSError:
             cwd = None
-        state.write_json(self.record_file, {
+        record: dict[str, Any] = {
             "kind": PIPELINE_RUN, "namespace": NAMESPACE, "name": self.name,
             "pid": os.getpid(), "started": self.started, "argv": _command_line(), "cwd": cwd,
             "since": now(), "token": f"{PLURAL}.{NAMESPACE}.{self.name}.{uuid.uuid4().hex[:12]}",
-            "procs": {}})
+            "procs": {}}
+        # as owners.acquire adds them: the journal's head, and the mark of `kflab solve`
+        mark = hashchain.active_anchor(self.root)
+        if mark is not None:
+            record["journal"] = mark
+        if os.environ.get(hashchain.SOLVE_ENV):
+            record["solve"] = os.environ[hashchain.SOLVE_ENV][:64]
+        state.write_json(self.record_file, record)
         self.saved = True
 
     def __exit__(self, *exc: object) -> None:

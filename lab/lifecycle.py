@@ -166,7 +166,7 @@ def up(profile: Profile, state: Path, say: Say, *, only: list[str] | None = None
         record(state, profile, backend={"name": "cluster", "kubeconfig": str(kc),
                                         "context": None, "verified_at": now()})
     return {"seconds": time.monotonic() - t0, "tags": tags, "log": str(outcome.log),
-            "phases": phases, "verify": verified}
+            "phases": phases, "verify": verified, "kubeconfig": str(kc)}
 
 
 def _pins() -> dict[str, Any]:
@@ -393,10 +393,12 @@ def leftovers(profile: Profile, workdir: Path) -> str:
 
 def debug_bundle(state: Path, output: Path | None, *, name: str | None = None,
                  kubeconfig: Path | None = None) -> tuple[Path, list[str]]:
-    """`kflab debug bundle`: the lab's record, profile, Ansible log and verify results, and
-    what its cluster says (lab.debugbundle), in one redacted tar.gz. Works on a lab that
-    never came up (the cluster part is then listed in errors.txt), and with only
-    `kubeconfig` when there is no lab record (a cluster kflab did not make)."""
+    """`kflab debug bundle`: versions, the local backend's state folder (records, owners,
+    progress, recent run logs), and when there is a lab its record, profile, Ansible log and
+    verify results and what its cluster says (lab.debugbundle), in one redacted tar.gz.
+    Works with no lab at all (the local backend), on a lab that never came up (the cluster
+    part is then listed in errors.txt), and with only `kubeconfig` (a cluster kflab did not
+    make)."""
     from lab import debugbundle
     from lab.components.catalog import load
 
@@ -408,10 +410,10 @@ def debug_bundle(state: Path, output: Path | None, *, name: str | None = None,
             kc = get_provider(profile, state).kubeconfig()
             kubeconfig = kc if kc.exists() else None
     except LabError:
-        if kubeconfig is None:
-            raise
+        if name is not None:
+            raise  # a lab named that does not exist: say so
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     target = output or Path.cwd() / f"kflab-debug-{stamp}.tar.gz"
     namespaces = list(dict.fromkeys(["kubeflow", load().lab_namespace]))
     return debugbundle.build(target, lab_dir=lab_folder, record=data, kubeconfig=kubeconfig,
-                             namespaces=namespaces)
+                             namespaces=namespaces, state_root=state)

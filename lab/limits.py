@@ -52,6 +52,26 @@ MAX_HANDIN_BYTES = 1024 * 1024 * 1024
 # Files in one hand-in: a lab makes hundreds; an archive of millions of empty files is a bomb.
 MAX_HANDIN_FILES = 50_000
 
+# --- files a learner's work leaves, read back by kflab (records, journals, grades, rosters) ---
+
+# One record of a local resource (a PipelineRun with its task details, an Experiment with
+# its trials) is kilobytes to a few MB; 64 MiB is beyond any honest record, and bounds what a
+# hand-in's edited record can make kflab hold in memory.
+MAX_RECORD_BYTES = 64 * 1024 * 1024
+# The export manifest of a hand-in and an owner record: a few kB each.
+MAX_MANIFEST_BYTES = 1024 * 1024
+# A journal: one short line per check, hint or solve; a year of daily work is a few hundred kB.
+MAX_JOURNAL_BYTES = 8 * 1024 * 1024
+# A grade.json: every check of every step with what it observed is well under 1 MB.
+MAX_GRADE_BYTES = 16 * 1024 * 1024
+# A work file a check reads (`contains`): the learner's own text output or code.
+MAX_CHECKED_FILE_BYTES = 64 * 1024 * 1024
+# A class roster: one short row per student; 1 MiB is tens of thousands of students.
+MAX_ROSTER_BYTES = 1024 * 1024
+# Folders in one path of a hand-in: a lab's deepest (pipeline-root/ns/run/task/artifact) is
+# under 15; 64 refuses an archive built to exhaust path lengths before a folder is made.
+MAX_HANDIN_DEPTH = 64
+
 # --- notebooks compiled to pipelines (`kflab notebook compile`) ---
 
 # An .ipynb holds its cells' outputs too (plots as base64): course notebooks with figures are
@@ -75,3 +95,11 @@ MAX_PARALLELFOR_ITEMS = 1_000
 # A dsl.If condition the compiler writes is one comparison per branch (Elif chains repeat
 # the earlier ones negated): a few hundred characters. 64 KiB is beyond any real pipeline.
 MAX_CONDITION_CHARS = 64 * 1024
+
+# --- the local KFP API (`kflab ui`) ---
+
+# A list's `filter` is a JSON v2beta1.Filter of a few predicates (kfp.Client's are under 200
+# characters); 64 KiB is beyond any real one and keeps a hostile query string cheap to refuse.
+MAX_FILTER_CHARS = 64 * 1024
+# Filter -> predicates -> Predicate -> string_values -> values is 5 levels deep.
+MAX_FILTER_DEPTH = 8

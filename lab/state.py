@@ -21,14 +21,17 @@ import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from lab import limits
 from lab.errors import LabError
 
 ENV_VAR = "KFLAB_STATE"
+MAX_STATE_FILE_BYTES = limits.MAX_RECORD_BYTES  # one record; bigger is refused as corrupt
 # A path part: what kflab itself names things (validated object names, plurals, file names).
 _PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
 _NAME_MAX = 255  # bytes in one path component (Linux NAME_MAX)
@@ -167,12 +170,14 @@ def read_json(target: Path, *, expect: type | None = dict,
     works again; `fix` says how to get the lost object back.
     """
     try:
-        raw = target.read_bytes()
+        raw = _read_capped(target)
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise io_error(exc, target, "read") from None
     try:
+        if raw is None:
+            raise ValueError(f"not a regular file, or over {MAX_STATE_FILE_BYTES} bytes")
         data = json.loads(raw.decode("utf-8"))
         if expect is not None and not isinstance(data, expect):
             raise ValueError(f"expected a JSON {expect.__name__}, got {type(data).__name__}")
@@ -181,7 +186,7 @@ def read_json(target: Path, *, expect: type | None = dict,
             raise ValueError(problem)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError
         detail = str(exc).splitlines()[0][:200] or "empty file"
-        if not raw.strip():
+        if raw is not None and not raw.strip():
             detail = "the file is empty (truncated)"
         aside = _aside(target)
         try:
@@ -191,6 +196,24 @@ def read_json(target: Path, *, expect: type | None = dict,
             return _corrupt(target, detail, f"delete or repair it (rm {target}), then {fix}")
         return _corrupt(target, detail, f"{where}; {fix}")
     return data
+
+
+def _read_capped(target: Path) -> bytes | None:
+    """A state file's bytes; None when it is not a regular file (a FIFO would block a read
+    forever) or is over MAX_STATE_FILE_BYTES (a grading sandbox holds a student's files)."""
+    fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_STATE_FILE_BYTES:
+            return None
+        chunks, left = [], MAX_STATE_FILE_BYTES + 1
+        while left > 0 and (chunk := os.read(fd, min(left, 1024 * 1024))):
+            chunks.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(fd)
+    raw = b"".join(chunks)
+    return raw if len(raw) <= MAX_STATE_FILE_BYTES else None
 
 
 def _corrupt(target: Path, detail: str, hint: str) -> Any:

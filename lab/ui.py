@@ -463,6 +463,10 @@ class TrialTable:
                 hanging("           plot: ", esc(plot))
 
 
+def passed_count(res: ScenarioResult) -> int:
+    return sum(s.status == "passed" for s in res.steps)
+
+
 def summary(results: list[ScenarioResult]) -> None:
     from rich.table import Table
 
@@ -474,6 +478,17 @@ def summary(results: list[ScenarioResult]) -> None:
         table.add_row(cell(res.id), res.mode, f"{passed}/{len(res.steps)}",
                       MARK.get(res.status, esc(res.status)), f"{res.seconds:.1f}s")
     console().print(table)
+    for res in results:  # which steps were skipped, and each step's own reason
+        reasons: dict[str, list[str]] = {}
+        for step in res.steps:
+            if step.status == "skipped" and step.skip_reason:
+                reasons.setdefault(step.skip_reason, []).append(step.id)
+        for why, steps in reasons.items():
+            if len(steps) == len(res.steps):
+                hanging("", f"[yellow]{esc(res.id)}[/]: skipped, {esc(why)}")
+            else:
+                hanging("", f"[yellow]{esc(res.id)}[/]: step {esc(', '.join(steps))} "
+                        f"skipped, {esc(why)}; {passed_count(res)} of {len(res.steps)} passed")
 
 
 def _hang(text: str, style: str = "", mark: tuple[str, str] | None = None) -> None:
@@ -652,9 +667,10 @@ def show_step(session: Any, index: int | None = None) -> None:
 
 
 def scenario_table(items: list[Any], progress: dict[str, str] | None = None,
-                   here: dict[str, str] | None = None) -> None:
+                   here: dict[str, str] | None = None, partly: set[str] | None = None) -> None:
     """The scenarios; `progress` (id -> "2/3", "done") adds where the learner is; `here`
-    (id -> why) marks the labs this machine cannot run (no GPU, a missing extra)."""
+    (id -> why) marks the labs this machine cannot run whole (no GPU, a missing extra),
+    `partly` those of them whose other steps do run here."""
     from lab.scenarios.model import BACKENDS
 
     columns = [Column("ID", key=True), Column("TITLE"), Column("LEVEL"), Column("TIME"),
@@ -668,7 +684,10 @@ def scenario_table(items: list[Any], progress: dict[str, str] | None = None,
             if (why := s.why_not(b)) is not None:
                 runs += f" (not {b}*)"
                 notes.append(f"* {s.id} on {b}: {why}")
-        if here and s.id in here:
+        if here and s.id in here and partly and s.id in partly:
+            runs += " (partly here*)"
+            notes.append(f"* {s.id} on this machine: {here[s.id]}")
+        elif here and s.id in here:
             runs += " (not here*)"
             notes.append(f"* {s.id} cannot run on this machine: {here[s.id]}")
         row = [s.id, s.title, s.level, s.duration, str(len(s.steps)), ", ".join(s.requires),
@@ -756,8 +775,16 @@ def scenario_overview(s: Any, progress: str | None = None) -> None:
 
 
 def doctor_table(rows: list[Any], title: str) -> None:
+    """The doctor's rows: a box table on a terminal; piped, plain aligned columns as the
+    other commands print (print_table), one line per check, nothing drawn, cut or wrapped."""
     from rich.table import Table
 
+    if not console().is_terminal:
+        console().print(f"kflab doctor ({esc(title)})", soft_wrap=True)
+        print_table([Column("CHECK", key=True), Column("RESULT"), Column("OBSERVED"),
+                     Column("ADVICE")],
+                    [[r.name, r.status, r.observed or "", r.advice or ""] for r in rows])
+        return
     table = Table(title=f"kflab doctor ({esc(title)})", header_style="bold")
     for col in ("check", "result", "observed", "advice"):
         table.add_column(col)

@@ -1,8 +1,12 @@
 """The one loader for every file a user gives kflab, safe against hostile input.
 
-Manifests, scenario.yaml, lab.yaml, kubeconfigs and prediction bodies all come through here,
-and every error names the file, the line and the field. What it guarantees:
-- size: a file over `limits.MAX_FILE_BYTES` is refused before it is parsed;
+Manifests, scenario.yaml, lab.yaml, kubeconfigs, prediction bodies, rosters, hand-in records,
+journals and grade files all come through here (`read_bytes`, `read_text`, `read_json`), and
+every error names the file, the line and the field. What it guarantees:
+- size: a file is opened without blocking and must be a regular file (a FIFO, /dev/zero or
+  a folder is refused before a byte is read); one over its limit (`limits.MAX_FILE_BYTES`
+  unless the caller names another) is refused by its size, and never more than the limit
+  plus one byte is read;
 - encoding: UTF-8 only (a BOM is dropped); other bytes are reported with their byte offset;
 - aliases: never copied while reading. Each node's expanded size and height are computed
   once, when it closes, so a "billion laughs" file is refused after reading its few hundred
@@ -21,7 +25,9 @@ and every error names the file, the line and the field. What it guarantees:
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,12 +96,12 @@ def undotted(text: str) -> PathKey:
 
 # --- bytes -> text ---------------------------------------------------------------------------
 
-def decode(raw: bytes, file: str, *, limit: int = limits.MAX_FILE_BYTES) -> str:
+def decode(raw: bytes, file: str, *, limit: int = limits.MAX_FILE_BYTES,
+           limit_name: str | None = None) -> str:
     """UTF-8 text of a user file, refusing oversize files and naming the first bad byte."""
     if len(raw) > limit:
         raise InputError(file, None, limits.limit("file size (bytes)", f"{len(raw)}+", limit,
-                                                  "MAX_FILE_BYTES" if limit ==
-                                                  limits.MAX_FILE_BYTES else "MAX_BODY_BYTES"),
+                                                  limit_name or _limit_name(limit)),
                          hint="is this the right file?")
     if raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]
@@ -109,18 +115,77 @@ def decode(raw: bytes, file: str, *, limit: int = limits.MAX_FILE_BYTES) -> str:
             from None
 
 
-def read_text(path: Path, *, limit: int = limits.MAX_FILE_BYTES,
-              hint: str = "check the path") -> str:
-    """A user file as text: at most `limit` bytes are read, whatever the file is."""
+def read_bytes(path: Path, *, limit: int = limits.MAX_FILE_BYTES,
+               limit_name: str | None = None, hint: str = "check the path") -> bytes:
+    """The bytes of a file a user gave kflab, capped before they are read: the file is
+    opened without blocking, must be a regular file (never a FIFO, a device such as
+    /dev/zero, a socket or a folder), is refused when fstat says it is bigger than `limit`,
+    and at most `limit + 1` bytes are read (it may grow while read)."""
+    name = limit_name or _limit_name(limit)
+    where = str(path)
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(limit + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
-        raise InputError(str(path), None, f"cannot read: {exc.strerror or exc}",
+        raise InputError(where, None, f"cannot read: {exc.strerror or exc}",
                          hint=hint) from None
     except ValueError:  # a NUL byte in the path
-        raise InputError(repr(str(path)), None, "not a valid path", hint=hint) from None
-    return decode(raw, str(path), limit=limit)
+        raise InputError(repr(where), None, "not a valid path", hint=hint) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(where, None, f"not a regular file ({_file_type(info.st_mode)}): "
+                                          "kflab reads files only", hint=hint)
+        if info.st_size > limit:
+            raise InputError(where, None, limits.limit("file size (bytes)", info.st_size,
+                                                       limit, name),
+                             hint="is this the right file?")
+        chunks, left = [], limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1024 * 1024))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as exc:
+        raise InputError(where, None, f"cannot read: {exc.strerror or exc}",
+                         hint=hint) from None
+    finally:
+        os.close(fd)
+    raw = b"".join(chunks)
+    if len(raw) > limit:
+        raise InputError(where, None, limits.limit("file size (bytes)", f"{len(raw)}+", limit,
+                                                   name), hint="is this the right file?")
+    return raw
+
+
+def _limit_name(limit: int) -> str:
+    for name in dir(limits):
+        if name.startswith("MAX_") and name.endswith("_BYTES") and getattr(limits, name) == limit:
+            return name
+    return "MAX_FILE_BYTES"
+
+
+def _file_type(mode: int) -> str:
+    for test, what in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return what
+    return "not a regular file"
+
+
+def read_text(path: Path, *, limit: int = limits.MAX_FILE_BYTES,
+              hint: str = "check the path", limit_name: str | None = None) -> str:
+    """A user file as UTF-8 text: capped and checked as `read_bytes` does."""
+    raw = read_bytes(path, limit=limit, limit_name=limit_name, hint=hint)
+    return decode(raw, str(path), limit=limit, limit_name=limit_name)
+
+
+def read_json(path: Path, *, limit: int = limits.MAX_FILE_BYTES,
+              hint: str = "check the path", limit_name: str | None = None) -> Any:
+    """A user's JSON file: capped (`read_bytes`), UTF-8, and bounded in depth (`load_json`)."""
+    return load_json(read_text(path, limit=limit, hint=hint, limit_name=limit_name),
+                     str(path))
 
 
 def user_path(base: Path, raw: str, *, file: str | None, field: str) -> Path:

@@ -7,8 +7,9 @@ check the same conditions, read the same cache entries and write the same record
 this one module; nothing here imports kfp, click, rich or PyYAML, nor the local backend's
 package (its owners, processes and store pull in psutil).
 
-- the memo: `memo_file` (its key: the pipeline file, function, arguments, kfp's and kflab's
-  versions), `load` (its files and environment variables unchanged);
+- the memo: `memo_file` (its key: the pipeline file, function, arguments, the interpreter,
+  kfp's and kflab's versions), `load` (its files, the import-relevant names in its folders and
+  its environment variables unchanged);
 - the cache (cache.py's entries): `cached` (an entry still naming a whole execution),
   `referenced_runs`, `read_task_outputs`;
 - the replayed run: `details` (task_details from the memo and the cache) and `write_replay`
@@ -21,6 +22,7 @@ import contextlib
 import hashlib
 import json
 import os
+import sys
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -31,7 +33,7 @@ from lab import state
 from lab.errors import LabError
 from lab.kube.conditions import now
 
-MEMO_VERSION = 1
+MEMO_VERSION = 2  # 2: the pipeline file always listed, folders' import names, interpreter
 SKIPPED = "SKIPPED"  # a task reused from the cache, as the KFP API reports it
 
 
@@ -68,13 +70,24 @@ def parse_arguments(pairs: list[str]) -> dict[str, Any]:
 # --- the memo ---------------------------------------------------------------------------------
 
 def versions() -> str:
-    """kfp's, its pipeline spec's and kflab's versions, read without importing kfp (and
-    without importlib.metadata, which scans every installed distribution: 0.1 s)."""
+    """What else a compile depends on: the interpreter (its path and version: another
+    Python may have other packages and compile other bytecode), $PYTHONPATH (folders it
+    imports from; the memo lists what each holds), kflab's version and
+    its pipeline code (an editable install changes without a new version), and kfp's
+    version and pipeline spec -- read without importing kfp (and without importlib.metadata,
+    which scans every installed distribution: 0.1 s)."""
     import importlib.util
 
     from lab import __version__
 
-    out = [f"kflab={__version__}"]
+    out = [f"kflab={__version__}", f"python={sys.executable}:{sys.version}",
+           f"PYTHONPATH={os.environ.get('PYTHONPATH', '')}"]
+    code = [os.path.dirname(__file__), os.path.join(os.path.dirname(__file__), "local",
+                                                   "pipelines")]
+    for folder in code:
+        with contextlib.suppress(OSError), os.scandir(folder) as found:
+            out += sorted(f"{e.name}:{e.stat().st_size}:{e.stat().st_mtime_ns}"
+                          for e in found if e.name.endswith(".py"))
     found = importlib.util.find_spec("kfp")
     for folder in (found.submodule_search_locations or []) if found else []:
         for part in ("version.py", os.path.join("pipeline_spec", "pipeline_spec_pb2.py")):
@@ -82,6 +95,49 @@ def versions() -> str:
                 st = os.stat(os.path.join(folder, part))
                 out.append(f"{part}:{st.st_size}:{st.st_mtime_ns}")
     return ",".join(out)
+
+
+_OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the `lab` package
+
+
+def installed(path: str) -> bool:
+    """A path inside the Python installation, an installed package (site-packages,
+    dist-packages) or kflab's own package (an editable install's too): its files change
+    only with a version or kflab's pipeline code, which the memo's key holds."""
+    real = os.path.realpath(path)
+    if "site-packages" in real or "dist-packages" in real:
+        return True
+    return any((real + os.sep).startswith(os.path.realpath(p) + os.sep)
+               for p in {sys.prefix, sys.base_prefix, _OWN})
+
+
+def listing(folder: str) -> str | None:
+    """The names in `folder` that an import could find, as one sha256: a module of any
+    suffix Python imports, a sub-folder holding one (a package, or a namespace package's
+    portion). A module added beside the pipeline can shadow another or satisfy an import
+    that failed. None when the folder cannot be read. Other files and folders (data, notes,
+    the state folder, what tasks write) do not count."""
+    import importlib.machinery
+
+    suffixes = tuple(importlib.machinery.all_suffixes())
+
+    def module(name: str) -> bool:
+        return name.endswith(suffixes) and name.split(".")[0].isidentifier()
+
+    names = []
+    try:
+        with os.scandir(folder) as found:
+            for e in found:
+                if not e.is_dir():
+                    if module(e.name):
+                        names.append(e.name)
+                elif e.name.isidentifier() and e.name != "__pycache__":
+                    with contextlib.suppress(OSError), os.scandir(e.path) as inner:
+                        if any(module(i.name) for i in inner):
+                            names.append(e.name + "/")
+    except OSError:
+        return None
+    return hashlib.sha256("\n".join(sorted(names)).encode()).hexdigest()
 
 
 def memo_file(store_root: Path, namespace: str, pipeline: Path, function: str | None,
@@ -107,11 +163,17 @@ def memo_for(store_root: Path, obj: dict[str, Any], pipeline: Path) -> Path | No
 
 
 def unchanged(memo: dict[str, Any]) -> bool:
-    """The files and environment variables the pipeline's compile read are as they were."""
+    """The files, folders and environment variables the pipeline's compile read are as they
+    were. A memo that lists no file (not even the pipeline) is never trusted."""
     for name, value in (memo.get("env") or {}).items():
         if os.environ.get(name) != value:
             return False
-    return all(sha(path) == digest for path, digest in (memo.get("files") or {}).items())
+    files, dirs = memo.get("files") or {}, memo.get("dirs") or {}
+    if not files or not isinstance(files, dict) or not isinstance(dirs, dict):
+        return False
+    return all(listing(folder) == digest for folder, digest in dirs.items()) and \
+        all(sha(path) == digest if digest else not os.path.lexists(path)
+            for path, digest in files.items())
 
 
 def load(memo_path: Path) -> dict[str, Any] | None:
@@ -259,12 +321,15 @@ def write_replay(obj: dict[str, Any], memo: dict[str, Any], task_details: list[d
     run_id = str(uuid.uuid4())
     (root / run_id).mkdir(parents=True, exist_ok=True)
     dag = memo.get("dag") or {}
+    began = stamp()
     obj["status"] = {
         "run_id": run_id, "display_name": meta["name"],
         "pipeline_name": str(memo.get("pipeline_name") or ""),
         "state": "SUCCEEDED", "created_at": created, "finished_at": now(), "error": None,
+        "start_time": began, "end_time": stamp(),  # to the millisecond, as the engine's
         "pipeline_root": str(root / run_id), "log": str(log), "parallelism": parallelism,
         "cache": True, "run_details": {"task_details": task_details}, "dag": dag,
+        "graph": memo.get("graph") if isinstance(memo.get("graph"), dict) else None,
     }
     if started is not None:
         started(list(dag))

@@ -5,12 +5,16 @@ own `status`, so their shape is the CRD's and lives upstream. The one kflab kind
 `PipelineRun` (apiVersion kflab.dev/v1), records a KFP run; its `status` mirrors the KFP v2beta1
 API's Run (`run_id`, `display_name`, `state`, `created_at`, `finished_at`, `error`,
 `run_details.task_details[]` with `display_name`, `state`, `start_time`, `end_time`) and adds,
-per task, what KFP keeps in ML Metadata: `outputs.parameters`, `outputs.metrics` and
-`outputs.artifacts` (name -> type, uri, local path, exists, metadata). A task reused from
-KFP's cache has the state the KFP API gives it, SKIPPED, with the reused outputs; the local
-backend adds `cached: true` (MLMD's CACHED execution state on a cluster). The local backend
-fills it from the executor outputs of its tasks; the cluster backend from the KFP API and ML
-Metadata, with artifacts fetched from the object store into the state folder.
+per task, where it runs (`parent`: the path of the DAG task a task in a sub-DAG runs in, as
+KFP's `parent_task_id` names it by id; `task_path` below) and what KFP keeps in ML Metadata:
+`outputs.parameters`, `outputs.metrics` and `outputs.artifacts` (name -> type, uri, local
+path, exists, metadata). A task reused from KFP's cache has the state the KFP API gives it,
+SKIPPED, with the reused outputs; the local backend adds `cached: true` (MLMD's CACHED
+execution state on a cluster) and, for `kflab ui`, the run's own `start_time` and `end_time`
+to the millisecond and the pipeline's nested DAGs (`graph`: lab/backends/pipeline_graph.py).
+The local backend fills it from the executor outputs of its tasks; the cluster backend from
+the KFP API and ML Metadata, with artifacts fetched from the object store into the state
+folder.
 """
 
 from __future__ import annotations
@@ -126,6 +130,28 @@ def tasks(run: dict[str, Any] | None) -> list[dict[str, Any]]:
     return [t for t in found if isinstance(t, dict)] if isinstance(found, list) else []
 
 
+def task_path(task: dict[str, Any]) -> str:
+    """Where a task runs in its run: its display name under the DAG tasks it runs in
+    (`parent`, written by the local engine for a task in a sub-DAG, as
+    lab/backends/local/pipelines/engine.task_path builds it). Unique in a run where display
+    names are not: a sub-pipeline used twice runs two tasks of one name."""
+    parent, name = task.get("parent"), str(task.get("display_name"))
+    return f"{parent}/{name}" if isinstance(parent, str) and parent else name
+
+
+def find_task_path(run: dict[str, Any] | None, name: str) -> str | None:
+    """The path of the task `name` names: a path, or a display name only one task has;
+    None when no task has it. Raises ValueError with the paths when several tasks do."""
+    found = tasks(run)
+    paths = [task_path(t) for t in found]
+    if name in paths:
+        return name
+    named = [p for t, p in zip(found, paths, strict=True) if t.get("display_name") == name]
+    if len(named) > 1:
+        raise ValueError(", ".join(named))
+    return named[0] if named else None
+
+
 def task(run: dict[str, Any] | None, display_name: str) -> dict[str, Any] | None:
     return next((t for t in tasks(run) if t.get("display_name") == display_name), None)
 
@@ -134,6 +160,20 @@ def artifact(run: dict[str, Any] | None, task_name: str, name: str) -> dict[str,
     """The output artifact `name` of task `task_name`, or None."""
     found = task(run, task_name)
     return (((found or {}).get("outputs") or {}).get("artifacts") or {}).get(name)
+
+
+def relocate(path: Path, root: Path) -> Path:
+    """A path a record holds, in the state folder `root` as it is now: a state folder moved
+    with `mv` keeps records naming its old place (`OLD/pipeline-root/...`), whose files are
+    now under `root`. A path inside `root`, or with no such part, is returned unchanged."""
+    if path.is_absolute() and not path.is_relative_to(root):
+        parts = path.parts
+        for i in range(len(parts) - 1, 0, -1):
+            if parts[i] in ("pipeline-root", "runs"):
+                moved = root.joinpath(*parts[i:])
+                if moved.exists():
+                    return moved
+    return path
 
 
 def artifact_problem(entry: dict[str, Any] | None, task_name: str, name: str,
@@ -146,7 +186,7 @@ def artifact_problem(entry: dict[str, Any] | None, task_name: str, name: str,
         return f"task '{task_name}' has no output artifact '{name}'"
     if not entry.get("path"):
         return f"artifact '{name}' of task '{task_name}' was not fetched ({entry.get('uri')})"
-    path = Path(entry["path"])
+    path = relocate(Path(entry["path"]), root)
     if not path.resolve().is_relative_to(root.resolve()):
         return f"artifact '{name}' of task '{task_name}' is recorded outside the state folder"
     if not path.exists() or (path.is_file() and path.stat().st_size == 0):

@@ -17,8 +17,16 @@ def main() -> None:
     code = fastpath.answer(sys.argv[1:])
     if code is not None:
         sys.exit(code)
-    from lab.cli.app import main as full
+    try:
+        from lab.cli.app import main as full
+    except Exception as exc:  # the command tree itself does not load: click, rich... broken
+        from lab import deps
 
+        found = deps.diagnose(exc)
+        if found is None:
+            raise
+        sys.stderr.write(f"error: {found[0]}\n  fix: {found[1]}\n")
+        sys.exit(2)
     full()
 
 

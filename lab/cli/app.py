@@ -35,7 +35,8 @@ from lab.ui import printable
 
 __all__ = ["cli", "main"]
 
-# Exit codes: 1 a workload or check failed, 2 bad input (LabError), 70 a bug in kflab
+# Exit codes: 1 a workload or check failed, 2 bad input (LabError) or an environment to repair
+# (lab/deps.py), 70 a bug in kflab
 # (EX_SOFTWARE: the safety net below), 130 interrupted.
 EXIT_BUG = 70
 
@@ -77,6 +78,15 @@ def main() -> None:
     except SystemExit:
         raise
     except Exception as exc:  # last resort: a bug, never a traceback on the terminal
+        from lab import deps
+
+        found = deps.diagnose(exc)  # a package missing, broken or of another version
+        if found is not None:
+            from lab.ui import echo_wrapped
+
+            echo_wrapped(f"error: {printable(found[0])}\n  fix: {printable(found[1])}",
+                         err=True, indent="    ", fg="red")
+            sys.exit(2)
         report = save_traceback()
         first = printable(str(exc).splitlines()[0] if str(exc) else "")[:200]
         click.secho(f"error: unexpected {type(exc).__name__}{': ' if first else ''}{first}",

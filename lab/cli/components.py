@@ -16,9 +16,10 @@ def components() -> None:
 
 
 _upstream_opt = click.option(
-    "--upstream", envvar="KFLAB_UPSTREAM", required=True,
+    "--upstream", envvar="KFLAB_UPSTREAM",
     type=click.Path(exists=True, file_okay=False),
-    help="An extracted kubeflow/manifests release tree (env KFLAB_UPSTREAM).")
+    help="An extracted kubeflow/manifests release tree to render (env KFLAB_UPSTREAM; "
+         "default: the data kflab ships, rendered from the pinned release).")
 
 
 @components.command("list")
@@ -37,11 +38,12 @@ def components_list() -> None:
 @click.option("-c", "--component", "names", multiple=True,
               help="Only these (default: the whole lab profile, GPU parts excluded).")
 @click.option("--json", "as_json", is_flag=True)
-def components_footprint(upstream: str, names: tuple[str, ...], as_json: bool) -> None:
+def components_footprint(upstream: str | None, names: tuple[str, ...], as_json: bool) -> None:
     """Summed CPU/memory requests and limits of the rendered set, per component."""
     from lab.components.footprint import gib, lab_footprint
+    from lab.components.release import footprint_rows
 
-    rows = lab_footprint(Path(upstream), names)
+    rows = lab_footprint(Path(upstream), names) if upstream else footprint_rows(names)
     total = rows[-1][1]
     if as_json:
         click.echo(json.dumps({n: {"cpu_requests": float(f.cpu_requests),
@@ -65,13 +67,15 @@ def components_footprint(upstream: str, names: tuple[str, ...], as_json: bool) -
 @_upstream_opt
 @click.option("--gpu", is_flag=True, help="Include the GPU parts.")
 @click.option("--json", "as_json", is_flag=True, help="Each image with every place naming it.")
-def components_images(upstream: str, gpu: bool, as_json: bool) -> None:
+def components_images(upstream: str | None, gpu: bool, as_json: bool) -> None:
     """Every image the lab runs or pulls at runtime (controllers, Argo's executor, KFP's
     driver/launcher, KServe's storage initializer and model servers, Katib's suggestion and
-    collector images, versions.yaml's images): the list an offline image bundle must hold."""
+    collector images, versions.yaml's images), each with what it is used for; `kflab bundle
+    create` keeps what the labs use (or all, with --all-runtimes)."""
     from lab.components.images import lab_images
+    from lab.components.release import images
 
-    found = lab_images(Path(upstream), gpu)
+    found = lab_images(Path(upstream), gpu) if upstream else images(gpu)
     if as_json:
         click.echo(json.dumps([i.as_dict() for i in found], indent=2))
         return

@@ -22,10 +22,12 @@ def debug() -> None:
               help="Read the cluster through this kubeconfig (default: the lab's).")
 @pass_obj
 def bundle(obj: Obj, output: str | None, name: str | None, kubeconfig: str | None) -> None:
-    """One tar.gz (mode 0600) with the lab record, lab.yaml, the Ansible log, verify.json,
-    versions, `get -A` of kflab's kinds, the nodes, and for the kubeflow and lab namespaces
-    events, pod descriptions and logs. Secrets are never read; tokens, passwords, keys and
-    kubeconfigs are left out or redacted. Attach it to an issue."""
+    """One tar.gz (mode 0600): versions; the local backend's records, owner records,
+    progress and recent run logs; and for a lab made by `kflab up` its record, lab.yaml, the
+    Ansible log, verify.json, `get -A` of kflab's kinds, the nodes, and for the kubeflow and
+    lab namespaces events, pod descriptions and logs. Secrets and kubeconfigs are never read;
+    every environment value, argv value and unknown annotation is redacted, and known token
+    shapes in logs. Attach it to an issue."""
     from lab import lifecycle
 
     path, missed = lifecycle.debug_bundle(obj.state, Path(output) if output else None,

@@ -56,11 +56,17 @@ def progress_export(obj: Obj, names: tuple[str, ...], student: str, out: str) ->
 @click.option("--wait", default=0.0, show_default=True,
               help="Seconds a check may wait for something still settling (the student's "
                    "work is finished: 0 looks once).")
+@click.option("--rerun", is_flag=True,
+              help="Trust no record: run the student's handed-in files again in a fresh "
+                   "state folder (their manifests, pipelines, scripts: code, run as you) and "
+                   "check what they make now (docs/grading.md).")
 @pass_obj
 def scenario_grade(obj: Obj, name: str, work: str, student: str | None,
-                   student_state: str | None, out: str | None, wait: float) -> None:
+                   student_state: str | None, out: str | None, wait: float,
+                   rerun: bool) -> None:
     """Grade a student's hand-in: run only the scenario's checks against their state and
-    files (never a solution); write grade.json, grade.xml, grade.csv and report.html."""
+    files (never a solution); write grade.json, grade.xml, grade.csv and report.html.
+    With --rerun, the checks read what the student's files make when run again."""
     from lab.scenarios import gradebook, grading, handin, htmlreport
     from lab.scenarios.loader import find
     from lab.ui import console, esc
@@ -68,14 +74,15 @@ def scenario_grade(obj: Obj, name: str, work: str, student: str | None,
     s = find(name)
     result = grading.grade(s, Path(work), obj.state, student=student,
                            student_state=Path(student_state) if student_state else None,
-                           wait=wait)
+                           wait=wait, rerun=rerun)
     htmlreport.save_last(result.to_dict(), kind="grade")
     target = Path(out) if out else Path("grades") / handin.slug(result.student) / s.id
     files = gradebook.write(result, target)
     marks = {"passed": "[green]✔[/]", "failed": "[red]✘[/]", "changed": "[yellow]~[/]",
              "skipped": "[yellow]-[/]"}
     out_ = console()
-    out_.print(f"[bold]{esc(result.student)}[/] — {esc(s.id)}")
+    out_.print(f"[bold]{esc(result.student)}[/] — {esc(s.id)}"
+               + (" (rerun: the student's files run again)" if rerun else ""))
     for step in result.steps:
         extra = f"{step.attempts} attempt(s), {step.hints} hint(s)"
         if step.solved_by_solve:
@@ -105,11 +112,19 @@ def grade() -> None:
               type=click.Path(dir_okay=False), help="The class CSV, one row per grade.")
 @click.option("--html", "html_out", default="grades.html", show_default=True,
               type=click.Path(dir_okay=False), help="The class page (one self-contained file).")
-def grade_collect(paths: tuple[str, ...], csv_out: str, html_out: str) -> None:
+@click.option("--rerun", is_flag=True,
+              help="First grade again with --rerun every hand-in whose grade was made from "
+                   "its records (the hand-in must still be where it was graded from).")
+@pass_obj
+def grade_collect(obj: Obj, paths: tuple[str, ...], csv_out: str, html_out: str,
+                  rerun: bool) -> None:
     """Merge many students' grades (grade folders or grade.json files) into one CSV and one
     HTML page."""
     from lab.scenarios import gradebook
 
+    if rerun:
+        for line in gradebook.rerun_all([Path(p) for p in paths], obj.state):
+            click.echo(line)
     grades, notes = gradebook.collect([Path(p) for p in paths])
     Path(csv_out).write_text(gradebook.csv_text([gradebook.row(g) for g in grades]))
     Path(html_out).write_text(gradebook.class_page(grades, notes))

@@ -30,7 +30,7 @@ def check(obj: Obj, wait: float) -> None:
         ok, results = guided.check(session, wait, on_wait=waiting)
     check_lines(results)
     if not ok:
-        apply_warnings(last_warnings(obj.state))
+        apply_warnings(last_warnings(obj.state, guided.where_now(obj.state)))
         if any(getattr(r, "failed", None) for r in results):
             console().print(f"[red]Step '{esc(step.title)}': something you ran failed "
                             "(above).[/] Fix it and run it again; `kflab hint` helps.",

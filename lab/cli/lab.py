@@ -38,6 +38,9 @@ from lab.errors import LabError
 @click.option("--bundle", "bundle_dir", type=click.Path(exists=True, file_okay=False),
               help="Install from an offline bundle (`kflab bundle create`), verified first: "
                    "no download.")
+@click.option("--bundle-sha256", "bundle_sha", metavar="SHA256",
+              help="With --bundle: the sha256 of its bundle.json that `kflab bundle create` "
+                   "printed (proves the bundle is the one that was made).")
 @click.option("--box", "box_file", type=click.Path(exists=True, dir_okay=False),
               help="Start the VM from a baked box (`kflab box build`): its metadata.json or "
                    ".box file, sha256 checked and added to Vagrant once (lab.yaml: vagrant: "
@@ -45,7 +48,8 @@ from lab.errors import LabError
 @pass_obj
 def up(obj: Obj, profile_path: str | None, provider: str | None, only: str | None,
        playbook: str | None, ask_become_pass: bool, force: bool, dry_run: bool,
-       yes: bool, bundle_dir: str | None, box_file: str | None) -> None:
+       yes: bool, bundle_dir: str | None, bundle_sha: str | None,
+       box_file: str | None) -> None:
     """Create the lab: the node (VM, WSL, this host), then k3s and Kubeflow with Ansible.
 
     On this machine itself (--provider host or wsl2) it first lists what it will change
@@ -56,11 +60,28 @@ def up(obj: Obj, profile_path: str | None, provider: str | None, only: str | Non
     from lab.ui import verify_table
 
     profile = config.resolve(profile_path, provider)
+    if bundle_sha and not bundle_dir:
+        raise click.UsageError("--bundle-sha256 needs --bundle")
+    manifest: dict = {}
     if bundle_dir:
-        from lab.teaching.bundle import verify
+        from lab.teaching.bundle import check_arch, machine_arch, verify
 
-        files = verify(Path(bundle_dir))["files"]
-        click.echo(f"bundle {bundle_dir}: {len(files)} files verified")
+        manifest = verify(Path(bundle_dir), expect=bundle_sha)
+        if profile.provider != "existing":  # the node is this machine or a VM like it
+            check_arch(manifest, Path(bundle_dir), machine_arch())
+        from lab.teaching.bundle import missing_images
+
+        # a GPU lab named outright needs the GPU parts' images; `auto` may find none
+        gone = missing_images(manifest, gpu=profile.gpu not in ("off", "auto"))
+        if gone and not force:
+            raise LabError(f"{bundle_dir}: no image {gone[0][0]} (used as: {gone[0][1]}); "
+                           f"{len(gone)} image(s) the labs use are missing",
+                           hint="make the bundle with its default images (no --images-file),"
+                                " or start anyway with --force (k3s then pulls them, which "
+                                "needs a network)")
+        for image, _ in gone:
+            click.echo(f"warning: the bundle has no {image}: k3s will pull it", err=True)
+        click.echo(f"bundle {bundle_dir}: {len(manifest['files'])} files verified")
         profile = profile.with_overrides(offline=str(Path(bundle_dir).resolve()))
     if box_file:
         from dataclasses import replace
@@ -90,9 +111,25 @@ def up(obj: Obj, profile_path: str | None, provider: str | None, only: str | Non
     res = lifecycle.up(profile, obj.state, say, only=roles, playbook=book,
                        ask_become_pass=ask_become_pass, force=force, show_verify=verify_table,
                        confirm=ask if sys.stdin.isatty() else None, yes=yes)
+    if bundle_dir and manifest.get("index") and res.get("kubeconfig") and \
+            (roles is None or "kubeflow" in roles):
+        _install_index(Path(res["kubeconfig"]), manifest["index"])
     click.echo(f"lab {profile.name} is up ({res['seconds']:.0f}s: "
                + ", ".join(f"{k} {v:.0f}s" for k, v in res["phases"].items())
                + "); next: kflab status")
+
+
+def _install_index(kubeconfig: Path, index: dict) -> None:
+    """The bundle's package index for pipeline steps, served in the lab (the image k3s
+    imported from the bundle); the cluster backend then points every step at it."""
+    from lab.kube.client import connect
+    from lab.teaching.pipindex import URL, install
+
+    kube = connect(kubeconfig)
+    for item in install(kube, index):
+        click.echo(f"  applied {item}")
+    click.echo(f"class package index: every pipeline step installs from {URL} "
+               f"({len(index.get('packages') or {})} packages)")
 
 
 @cli.command()
@@ -216,6 +253,11 @@ LOCAL_UI = {
 }
 
 
+# what `kflab ui` shows of them (lab/webui): the local stand-in for the component's UI
+LOCAL_VIEW = {"pipelines": "runs: graph, task states, outputs and logs",
+              "katib": "experiments: each trial's parameters and objective"}
+
+
 @cli.command("open")
 @click.argument("what", type=click.Choice(["pipelines", "katib", "notebook"]))
 @click.argument("resource", required=False)
@@ -248,7 +290,8 @@ def open_(obj: Obj, what: str, resource: str | None, port: int, name: str | None
     if obj.choice().name == "local" and not lifecycle.has_lab(obj.state, name):
         raise LabError(f"the local backend has no {LOCAL_UI[what][0]} to open: it runs "
                        f"{LOCAL_UI[what][1]} on this machine, without a cluster",
-                       hint=f"{LOCAL_UI[what][2]}; for the real UI, create a cluster lab "
+                       hint=f"`kflab ui` shows them in the browser ({LOCAL_VIEW[what]}); or "
+                            f"{LOCAL_UI[what][2]}; for the real UI, create a cluster lab "
                             "with `kflab up`")
     from lab.kube.client import api_client, port_forward, service_target
     from lab.status import ENDPOINTS

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from lab.cli.complete import resources as resources_words
 from lab.cli.root import Obj, backend_options, checked_name, cli, namespace_option, pass_obj
 from lab.errors import LabError
 
@@ -47,7 +48,9 @@ def apply(obj: Obj, files: tuple[str, ...], validation: str, dry_run: bool) -> N
         for item in planned:  # plan() validated every document; nothing is stored or run
             click.echo(f"{item.ref} valid (client dry run: validated here, nothing applied)")
         return
-    record_warnings(obj.state, planned)
+    from lab.scenarios.guided import where_now
+
+    record_warnings(obj.state, planned, where_now(obj.state))
     failed = False
     for item in planned:
         res = apply_document(backend, item.doc, item.base_dir)
@@ -149,7 +152,7 @@ def _resources(obj: Obj, args: tuple[str, ...], namespace: str, all_namespaces: 
 
 
 @cli.command()
-@click.argument("resources", nargs=-1)
+@click.argument("resources", nargs=-1, shell_complete=resources_words)
 @namespace_option
 @click.option("-A", "--all-namespaces", is_flag=True, help="List across every namespace.")
 @click.option("-o", "--output", callback=_output, help=OUTPUT_HELP)
@@ -236,7 +239,7 @@ def _dump(data: Any, output: str) -> None:
 
 
 @cli.command()
-@click.argument("resources", nargs=-1, required=True)
+@click.argument("resources", nargs=-1, required=True, shell_complete=resources_words)
 @namespace_option
 @click.option("-l", "--selector", help="Label selector, e.g. -l app=web.")
 @backend_options
@@ -259,7 +262,7 @@ def describe(obj: Obj, resources: tuple[str, ...], namespace: str,
 
 
 @cli.command()
-@click.argument("resources", nargs=-1)
+@click.argument("resources", nargs=-1, shell_complete=resources_words)
 @click.option("-f", "--filename", "files", multiple=True,
               type=click.Path(exists=True, dir_okay=False),
               help="Delete what these manifests name (repeatable).")
@@ -301,7 +304,7 @@ def delete(obj: Obj, resources: tuple[str, ...], files: tuple[str, ...], namespa
 
 
 @cli.command()
-@click.argument("resources", nargs=-1, required=True)
+@click.argument("resources", nargs=-1, required=True, shell_complete=resources_words)
 @namespace_option
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines while it runs.")
 @click.option("--tail", type=click.IntRange(min=0),

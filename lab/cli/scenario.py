@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from lab.cli.complete import scenario_ids
 from lab.cli.root import Obj, backend_options, cli, pass_obj
 
 
@@ -22,13 +23,14 @@ def scenario() -> None:
 @pass_obj
 def scenario_list(obj: Obj, as_json: bool) -> None:
     """List the available scenarios."""
-    from lab.scenarios.availability import cannot_run_here
+    from lab.scenarios.availability import cannot_run_here, runs_partly
     from lab.scenarios.loader import load_all
     from lab.scenarios.model import BACKENDS
 
     items = load_all()
     progress = _progress_column(obj, items)
     here = {s.id: why for s in items if (why := cannot_run_here(s)) is not None}
+    partly = {s.id for s in items if s.id in here and runs_partly(s)}
     if as_json:
         click.echo(json.dumps([{"id": s.id, "title": s.title, "level": s.level,
                                 "duration": s.duration, "requires": list(s.requires),
@@ -36,12 +38,13 @@ def scenario_list(obj: Obj, as_json: bool) -> None:
                                 "unsupported": {b: s.why_not(b) for b in BACKENDS
                                                 if s.why_not(b)},
                                 "cannot_run_here": here.get(s.id),
+                                "runs_partly_here": s.id in partly,
                                 "progress": progress.get(s.id)}
                                for s in items], indent=2))
         return
     from lab.ui import scenario_table
 
-    scenario_table(items, progress, here)
+    scenario_table(items, progress, here, partly)
 
 
 def _progress_column(obj: Obj, items: list[Any]) -> dict[str, str]:
@@ -61,7 +64,7 @@ def _progress_column(obj: Obj, items: list[Any]) -> dict[str, str]:
 
 
 @scenario.command("show")
-@click.argument("name")
+@click.argument("name", shell_complete=scenario_ids)
 @click.option("--step", "step_no", type=int, help="Show step N (1-based) in full.")
 @pass_obj
 def scenario_show(obj: Obj, name: str, step_no: int | None) -> None:
@@ -83,7 +86,7 @@ def scenario_show(obj: Obj, name: str, step_no: int | None) -> None:
 
 
 @scenario.command("status")
-@click.argument("name", required=False)
+@click.argument("name", required=False, shell_complete=scenario_ids)
 @pass_obj
 def scenario_status(obj: Obj, name: str | None) -> None:
     """Where am I: the scenario in progress (or NAME), its steps and what is next."""
@@ -170,7 +173,7 @@ def _report_options(f: Any) -> Any:
     f = click.option("--json", "json_out", type=click.Path(dir_okay=False),
                      help="Write results as JSON.")(f)
     f = click.option("--all", "all_", is_flag=True, help="Every scenario the backend runs.")(f)
-    return click.argument("names", nargs=-1)(f)
+    return click.argument("names", nargs=-1, shell_complete=scenario_ids)(f)
 
 
 def _mode_command(mode: str, doc: str) -> None:
@@ -191,7 +194,7 @@ _mode_command("test", "Test scenarios: each step's checks must FAIL before its s
 
 
 @scenario.command("start")
-@click.argument("name")
+@click.argument("name", shell_complete=scenario_ids)
 @click.option("--workdir", type=click.Path(file_okay=False),
               help="Where your files go (default: where it was started before, else ./NAME).")
 @click.option("--restart", is_flag=True,

@@ -126,12 +126,17 @@ def class_status(obj: Obj, class_name: str, labs: tuple[str, ...], students: tup
 @click.option("--out", "out", default="grades", show_default=True,
               type=click.Path(file_okay=False),
               help="Where grades/STUDENT/LAB/ and grades.csv / grades.html go.")
+@click.option("--rerun", "rerun", type=click.Path(exists=True, file_okay=False),
+              help="A folder of hand-ins named by student id (ID.tar.gz or ID/): each lab "
+                   "is graded by running that student's files again, as `kflab scenario "
+                   "grade --rerun` does (their code, run as you).")
 @_kube
 @pass_obj
 def class_grade(obj: Obj, class_name: str, labs: tuple[str, ...], out: str,
-                kubeconfig: str | None, context: str | None) -> None:
+                rerun: str | None, kubeconfig: str | None, context: str | None) -> None:
     """Grade every student's namespace (read-only) into the files `kflab scenario grade`
-    writes, and the class CSV/HTML of `kflab grade collect`."""
+    writes, and the class CSV/HTML of `kflab grade collect`; with --rerun, from each
+    student's hand-in run again instead."""
     from lab.scenarios.loader import find, load_all
     from lab.teaching import class_, progress
 
@@ -140,7 +145,8 @@ def class_grade(obj: Obj, class_name: str, labs: tuple[str, ...], out: str,
         [s for s in load_all() if s.why_not("cluster") is None]
     _, path, ctx = class_.instructor_cluster(obj.state, kubeconfig, context)
     cells = progress.survey(record, scenarios, obj.state, kubeconfig=path, context=ctx)
-    csv_path, html_path, n = progress.write_grades(cells, record.server, Path(out))
+    csv_path, html_path, n = progress.write_grades(
+        cells, record.server, Path(out), rerun=Path(rerun) if rerun else None, state=obj.state)
     click.echo(f"{n} grade(s): wrote {csv_path} and {html_path}")
 
 
@@ -167,9 +173,11 @@ def class_delete(obj: Obj, class_name: str, yes: bool, kubeconfig: str | None,
 @class_group.command("plan")
 @click.option("--students", required=True, type=click.IntRange(1, 1000),
               help="How many students share the server.")
-@click.option("--upstream", envvar="KFLAB_UPSTREAM", required=True,
+@click.option("--upstream", envvar="KFLAB_UPSTREAM",
               type=click.Path(exists=True, file_okay=False),
-              help="An extracted kubeflow/manifests release tree (env KFLAB_UPSTREAM).")
+              help="An extracted kubeflow/manifests release tree to render the components "
+                   "from (env KFLAB_UPSTREAM; default: the footprint kflab ships, rendered "
+                   "from the pinned release).")
 @click.option("--cpus", type=click.FloatRange(0.5, 1e6), callback=_finite,
               help="The server's CPUs (default: this machine's).")
 @click.option("--memory", type=click.FloatRange(0.5, 1e9), callback=_finite,
@@ -177,15 +185,17 @@ def class_delete(obj: Obj, class_name: str, yes: bool, kubeconfig: str | None,
 @click.option("--disk", type=click.FloatRange(1, 1e12), callback=_finite,
               help="Its free disk in GiB (default: this machine's, under the state folder).")
 @pass_obj
-def class_plan(obj: Obj, students: int, upstream: str, cpus: float | None,
+def class_plan(obj: Obj, students: int, upstream: str | None, cpus: float | None,
                memory: float | None, disk: float | None) -> None:
     """CPU, memory and disk for N students on one server, and the labs that fit."""
     from lab.components.footprint import lab_footprint
+    from lab.components.release import footprint_rows
     from lab.scenarios.loader import load_all
     from lab.teaching import plan
 
     server = plan.this_server(obj.state, cpus, memory, disk)
-    total = lab_footprint(Path(upstream))[-1][1]
+    rows_fp = lab_footprint(Path(upstream)) if upstream else footprint_rows()
+    total = rows_fp[-1][1]
     base, rows = plan.plan(students, load_all(), total, server)
     g = plan.GIB
     click.echo(f"server: {server.cpus:g} CPUs, {server.memory / g:.1f} GiB memory, "

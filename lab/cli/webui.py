@@ -26,12 +26,20 @@ def ui_cmd(obj: Obj, port: int, no_browser: bool, api_token: bool) -> None:
     token = f", existing_token=\"{server.token}\"" if api_token else ""
     click.echo(f"KFP API:  kfp.Client(host=\"{server.host}\"{token})")
     click.echo("Ctrl-C stops it.", err=True)
+    server.start()  # serving before the browser asks (a BROWSER command may wait on it)
     if not no_browser:
+        import threading
         import webbrowser
 
-        webbrowser.open(server.url)
+        from lab import state
+
+        # The browser gets a 0600 file that trades a one-time code for the cookie, never
+        # the token: a command line is readable by every local user (/proc/PID/cmdline).
+        opener = server.launch_file(state.path(obj.state, "ui"))
+        threading.Thread(target=webbrowser.open, args=(opener.as_uri(),), daemon=True,
+                         name="kflab-ui-browser").start()
     try:
-        server.serve_forever()
+        server.wait()
     except KeyboardInterrupt:
         pass
     finally:

@@ -15,6 +15,21 @@ One generic reader finds them all, so a new upstream release needs no new code:
 - the same, inside ConfigMap values that hold JSON or YAML.
 Strings are kept exactly as written (tags, digests, registries); templated values
 (`$(VAR)`, `{{ }}`) are not images yet and are left out.
+
+Each image also says what it is used for (`uses`), read from the objects that name it, so an
+offline bundle can hold only what the labs use (lab/teaching/imageset.py):
+- `controller`: a container of a component's own workload (Deployment, StatefulSet, ...);
+- `argo-executor`, `kfp-driver`, `kfp-launcher`, `kfp-cache-image`: what every pipeline run
+  starts (workflow-controller's --executor-image, ml-pipeline's V2_DRIVER_IMAGE and
+  V2_LAUNCHER_IMAGE, pipeline-install-config's cacheImage);
+- `acme-solver`: cert-manager's HTTP-01 solver (ACME issuers only);
+- `katib-suggestion:ALGO`, `katib-earlystopping:ALGO`, `katib-collector:KIND` (katib-config),
+  `katib-trial-template` (the example trial templates);
+- `kserve-runtime:NAME` (a ClusterServingRuntime), `kserve-config:KEY` (inferenceservice-
+  config: agent, batcher, router, storageInitializer, localModel; a ClusterStorageContainer
+  is `storageInitializer`), `kserve-explainer:NAME`;
+- `trainer-runtime:NAME` (a ClusterTrainingRuntime's default image);
+- `versions:GROUP` (manifests/versions.yaml `images:`); anything else `other`.
 """
 
 from __future__ import annotations
@@ -41,9 +56,10 @@ class Image:
 
     image: str
     sources: list[str] = field(default_factory=list)
+    uses: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"image": self.image, "sources": self.sources}
+        return {"image": self.image, "sources": self.sources, "uses": self.uses}
 
 
 def is_image(value: str) -> bool:
@@ -133,13 +149,88 @@ def _templated(value: str) -> bool:
     return "$(" in value or "{{" in value or "${" in value
 
 
-def collect(found: dict[str, Image], pairs: Iterator[tuple[str, str]], component: str) -> None:
+def collect(found: dict[str, Image], pairs: Iterator[tuple[str, str]], component: str,
+            uses: dict[str, set[str]] | None = None) -> None:
     for image, where in pairs:
         image = image.strip()
         if not image or _templated(image) or not is_image(image):
             continue
         entry = found.setdefault(image, Image(image))
         entry.sources.append(f"{component}: {where}")
+        for use in sorted((uses or {}).get(image, {"other"})):
+            if use not in entry.uses:
+                entry.uses.append(use)
+
+
+def _containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    return [c for c in (spec.get("containers") or []) + (spec.get("initContainers") or [])
+            if isinstance(c, dict)]
+
+
+def runtime_uses(obj: dict[str, Any]) -> dict[str, set[str]]:
+    """image -> what it is used for, for one rendered object (see the module's docstring)."""
+    out: dict[str, set[str]] = {}
+
+    def add(image: Any, use: str) -> None:
+        if isinstance(image, str) and image.strip():
+            out.setdefault(image.strip(), set()).add(use)
+
+    kind, meta = obj.get("kind"), obj.get("metadata") or {}
+    name, spec = meta.get("name"), obj.get("spec") or {}
+    if kind in WORKLOADS:
+        pod = spec
+        if kind == "CronJob":
+            pod = ((spec.get("jobTemplate") or {}).get("spec") or {})
+        pod = ((pod.get("template") or {}).get("spec") or {}) if kind != "Pod" else pod
+        for c in _containers(pod):
+            add(c.get("image"), "controller")
+            for value, flag in _flags(list(c.get("args") or []) + list(c.get("command") or []),
+                                      ""):
+                flag = flag.strip()
+                add(value, {"--executor-image": "argo-executor",
+                            "--acme-http01-solver-image": "acme-solver"}.get(flag, "other"))
+            for env in c.get("env") or []:
+                if isinstance(env, dict) and str(env.get("name", "")).upper().endswith("IMAGE"):
+                    add(env.get("value"), {"V2_DRIVER_IMAGE": "kfp-driver",
+                                           "V2_LAUNCHER_IMAGE": "kfp-launcher"}.get(
+                                               str(env.get("name")), "other"))
+    elif kind == "ConfigMap":
+        data = obj.get("data") or {}
+        if name == "pipeline-install-config":
+            add(data.get("cacheImage"), "kfp-cache-image")
+        elif name == "katib-config":
+            config = _embedded(str(data.get("katib-config.yaml", ""))) or {}
+            runtime = config.get("runtime") or {} if isinstance(config, dict) else {}
+            for key, use, by in (("suggestions", "katib-suggestion", "algorithmName"),
+                                 ("earlyStoppings", "katib-earlystopping", "algorithmName"),
+                                 ("metricsCollectors", "katib-collector", "kind")):
+                for entry in runtime.get(key) or []:
+                    if isinstance(entry, dict):
+                        add(entry.get("image"), f"{use}:{entry.get(by)}")
+        elif name == "trial-templates":
+            for text in data.values():
+                for image, _ in _walk(_embedded(str(text)), ""):
+                    add(image, "katib-trial-template")
+        elif name == "inferenceservice-config":
+            for key, text in data.items():
+                parsed = _embedded(str(text))
+                if key == "explainers" and isinstance(parsed, dict):
+                    for explainer, conf in parsed.items():
+                        for image, _ in _walk(conf, ""):
+                            add(image, f"kserve-explainer:{explainer}")
+                    continue
+                for image, _ in _walk(parsed, ""):
+                    add(image, f"kserve-config:{key}")
+    elif kind in ("ClusterServingRuntime", "ServingRuntime"):
+        for image, _ in _walk(spec, ""):
+            add(image, f"kserve-runtime:{name}")
+    elif kind == "ClusterStorageContainer":  # KServe's storage initializer, per URI kind
+        for image, _ in _walk(spec, ""):
+            add(image, "kserve-config:storageInitializer")
+    elif kind in ("ClusterTrainingRuntime", "TrainingRuntime"):
+        for image, _ in _walk(spec, ""):
+            add(image, f"trainer-runtime:{name}")
+    return out
 
 
 def catalog_images(cat: Catalog, gpu: bool) -> Iterator[tuple[str, str]]:
@@ -163,6 +254,15 @@ def lab_images(upstream: Path, gpu: bool = False) -> list[Image]:
         if comp.gpu_only and not gpu:
             continue
         for obj in render(comp.overlay, upstream):
-            collect(found, object_images(obj), comp.name)
-    collect(found, catalog_images(cat, gpu), "versions.yaml")
+            collect(found, object_images(obj), comp.name, runtime_uses(obj))
+    add_catalog(found, cat, gpu)
     return [found[k] for k in sorted(found)]
+
+
+def add_catalog(found: dict[str, Image], cat: Catalog, gpu: bool) -> None:
+    """versions.yaml's images, each used as `versions:GROUP`."""
+    for key, images in cat.images.items():
+        if "gpu" in key.lower() and not gpu:
+            continue
+        collect(found, ((image, f"images.{key}[{i}]") for i, image in enumerate(images)),
+                "versions.yaml", {image: {f"versions:{key}"} for image in images})

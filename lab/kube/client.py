@@ -70,10 +70,22 @@ def _dynamic_client(api: Any, timeout: float) -> Any:
     return TimedDynamicClient(api, cache_file=nowhere, discoverer=MemoryDiscoverer)
 
 
+def precheck(kubeconfig: Path) -> None:
+    """Read a kubeconfig through kflab's loader before the kubernetes library does (it
+    reads whatever it is given, /dev/zero and FIFOs included, and expands YAML aliases):
+    capped, a regular file, no alias bombs. An InputError names the file."""
+    from lab.yamlio import load_documents, read_text
+
+    load_documents(read_text(Path(kubeconfig), hint="point --kubeconfig at a kubeconfig "
+                                                   "file"), str(kubeconfig),
+                   duplicates="keep")
+
+
 def contexts(kubeconfig: Path) -> tuple[list[str], str | None]:
     """(context names, current context) of a kubeconfig file."""
     from kubernetes import config
 
+    precheck(kubeconfig)
     try:
         found, current = config.list_kube_config_contexts(config_file=str(kubeconfig))
     except (config.ConfigException, OSError, ValueError) as exc:
@@ -104,6 +116,7 @@ def api_client(kubeconfig: Path, context: str | None = None, timeout: float = 5.
     kubeconfig = Path(kubeconfig)
     if not kubeconfig.exists():
         raise LabError(f"no kubeconfig at {kubeconfig}", hint="run `kflab up` first")
+    precheck(kubeconfig)
     if context is not None:
         names, _ = contexts(kubeconfig)
         if context not in names:

@@ -82,11 +82,45 @@ def column_value(query: str | Callable[[dict[str, Any]], Any], obj: dict[str, An
     return jmespath.search(query, obj)
 
 
+# Kinds of the Kubeflow components the lab cluster installs that kflab itself does not run:
+# the Training Operator v1.9 CRDs beside PyTorchJob and TFJob (kubeflow/manifests
+# applications/training-operator/upstream/base/crds) and Trainer v2's runtimes. Named as
+# such, never as an unknown type: kind -> (plurals and short names, what serves it).
+CLUSTER_ONLY: dict[str, tuple[tuple[str, ...], str]] = {
+    "JAXJob": (("jaxjobs", "jaxjob"), "the Training Operator"),
+    "MPIJob": (("mpijobs", "mpijob"), "the Training Operator"),
+    "PaddleJob": (("paddlejobs", "paddlejob"), "the Training Operator"),
+    "XGBoostJob": (("xgboostjobs", "xgboostjob"), "the Training Operator"),
+    "ClusterTrainingRuntime": (("clustertrainingruntimes", "clustertrainingruntime"),
+                               "Kubeflow Trainer"),
+    "TrainingRuntime": (("trainingruntimes", "trainingruntime"), "Kubeflow Trainer"),
+}
+_CLUSTER_ONLY = {n.lower(): kind for kind, (names, _) in CLUSTER_ONLY.items()
+                 for n in (kind, *names)}
+
+
+def cluster_only(kind: str) -> LabError:
+    """The error for a kind kflab does not run: where it runs, and the command for that."""
+    serves = CLUSTER_ONLY[kind][1]
+    if kind.endswith("TrainingRuntime"):
+        return LabError(f"{kind} runs on a cluster only: {serves} there serves it, and "
+                        "kflab's local backend runs TrainJobs on the runtimes the Trainer "
+                        "ships (torch-distributed, deepspeed-distributed, ...)",
+                        hint="name a shipped runtime in a TrainJob's runtimeRef, or `kflab up` "
+                             "for a lab cluster and apply it there with kubectl")
+    return LabError(f"{kind} runs on a cluster only: kflab runs PyTorchJob, TFJob and "
+                    f"TrainJob, and {serves} of a lab cluster runs {kind}",
+                    hint="`kflab up` makes the lab cluster; apply it there with kubectl and the "
+                         "lab's kubeconfig (~/.kflab/labs/NAME/kubeconfig)")
+
+
 def lookup(name: str) -> Kind:
     """Resolve a kind, plural or short name (case-insensitive)."""
     try:
         return _BY_NAME[name.lower()]
     except KeyError:
+        if name.lower() in _CLUSTER_ONLY:
+            raise cluster_only(_CLUSTER_ONLY[name.lower()]) from None
         known = ", ".join(sorted({k.plural for k in KINDS}))
         raise LabError(f"unknown resource type '{name}'", hint=f"use one of: {known}") from None
 

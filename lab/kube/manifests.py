@@ -145,23 +145,29 @@ def apply_document(backend: Any, doc: Located, base_dir: Path) -> dict[str, Any]
         raise doc.relocate(exc) from None
 
 
-def record_warnings(state_root: Path, planned: list[Planned]) -> None:
-    """Keep what this apply warned about, for a guided `kflab check` to show."""
+def record_warnings(state_root: Path, planned: list[Planned],
+                    about: dict[str, str] | None = None) -> None:
+    """Keep what this apply warned about, for a guided `kflab check` to show; `about`: where
+    the learner was (the scenario and step in progress), so that another lab's or another
+    step's apply is never shown as this one's."""
     from lab import state
     from lab.kube.conditions import now
 
     state.write_json(state.path(state_root, LAST_APPLY), {
-        "at": now(), "objects": [p.ref for p in planned],
+        "at": now(), "objects": [p.ref for p in planned], "about": about,
         "warnings": [w for p in planned for w in p.warnings]})
 
 
-def last_warnings(state_root: Path) -> list[str]:
-    """The warnings of the last `kflab apply` (none when it had none, or never ran)."""
+def last_warnings(state_root: Path, about: dict[str, str] | None = None) -> list[str]:
+    """The warnings of the last `kflab apply` made where `about` says (none when it had
+    none, never ran, or was made in another scenario or step)."""
     from lab import state
 
     try:
         data = state.read_json(state.path(state_root, LAST_APPLY))
     except LabError:  # unreadable or corrupt (moved aside by read_json): nothing to show
         return []
-    warnings = data.get("warnings") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or data.get("about") != about:
+        return []
+    warnings = data.get("warnings")
     return [str(w) for w in warnings] if isinstance(warnings, list) else []

@@ -116,20 +116,14 @@ def read(path: Path) -> tuple[Any, str]:
     import nbformat
 
     name = path.name
+    from lab.yamlio import read_bytes
+
+    raw = read_bytes(path, limit=limits.MAX_NOTEBOOK_BYTES, limit_name="MAX_NOTEBOOK_BYTES",
+                     hint="give an .ipynb file; a big one: clear the cells' outputs (Edit > "
+                          "Clear Outputs of All Cells)")
     try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise InputError(str(path), None, f"cannot read: {exc.strerror}",
-                         hint="give the path of an .ipynb file") from None
-    if size > limits.MAX_NOTEBOOK_BYTES:
-        raise InputError(name, None, limits.limit("size (bytes)", size,
-                                                  limits.MAX_NOTEBOOK_BYTES,
-                                                  "MAX_NOTEBOOK_BYTES"),
-                         hint="clear the cells' outputs (Edit > Clear Outputs of All Cells)")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read(limits.MAX_NOTEBOOK_BYTES + 1)
-    except (OSError, UnicodeDecodeError) as exc:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise InputError(name, None, f"cannot read: {exc}",
                          hint="give a notebook saved by Jupyter (UTF-8 JSON)") from None
     try:

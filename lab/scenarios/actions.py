@@ -6,6 +6,7 @@ Each action is a one-key mapping in scenario.yaml (`apply: file`, `pipeline: {..
 
 from __future__ import annotations
 
+import ast
 import filecmp
 import shutil
 import subprocess
@@ -95,19 +96,76 @@ def backup_path(dest: Path) -> Path:
     return candidate
 
 
+def imported_modules(path: Path) -> set[str]:
+    """The top-level names of the modules a Python file imports (absolute imports, anywhere
+    in the file); nothing when it is not Python that parses."""
+    try:
+        tree = ast.parse(path.read_bytes(), str(path))
+    except (OSError, SyntaxError, ValueError):
+        return set()
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def needed_modules(src: Path) -> list[Path]:
+    """The modules beside a reference .py file that it imports, and theirs in turn: what the
+    reference needs in the work folder to run as it was written (pipeline-classifiers' last
+    pipeline.py imports compare_models from the reference components.py)."""
+    out: list[Path] = []
+    todo = [src]
+    while todo:
+        current = todo.pop()
+        if current.suffix != ".py":
+            continue
+        for name in sorted(imported_modules(current)):
+            found = src.parent / f"{name}.py"
+            if name.isidentifier() and found.is_file() and found != src and found not in out:
+                out.append(found)
+                todo.append(found)
+    return out
+
+
+def _put(src: Path, dest: Path) -> str | None:
+    """Copy a reference file into place; the learner's different file is kept aside.
+    Returns what the learner's copy was kept as ('' when nothing was replaced), None when
+    the work folder already holds the same bytes."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    kept = ""
+    if dest.exists():
+        if filecmp.cmp(src, dest, shallow=False):
+            return None
+        keep = backup_path(dest)
+        shutil.copy2(dest, keep)
+        kept = keep.name
+    shutil.copy2(src, dest)
+    return kept
+
+
 def _copy(ctx: Context, v: dict[str, str]) -> str:
-    """Put a reference file in place; a learner's different file is kept as NAME.orig."""
+    """Put a reference file in place, and the reference modules it imports from beside it
+    (a learner who did the earlier steps by hand has their own); each of the learner's
+    different files is kept as NAME.orig, and the lines say which."""
     if ctx.source is None:
         raise LabError("copy needs the scenario folder")
     src, dest = ctx.source / v["from"], ctx.workdir / v["to"]
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    note = ""
-    if dest.exists() and not filecmp.cmp(src, dest, shallow=False):
-        keep = backup_path(dest)
-        shutil.copy2(dest, keep)
-        note = f" (your version kept as {keep.name})"
-    shutil.copy2(src, dest)
-    return f"copied {v['from']} -> {v['to']}{note}"
+    kept = _put(src, dest)
+    lines = [f"copied {v['from']} -> {v['to']}"
+             + (f" (your version kept as {kept})" if kept else "")]
+    for module in needed_modules(src):
+        target = dest.parent / module.name
+        kept = _put(module, target)
+        if kept is None:
+            continue
+        rel = module.relative_to(ctx.source).as_posix() if module.is_relative_to(ctx.source) \
+            else module.name
+        lines.append(f"copied {rel} -> {target.relative_to(ctx.workdir).as_posix()}, which "
+                     f"{dest.name} imports" + (f" (your version kept as {kept})" if kept else ""))
+    return "\n".join(lines)
 
 
 def _valid_delete(v: Any) -> str | None:

@@ -43,8 +43,10 @@ def _local_gpus() -> tuple[list[tuple[int, int] | None], str]:
     return [g.capability for g in found.devices], found.why
 
 
-def _gpu_shortfall(need: Check,
-                   gpus: Callable[[], tuple[list[tuple[int, int] | None], str]]) -> str | None:
+GpuView = Callable[[], tuple[list[tuple[int, int] | None], str]]
+
+
+def _gpu_shortfall(need: Check, gpus: GpuView) -> str | None:
     have, why = gpus()
     want = int(need.params.get("min", 1))
     if len(have) < want:
@@ -59,16 +61,49 @@ def _gpu_shortfall(need: Check,
     return None
 
 
-def cannot_run_here(scenario: Scenario,
-                    gpus: Callable[[], tuple[list[tuple[int, int] | None], str]] = _local_gpus,
-                    ) -> str | None:
-    """Why some step of `scenario` cannot run on this machine (its need's message), or None."""
+def blocked_steps(scenario: Scenario, gpus: GpuView = _local_gpus) -> list[tuple[int, str, str]]:
+    """The steps this machine cannot run: (number from 1, title, its need's message)."""
+    out = []
     for n, step in enumerate(scenario.steps, 1):
-        where = "" if len(scenario.steps) == 1 else f"step {n} ({step.title}) "
         for need in step.needs:
             if need.type == "gpus" and (short := _gpu_shortfall(need, gpus)):
-                return f"{where}{need.message} ({short})"
+                out.append((n, step.title, f"{need.message} ({short})"))
+                break
             modules = imported_modules(need)
             if modules and any(_missing(m) for m in modules):
-                return f"{where}{need.message}"
-    return None
+                out.append((n, step.title, need.message))
+                break
+    return out
+
+
+def _numbers(ns: list[int]) -> str:
+    """[1, 2, 3, 5] -> "steps 1-3, 5"; [2] -> "step 2"."""
+    parts: list[str] = []
+    for n in ns:
+        if parts and parts[-1].split("-")[-1] == str(n - 1):
+            parts[-1] = f"{parts[-1].split('-')[0]}-{n}"
+        else:
+            parts.append(str(n))
+    return ("step " if len(ns) == 1 else "steps ") + ", ".join(parts)
+
+
+def runs_partly(scenario: Scenario, gpus: GpuView = _local_gpus) -> bool:
+    """Some steps of `scenario` run on this machine and some do not."""
+    blocked = blocked_steps(scenario, gpus)
+    return bool(blocked) and len(blocked) < len(scenario.steps)
+
+
+def cannot_run_here(scenario: Scenario, gpus: GpuView = _local_gpus) -> str | None:
+    """What of `scenario` this machine cannot run, or None: each step's need's message,
+    and which steps do run when some do ("steps 1-4 run here; step 5 (...) needs ...")."""
+    blocked = blocked_steps(scenario, gpus)
+    if not blocked:
+        return None
+    if len(scenario.steps) == 1:
+        return blocked[0][2]
+    said = "; ".join(f"step {n} ({title}) {why}" for n, title, why in blocked)
+    runnable = [n for n in range(1, len(scenario.steps) + 1)
+                if n not in {b[0] for b in blocked}]
+    if not runnable:
+        return said
+    return f"{_numbers(runnable)} run here; {said}"

@@ -17,6 +17,7 @@ from typing import Any
 import jmespath
 import jmespath.exceptions
 
+from lab import limits
 from lab.errors import InputError
 from lab.kube.conditions import get_condition
 from lab.kube.kinds import lookup
@@ -24,7 +25,7 @@ from lab.scenarios import prediction
 from lab.scenarios.compare import OPS, compare
 from lab.scenarios.context import Context
 from lab.scenarios.model import Check
-from lab.yamlio import load_json, read_text
+from lab.yamlio import load_json, read_bytes, read_text
 
 
 @dataclass(frozen=True)
@@ -107,13 +108,31 @@ def _metric_misses(run: dict[str, Any], query: str) -> str:
         return ""
     (name,) = wanted
     tasks = ((run.get("status") or {}).get("run_details") or {}).get("task_details") or []
+    chosen = _selected_tasks(run, query, name)
     misses = []
     for task in tasks if isinstance(tasks, list) else []:
         metrics = ((task or {}).get("outputs") or {}).get("metrics")
+        if chosen is not None and (task or {}).get("display_name") not in chosen:
+            continue  # the query reads another task's metrics
         if isinstance(metrics, dict) and metrics and name not in metrics:
             misses.append(f"{task.get('display_name')} logged "
                           f"{', '.join(map(str, list(metrics)[:3]))}")
     return f"; not '{name}': " + "; ".join(misses[:5]) if misses else ""
+
+
+def _selected_tasks(run: dict[str, Any], query: str, name: str) -> set[str] | None:
+    """The tasks whose metrics the query reads (`[?display_name=='compare-models'] | [0]`),
+    found by asking the same query for their names; None when it reads them all (or the
+    answer is not names, as under length())."""
+    try:
+        found = jmespath.search(query.replace(f"outputs.metrics.{name}", "display_name"), run)
+    except jmespath.exceptions.JMESPathError:
+        return None
+    if isinstance(found, str):
+        return {found}
+    if isinstance(found, list) and found and all(isinstance(f, str) for f in found):
+        return set(found)
+    return None
 
 
 def _valid_query(p: dict[str, Any]) -> str | None:
@@ -160,8 +179,14 @@ def _file_exists(ctx: Context, p: dict[str, Any]) -> Outcome:
     size = path.stat().st_size if path.is_file() else 1
     if size < p.get("min_bytes", 1):
         return Outcome(False, f"{p['path']} is empty")
-    if "contains" in p and not re.search(p["contains"], path.read_text(errors="replace")):
-        return Outcome(False, f"{p['path']} does not contain /{p['contains']}/")
+    if "contains" in p:
+        try:  # a learner's file: capped, and never a FIFO or a device
+            text = read_bytes(path, limit=limits.MAX_CHECKED_FILE_BYTES).decode(
+                "utf-8", errors="replace")
+        except InputError as exc:
+            return Outcome(False, f"{p['path']}: {exc.problem}")
+        if not re.search(p["contains"], text):
+            return Outcome(False, f"{p['path']} does not contain /{p['contains']}/")
     return Outcome(True, f"{p['path']} exists ({size} bytes)")
 
 

@@ -18,17 +18,18 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from lab import limits
 from lab.errors import InputError, LabError
 from lab.kube.conditions import now
 from lab.scenarios.htmlpage import duration, esc, page, table, td
 from lab.scenarios.htmlreport import result_problem
-from lab.yamlio import load_json
+from lab.yamlio import read_json
 
 GRADE_FILE = "grade.json"
 COLUMNS = ["student", "scenario", "status", "steps_passed", "steps_total", "steps_skipped",
            "attempts", "hints", "solved_by_solve", "time_spent_s", "time_spent", "started_at",
-           "last_activity", "graded_at", "signals"]
-MAX_GRADE_BYTES = 16 * 1024 * 1024
+           "last_activity", "graded_at", "signals", "mode"]
+MAX_GRADE_BYTES = limits.MAX_GRADE_BYTES
 
 
 def plot_file(plot: dict[str, Any]) -> str:
@@ -59,7 +60,8 @@ def row(grade: dict[str, Any]) -> dict[str, str]:
            "solved_by_solve": " ".join(map(str, s.get("solved_by_solve") or [])),
            "time_spent_s": s.get("time_spent_s"), "time_spent": duration(s.get("time_spent_s")),
            "started_at": grade.get("started_at"), "last_activity": grade.get("last_activity"),
-           "graded_at": grade.get("graded_at"), "signals": "; ".join(all_signals(grade))}
+           "graded_at": grade.get("graded_at"), "signals": "; ".join(all_signals(grade)),
+           "mode": grade.get("mode") or "records"}
     for step in grade.get("steps") or []:
         out[f"step:{step.get('id')}"] = step_cell(step)
     return {k: "" if v is None else str(v) for k, v in out.items()}
@@ -173,10 +175,9 @@ def find_grades(paths: list[Path]) -> list[Path]:
 
 def load(path: Path) -> dict[str, Any]:
     try:
-        if path.stat().st_size > MAX_GRADE_BYTES:
-            raise ValueError(f"bigger than {MAX_GRADE_BYTES} bytes")
-        # the one bounded JSON reader: depth and huge integers are errors, not crashes
-        data = load_json(path.read_text(encoding="utf-8"), str(path))
+        # the one bounded reader: size (a FIFO or a device refused), depth and huge
+        # integers are errors, not crashes or hangs
+        data = read_json(path, limit=MAX_GRADE_BYTES, limit_name="MAX_GRADE_BYTES")
     except InputError as exc:
         raise InputError(str(path), None, f"not a readable grade ({exc.problem[:200]})",
                          hint="grade the hand-in again with `kflab scenario grade`") from None
@@ -198,6 +199,34 @@ def load(path: Path) -> dict[str, Any]:
         raise LabError(f"{path}: field '{problem.split(':')[0]}': {problem.split(': ', 1)[1]}",
                        hint="grade the hand-in again with `kflab scenario grade`")
     return data
+
+
+def rerun_all(paths: list[Path], state_root: Path) -> list[str]:
+    """Grade again with --rerun (lab.scenarios.grading) each hand-in whose grade under
+    `paths` was made from its records, into the same grade folder; returns what was done.
+    A hand-in that is no longer where it was graded from is an error naming it: nothing of
+    the class is collected from a mix the instructor did not ask for."""
+    from lab.scenarios.grading import grade
+    from lab.scenarios.loader import find
+
+    done = []
+    for path in find_grades(paths):
+        data = load(path)
+        if data.get("mode") == "rerun":
+            continue
+        source = Path(str(data.get("handin") or ""))
+        if not str(data.get("handin") or "").startswith("/") or not source.exists():
+            raise LabError(f"{path}: its hand-in {data.get('handin')!r} is no longer there, "
+                           "so it cannot be run again",
+                           hint="put the hand-in back, or grade it again with `kflab "
+                                "scenario grade NAME --work HANDIN --rerun`")
+        result = grade(find(str(data.get("scenario"))), source, state_root,
+                       student=str(data.get("student")), rerun=True)
+        write(result, path.parent)
+        s = result.summary()
+        done.append(f"reran {result.student} / {result.scenario}: {s['status']} "
+                    f"({s['steps_passed']}/{s['steps_total']})")
+    return done
 
 
 def collect(paths: list[Path]) -> tuple[list[dict[str, Any]], list[str]]:

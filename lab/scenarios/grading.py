@@ -18,6 +18,8 @@ Every grade carries integrity signals (lab.scenarios.integrity): signals, not pr
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -74,6 +76,7 @@ class Grade:
     plots: list[dict[str, Any]] = field(default_factory=list)  # {experiment, name, png(bytes)}
     signals: list[str] = field(default_factory=list)  # integrity signals, not proof
     fingerprint: dict[str, Any] = field(default_factory=dict)  # compared across a class
+    mode: str = "records"  # records: checks read the hand-in; rerun: its files run again
 
     @property
     def steps_passed(self) -> int:
@@ -112,7 +115,7 @@ class Grade:
 
         return {"kind": "kflab-grade", "format": FORMAT, "kflab": __version__,
                 "student": self.student, "scenario": self.scenario, "title": self.title,
-                "handin": self.handin, "graded_at": self.graded_at,
+                "handin": self.handin, "graded_at": self.graded_at, "mode": self.mode,
                 "exported_at": self.exported_at, "started_at": self.started_at,
                 "last_activity": self.last_activity, "summary": self.summary(),
                 "steps": [{**asdict(s), "label": s.label} for s in self.steps],
@@ -124,8 +127,10 @@ class Grade:
 
 
 def grade(scenario: Scenario, source: Path, state_root: Path, *, student: str | None = None,
-          student_state: Path | None = None, wait: float = 0.0) -> Grade:
-    """Grade one hand-in for `scenario`; the grading sandbox lives under `state_root`."""
+          student_state: Path | None = None, wait: float = 0.0, rerun: bool = False) -> Grade:
+    """Grade one hand-in for `scenario`; the grading sandbox lives under `state_root`.
+    With `rerun`, each step's status comes from running the student's handed-in files again
+    in a fresh state folder (`_rerun`), not from their records."""
     graded_at = now()
     with runner.sandbox(state_root, scenario) as (sb_state, sb_work):
         sb_state.mkdir(parents=True, exist_ok=True)
@@ -136,23 +141,31 @@ def grade(scenario: Scenario, source: Path, state_root: Path, *, student: str | 
                            f"{handin.backend} backend: that work lives in the cluster, not in "
                            "the hand-in", hint="grade hand-ins of work done on the local "
                            "backend (docs/grading.md)")
-        backend = get_backend("local", str(sb_state))
-        # No `source`: a `copy` solve action could not find a reference file even if called.
-        ctx = Context(backend, sb_work, grading_env(sb_state, backend), source=None)
-        result = ScenarioResult(scenario.id, scenario.title, "grade", backend.name, graded_at,
-                                workdir=str(sb_work))
         notes = list(handin.notes)
+        fingerprint = integrity.fingerprint(scenario, sb_state, sb_work)
+        copies = integrity.solution_copies(scenario, sb_work)
         t0 = time.monotonic()
-        try:
-            notes += restart_servers(backend, sb_work)
-            result.steps = [_check_step(step, ctx, wait) for step in scenario.steps]
-            gone = [_gone(step, res, backend) for step, res in
-                    zip(scenario.steps, result.steps, strict=True)]
-        finally:
-            backend.down()
+        if rerun:
+            result, plots = _rerun(scenario, sb_work, sb_state.parent / "rerun", graded_at)
+            gone: list[list[tuple[str, str, str]] | None] = [None] * len(result.steps)
+            notes.append("graded with --rerun: the student's handed-in files were run again, "
+                         "step by step, in a fresh state folder (the lab's solve actions "
+                         "without its solution files); their run records were not used")
+        else:
+            backend = get_backend("local", str(sb_state))
+            # No `source`: a `copy` solve action could not find a reference file if called.
+            ctx = Context(backend, sb_work, grading_env(sb_state, backend), source=None)
+            result = ScenarioResult(scenario.id, scenario.title, "grade", backend.name,
+                                    graded_at, workdir=str(sb_work))
+            try:
+                notes += restart_servers(backend, sb_work)
+                result.steps = [_check_step(step, ctx, wait) for step in scenario.steps]
+                gone = [_absent(step, res, backend) for step, res in
+                        zip(scenario.steps, result.steps, strict=True)]
+            finally:
+                backend.down()
+            plots = experiment_plots(sb_state)
         result.seconds = round(time.monotonic() - t0, 3)
-        plots = experiment_plots(sb_state)
-        run_ids = integrity.run_ids(sb_state)
     owner_hits = integrity.owner_solves(handin.owner_records)
     steps = [_step_grade(res, handin) for res in result.steps]
     _explain(scenario, steps, result.steps, gone)
@@ -162,10 +175,59 @@ def grade(scenario: Scenario, source: Path, state_root: Path, *, student: str | 
                      "failed")
     started, last, spent = _times(handin)
     signals = integrity.signals(scenario, handin, steps, spent, owner_hits)
-    fingerprint = {"run_ids": run_ids, "journal_head": _journal_head(handin.events)}
+    signals += integrity.copy_signals(copies, steps)
+    fingerprint["journal_head"] = _journal_head(handin.events)
     return Grade(handin.student, scenario.id, scenario.title, handin.source, graded_at, result,
                  steps, started, last, spent, handin.exported_at, notes, plots, signals,
-                 fingerprint)
+                 fingerprint, "rerun" if rerun else "records")
+
+
+def _rerun(scenario: Scenario, work: Path, base: Path,
+           graded_at: str) -> tuple[ScenarioResult, list[dict[str, Any]]]:
+    """Run the student's files again, step by step, in a fresh state folder: each step's
+    solve actions (apply their manifest, run their pipeline, their command, a prediction)
+    but never `copy` (the lab's solution files: the student's own file stands), then its
+    checks, which read only what this run made. The same confinement as every grade: a
+    sandbox under the instructor's state folder, KFLAB_STATE pointing there, no cluster
+    settings from the instructor's shell."""
+    fresh_state, fresh_work = base / "state", base / "work"
+    fresh_state.mkdir(parents=True)
+    shutil.copytree(work, fresh_work, symlinks=True)  # regular files only (unpack's copy)
+    backend = get_backend("local", str(fresh_state))
+    ctx = Context(backend, fresh_work, grading_env(fresh_state, backend), source=None)
+    result = ScenarioResult(scenario.id, scenario.title, "rerun", backend.name, graded_at,
+                            workdir=str(fresh_work))
+    try:
+        result.steps = [_rerun_step(step, ctx) for step in scenario.steps]
+    finally:
+        backend.down()
+    return result, experiment_plots(fresh_state)
+
+
+def _rerun_step(step: Any, ctx: Context) -> StepResult:
+    from lab.scenarios.actions import ACTION_TYPES
+
+    res = StepResult(step.id, step.title)
+    t0 = time.monotonic()
+    why = unmet_needs(step, ctx)
+    if why:
+        res.skip_reason = why
+        return res
+    for action in step.solve:
+        if action.verb == "copy":
+            res.actions.append(f"kept the student's {action.args.get('to')} (the lab's "
+                               "solution file is not used)")
+            continue
+        try:
+            res.actions.append(ACTION_TYPES[action.verb].run(ctx, action.args))
+        except (LabError, OSError, subprocess.SubprocessError) as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+            res.error = f"{action.verb} ({action.where}) failed on the student's files: {first}"
+            break
+    res.checks = run_checks(step, ctx, wait=res.error is None)
+    res.status = "passed" if res.error is None and all(c.ok for c in res.checks) else "failed"
+    res.seconds = round(time.monotonic() - t0, 3)
+    return res
 
 
 def grading_env(sandbox_state: Path, backend: Any) -> dict[str, str]:
@@ -194,26 +256,33 @@ def _check_step(step: Any, ctx: Context, wait: float) -> StepResult:
     return res
 
 
-def _gone(step: Any, res: StepResult, backend: Any) -> bool:
-    """Whether every failing check of a step reads a resource that no longer exists."""
+def _absent(step: Any, res: StepResult, backend: Any) -> list[tuple[str, str, str]] | None:
+    """The resources a step's failing checks read, when every one of them is absent from
+    the hand-in (None when a check fails for another reason)."""
     failing = [c for c, r in zip(step.checks, res.checks, strict=False) if not r.ok]
     if not failing:
-        return False
+        return None
+    found = []
     for check in failing:
         targets = integrity.check_targets(check)
         try:
             if not targets or any(backend.get(*t) is not None for t in targets):
-                return False
+                return None
         except LabError:
-            return False
-    return True
+            return None
+        found += targets
+    return found
 
 
 def _explain(scenario: Scenario, steps: list[StepGrade], results: list[StepResult],
-             gone: list[bool]) -> None:
-    """Count a `changed` step as passed where the hand-in shows why its checks fail now:
-    cleaned up (what it checked is gone), or replaced by a later step that passes now and
-    checks the same resource."""
+             gone: list[list[tuple[str, str, str]] | None]) -> None:
+    """A `changed` step (its checks fail now, the session recorded a pass), explained where
+    the hand-in shows why: cleaned up (what it checked is gone, and is of a kind the lab tells
+    learners to delete: `cleanup:` in scenario.yaml) or replaced by a later step that passes
+    now and checks the same resource count as passed. A missing resource of any other kind
+    (a PipelineRun, an Experiment, a job: no lab asks to delete one) grades failed."""
+    from lab.kube.kinds import lookup
+
     for i, (sg, res) in enumerate(zip(steps, results, strict=True)):
         if sg.status != "changed":
             continue
@@ -224,10 +293,20 @@ def _explain(scenario: Scenario, steps: list[StepGrade], results: list[StepResul
                       if steps[j].status == "passed" and failing and failing <= {
                           t for c in scenario.steps[j].checks
                           for t in integrity.check_targets(c)}), None)
-        if gone[i]:
+        absent = gone[i]
+        kinds = set()
+        for kind, _, _ in absent or []:
+            try:
+                kinds.add(lookup(kind).kind)
+            except LabError:
+                kinds.add(kind)
+        if absent and kinds <= set(scenario.cleanup):
             sg.status, sg.how = "passed", "cleaned up"
         elif later is not None:
             sg.status, sg.how = "passed", f"replaced by step '{later}'"
+        elif absent:
+            what = ", ".join(sorted({f"{kind} '{name}'" for kind, name, _ in absent}))
+            sg.status, sg.how = "failed", f"no {what} in the hand-in"
 
 
 def _mark_owner_solves(scenario: Scenario, steps: list[StepGrade],

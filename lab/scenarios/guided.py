@@ -7,11 +7,12 @@ close the terminal and resume where they were.
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lab import state
+from lab import hashchain, state
 from lab.backends import Choice
 from lab.errors import LabError
 from lab.kube.conditions import now
@@ -34,7 +35,7 @@ class Session:
 
     @property
     def workdir(self) -> Path:
-        return Path(self.progress["workdir"])
+        return locate_workdir(self.progress, self.state_root)
 
     @property
     def index(self) -> int:
@@ -68,7 +69,28 @@ class Session:
                        self.scenario.root)
 
     def save(self) -> None:
+        """Write the progress, with the journal's head as it is now (lab.hashchain: an
+        anchor grading checks the journal against)."""
+        mark = hashchain.anchor(self.state_root, self.scenario.id)
+        if mark is not None:
+            self.progress["journal"] = {"head": mark["head"], "n": mark["n"]}
         write_json(_progress_file(self.state_root, self.scenario.id), self.progress)
+
+
+def locate_workdir(progress: dict[str, Any], state_root: Path) -> Path:
+    """The work folder of a session; when it is gone because the learner moved the state
+    folder together with it (`mv home elsewhere`), where it is now: at the same place
+    relative to the state folder's parent as when the lab started (progress `state`)."""
+    workdir = Path(str(progress.get("workdir", "")))
+    old = progress.get("state")
+    if workdir.is_dir() or not isinstance(old, str) or not old.startswith("/"):
+        return workdir
+    old_parent, new_parent = Path(old).parent, Path(state_root).resolve().parent
+    if old_parent != new_parent and workdir.is_relative_to(old_parent):
+        moved = new_parent / workdir.relative_to(old_parent)
+        if moved.is_dir():
+            return moved
+    return workdir
 
 
 def _progress_file(state_root: Path, sid: str) -> Path:
@@ -123,7 +145,8 @@ def start(scenario: Scenario, state_root: Path, workdir: Path | None, *, restart
         if restart and (kept := move_aside(folder)) is not None:
             notes.append(f"your earlier files are kept in {kept}")
         progress = {"scenario": scenario.id, "workdir": str(folder), "current": 0,
-                    "started_at": now(), "steps": {}, "backend": choice.to_dict()}
+                    "started_at": now(), "steps": {}, "backend": choice.to_dict(),
+                    "state": str(state_root.resolve())}
     elif explicit and Choice.from_dict(progress.get("backend")).name != choice.name:
         raise LabError(f"'{scenario.id}' was started on the "
                        f"{Choice.from_dict(progress.get('backend')).name} backend",
@@ -131,11 +154,22 @@ def start(scenario: Scenario, state_root: Path, workdir: Path | None, *, restart
     elif workdir is not None and workdir.resolve() != Path(progress["workdir"]):
         notes.append(f"resuming in {progress['workdir']} (where it was started); "
                      "--restart --workdir DIR begins again elsewhere")
+    progress["workdir"] = str(locate_workdir(progress, state_root))
     copy_assets(scenario, Path(progress["workdir"]))
     session = Session(scenario, progress, state_root, notes)
     session.save()
     _active_file(state_root).write_text(scenario.id)
     return session
+
+
+def where_now(state_root: Path) -> dict[str, str] | None:
+    """The scenario and step in progress ({"scenario", "step"}), None when none is: what a
+    `kflab apply` is recorded under, so `kflab check` shows only its own step's warnings."""
+    try:
+        session = active(state_root)
+        return {"scenario": session.scenario.id, "step": session.step.id}
+    except (LabError, OSError, ValueError, KeyError, IndexError):
+        return None
 
 
 def active(state_root: Path) -> Session:
@@ -175,9 +209,9 @@ def hint(session: Session) -> tuple[int, int, str | None]:
     if record["hints"] >= len(hints):
         return len(hints), len(hints), None
     record["hints"] += 1
-    session.save()
     journal.record(session.state_root, session.scenario.id, "hint", session.step.id,
-                   n=record["hints"])
+                   hint=record["hints"])
+    session.save()
     return record["hints"], len(hints), hints[record["hints"] - 1]
 
 
@@ -189,8 +223,19 @@ def solve(session: Session) -> list[str]:
         raise LabError(f"step '{session.step.title}' cannot run here: {missing}",
                        hint="`kflab skip` moves past it (recorded as skipped, not solved)")
     # Logged before it runs: a solution that fails half-way has still shown the learner code.
-    journal.record(session.state_root, session.scenario.id, "solve", session.step.id)
-    done = solve_step(session.step, session.context())
+    entry = journal.record(session.state_root, session.scenario.id, "solve", session.step.id)
+    # What the solution starts (in this process or in a command it runs) is marked in its
+    # owner record with this entry's hash (lab.backends.local.owners).
+    saved = os.environ.get(hashchain.SOLVE_ENV)
+    os.environ[hashchain.SOLVE_ENV] = entry or "unrecorded"
+    try:
+        done = [line for text in solve_step(session.step, session.context())
+                for line in text.splitlines()]
+    finally:
+        if saved is None:
+            os.environ.pop(hashchain.SOLVE_ENV, None)
+        else:
+            os.environ[hashchain.SOLVE_ENV] = saved
     session.step_record()["solved"] = True
     session.save()
     return done
@@ -271,13 +316,15 @@ _SERVERS = {"InferenceService": "model server", "Notebook": "notebook server"}
 def still_running(session: Session) -> list[tuple[str, str]]:
     """What the scenario left running on its backend, with the command that stops each:
     servers always (model and notebook servers serve until deleted), runs only while
-    unfinished."""
+    unfinished (a TrainJob ends Complete, the others Succeeded). One made before this lab
+    started is named as such: it is not this lab's."""
     from lab.backends import failures
     from lab.kube.conditions import is_true
     from lab.kube.kinds import lookup
 
     backend = session.context().backend
     flag = "" if backend.name == "local" else f" --backend {backend.name}"
+    started = str(session.progress.get("started_at") or "")
     found = []
     for kind in _LONG_LIVED:
         try:
@@ -286,13 +333,16 @@ def still_running(session: Session) -> list[tuple[str, str]]:
             continue
         for obj in items:
             status = obj.get("status") or {}
-            done = (is_true(status, "Succeeded") or status.get("state") in
-                    ("SUCCEEDED", "FAILED", "CANCELED", "SKIPPED") or
+            done = (is_true(status, "Succeeded") or is_true(status, "Complete") or
+                    status.get("state") in ("SUCCEEDED", "FAILED", "CANCELED", "SKIPPED") or
                     failures.reason(obj) is not None)
             if kind not in _SERVERS and done:
                 continue
             name = obj["metadata"]["name"]
             short = lookup(kind).short[-1] if kind == "InferenceService" else kind.lower()
-            what = _SERVERS.get(kind, kind)
-            found.append((f"{what} {name}", f"kflab delete {short} {name}{flag}"))
+            what = f"{_SERVERS.get(kind, kind)} {name}"
+            made = str(obj["metadata"].get("creationTimestamp") or "")
+            if started and made and made < started:
+                what += " (made before this lab started)"
+            found.append((what, f"kflab delete {short} {name}{flag}"))
     return found

@@ -29,11 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab import __version__, state
-from lab.errors import LabError
+from lab import __version__, hashchain, limits, state
+from lab.errors import InputError, LabError
 from lab.kube.conditions import now
-from lab.limits import MAX_HANDIN_BYTES, MAX_HANDIN_FILES, limit
+from lab.limits import MAX_HANDIN_BYTES, MAX_HANDIN_DEPTH, MAX_HANDIN_FILES, limit
 from lab.scenarios import journal
+from lab.yamlio import read_json
 
 MANIFEST = "kflab-export.json"
 FORMAT = 1
@@ -44,7 +45,7 @@ STATE_PARTS = ("resources", "runs", "pipeline-root")
 SKIP_NAMES = frozenset({"__pycache__", ".venv", "venv", ".git", ".ipynb_checkpoints", ".kflab"})
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
 _STUDENT_BAD = re.compile(r"[\x00-\x1f\x7f-\x9f/\\]")
-MAX_MANIFEST_BYTES = 1024 * 1024
+MAX_MANIFEST_BYTES = limits.MAX_MANIFEST_BYTES
 
 
 @dataclass
@@ -122,7 +123,9 @@ def export(state_root: Path, sids: list[str], student: str, out: Path) -> dict[s
                                hint="list what you worked on with `ls "
                                     f"{progress_dir}`, or start it with "
                                     f"`kflab scenario start {sid}`")
-            workdir = Path(str(progress.get("workdir", "")))
+            from lab.scenarios.guided import locate_workdir
+
+            workdir = locate_workdir(progress, state_root)
             if not workdir.is_dir():
                 raise LabError(f"the work folder of '{sid}' ({workdir}) is gone",
                                hint="restore it, or start again with "
@@ -137,6 +140,10 @@ def export(state_root: Path, sids: list[str], student: str, out: Path) -> dict[s
                                           "current": progress.get("current"),
                                           "started_at": progress.get("started_at"),
                                           "backend": session_backend(progress)}
+            # the journal's head as exported: an anchor (lab.hashchain) grading checks
+            mark = hashchain.anchor(state_root, sid)
+            if mark is not None:
+                manifest["scenarios"][sid]["journal"] = {"head": mark["head"], "n": mark["n"]}
             if session_backend(progress) != "local":
                 budget.left_out.append(f"the {session_backend(progress)} backend's objects of "
                                        f"'{sid}' (they live in the cluster, not in a hand-in)")
@@ -236,8 +243,8 @@ def belongs(state_root: Path, sids: list[str],
     kept_names = {(ns, name) for _, ns, name in keep}
     for path in sorted(base.glob("*/*/*.json")) if base.is_dir() else []:
         try:
-            meta = json.loads(path.read_text(encoding="utf-8")).get("metadata") or {}
-        except (OSError, ValueError, AttributeError):
+            meta = read_json(path, limit=limits.MAX_RECORD_BYTES).get("metadata") or {}
+        except (InputError, AttributeError):
             continue
         parents = [str(o.get("name")) for o in meta.get("ownerReferences") or []
                    if isinstance(o, dict)]
@@ -348,6 +355,10 @@ class HandIn:
     backend: str = "local"  # where the student's session ran its workloads
     # owner records of the student's runs (which command made each), `_resource` added
     owner_records: list[dict[str, Any]] = field(default_factory=list)
+    # where the journal's head was written besides the journal (lab.hashchain):
+    # (what, {"head", "n"}) for the progress record, owner records and the export manifest
+    anchors: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    exported_journal: dict[str, Any] | None = None  # the export manifest's anchor
 
 
 def unpack(source: Path, sid: str, dest_state: Path, dest_work: Path, *,
@@ -412,17 +423,43 @@ def unpack(source: Path, sid: str, dest_state: Path, dest_work: Path, *,
     progress = state.read_json(dest_state / "progress" / f"{sid}.json",
                                fix="ask the student to export again") or {}
     old_work = old_work or str(progress.get("workdir") or "")
-    rebase(dest_state, {old_state: str(dest_state), old_work: str(dest_work)})
-    events, bad = journal.read(dest_state / "progress" / f"{sid}.events.jsonl")
+    moves = {old_state: str(dest_state), old_work: str(dest_work)}
+    for root in moved_roots(dest_state):  # a state folder moved with `mv` before the export
+        moves.setdefault(root, str(dest_state))
+    rebase(dest_state, moves)
+    try:
+        events, bad = journal.read(dest_state / "progress" / f"{sid}.events.jsonl")
+    except InputError as exc:
+        raise LabError(f"{source}: the journal {Path(exc.file or '').name}: {exc.problem}",
+                       hint="a journal is written by kflab: ask the student to export "
+                            "again") from None
     if bad:
         notes.append(f"{bad} unreadable line(s) in the journal were ignored")
     if budget.left_out:
         notes.append("left out of the hand-in: " + ", ".join(budget.left_out[:20])
                      + (f" and {len(budget.left_out) - 20} more" if len(budget.left_out) > 20
                         else ""))
+    exported = (manifest["scenarios"][sid].get("journal") if manifest else None)
+    exported = exported if isinstance(exported, dict) else None
     return HandIn(name, str(source.resolve()), normalise_progress(progress), events, notes,
                   manifest.get("exported_at") if manifest else None, session_backend(progress),
-                  owner_records)
+                  owner_records, anchors(sid, progress, owner_records, exported), exported)
+
+
+def anchors(sid: str, progress: Any, owner_records: list[dict[str, Any]],
+            exported: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
+    """Every place besides the journal that recorded its head (see lab.hashchain)."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    mark = progress.get("journal") if isinstance(progress, dict) else None
+    if isinstance(mark, dict):
+        found.append(("the progress record", mark))
+    for rec in owner_records:
+        mark = rec.get("journal")
+        if isinstance(mark, dict) and mark.get("scenario") == sid:
+            found.append((f"the owner record of {rec.get('_resource')}", mark))
+    if exported is not None:
+        found.append(("the export manifest", exported))
+    return found
 
 
 def read_owner_records(state_root: Path, limit_: int = 500) -> list[dict[str, Any]]:
@@ -431,11 +468,11 @@ def read_owner_records(state_root: Path, limit_: int = 500) -> list[dict[str, An
     base = state_root / "owners"
     out = []
     for rec in sorted(base.glob("*/*/*.json"))[:limit_] if base.is_dir() else []:
-        if rec.is_symlink() or not rec.is_file() or rec.stat().st_size > MAX_MANIFEST_BYTES:
+        if rec.is_symlink():
             continue
         try:
-            data = json.loads(rec.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            data = read_json(rec, limit=MAX_MANIFEST_BYTES, limit_name="MAX_MANIFEST_BYTES")
+        except InputError:
             continue
         if isinstance(data, dict):
             data["_resource"] = f"{rec.parent.parent.name}/{rec.parent.name}/{rec.stem}"
@@ -453,13 +490,13 @@ def session_backend(progress: Any) -> str:
 def _manifest(root: Path) -> dict[str, Any]:
     path = root / MANIFEST
     where = str(path)
-    if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_MANIFEST_BYTES:
-        raise LabError(f"{where}: not a regular file of at most {MAX_MANIFEST_BYTES} bytes",
+    if path.is_symlink():
+        raise LabError(f"{where}: a link, not the manifest `kflab progress export` writes",
                        hint="export the hand-in again with `kflab progress export`")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, OSError) as exc:
-        raise LabError(f"{where}: not readable JSON ({str(exc)[:200]})",
+    try:  # capped before it is read, never a FIFO or a device; depth-bounded
+        data = read_json(path, limit=MAX_MANIFEST_BYTES, limit_name="MAX_MANIFEST_BYTES")
+    except InputError as exc:
+        raise LabError(f"{where}: not readable JSON ({exc.problem[:200]})",
                        hint="export the hand-in again with `kflab progress export`") from None
     problems = []
     if not isinstance(data, dict) or data.get("kind") != "kflab-export":
@@ -498,6 +535,7 @@ def _extract(archive: Path, into: Path, budget: Budget) -> Path:
                     continue
                 target = _member_path(archive, member.name, root)
                 if member.isdir():
+                    budget.take(0, f"{archive}: {member.name}")  # folders count as files
                     target.mkdir(parents=True, exist_ok=True)
                     continue
                 budget.take(member.size, f"{archive}: {member.name}")
@@ -526,6 +564,10 @@ def _member_path(archive: Path, name: str, root: Path) -> Path:
         raise LabError(f"{archive}: unsafe member {name!r}: outside the hand-in folder",
                        hint="export the hand-in again with `kflab progress export`; "
                             "do not build the archive by hand")
+    if len(parts) > MAX_HANDIN_DEPTH:
+        raise LabError(limit(f"{archive}: folders in the path of member {name[:80]!r}...:",
+                             len(parts), MAX_HANDIN_DEPTH, "MAX_HANDIN_DEPTH"),
+                       hint="export the hand-in again with `kflab progress export`")
     target = root.joinpath(*parts)
     # A folder member of the archive cannot be a link (links are never written), so the
     # resolved parent stays under root; checked anyway, as the filter does.
@@ -562,14 +604,53 @@ def rebase(state_root: Path, moves: dict[str, str]) -> int:
     base = state_root / "resources"
     for path in sorted(base.rglob("*.json")) if base.is_dir() else []:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (ValueError, OSError):
+            data = read_json(path, limit=limits.MAX_RECORD_BYTES)
+        except InputError:
             continue  # the store reports a corrupt record when a check reads it
         new = fix(data)
         if new != data:
             path.write_text(json.dumps(new, indent=2) + "\n")
             changed += 1
     return changed
+
+
+MARKERS = ("pipeline-root", "runs")  # state-folder parts that records name by absolute path
+
+
+def moved_roots(state_root: Path, most: int = 2000) -> set[str]:
+    """Earlier places of a state folder, as its records name them: `OLD/pipeline-root/...`
+    or `OLD/runs/...` where `state_root` holds that very file or folder now (a state folder
+    moved with `mv` keeps records that name its old place)."""
+    found: set[str] = set()
+    seen: set[str] = set()
+
+    def walk(value: Any, depth: int = 0) -> None:
+        if depth > limits.MAX_DEPTH:
+            return
+        if isinstance(value, dict):
+            for v in value.values():
+                walk(v, depth + 1)
+        elif isinstance(value, list):
+            for v in value[:1000]:
+                walk(v, depth + 1)
+        elif isinstance(value, str) and value.startswith("/") and len(value) < 4096:
+            parts = Path(value).parts
+            for i in range(len(parts) - 2, 0, -1):
+                if parts[i] in MARKERS:
+                    prefix = str(Path(*parts[:i]))
+                    if prefix not in seen and prefix != str(state_root):
+                        seen.add(prefix)
+                        if state_root.joinpath(*parts[i:i + 2]).exists():
+                            found.add(prefix)
+                    break
+
+    base = state_root / "resources"
+    for path in sorted(base.rglob("*.json"))[:most] if base.is_dir() else []:
+        try:
+            walk(read_json(path, limit=limits.MAX_RECORD_BYTES))
+        except InputError:
+            continue
+    return found
 
 
 def normalise_progress(raw: Any) -> dict[str, Any]:

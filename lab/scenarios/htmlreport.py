@@ -8,14 +8,17 @@ until the next run of that scenario), or a JSON file written by `--json` or by a
 
 from __future__ import annotations
 
-import json
+import contextlib
 from pathlib import Path
 from typing import Any
 
-from lab import state
-from lab.errors import LabError
+from lab import limits, state
+from lab.errors import InputError, LabError
 from lab.kube.conditions import now
 from lab.scenarios.htmlpage import duration, esc, page, png, table, td
+from lab.yamlio import read_bytes, read_json
+
+MAX_PLOT_BYTES = 16 * 1024 * 1024  # a Katib plot the local backend draws is ~50 kB
 
 PLOTS_ANNOTATION = "kflab.dev/plots"  # written by the local backend's Katib engine
 SAVED = "report.json"
@@ -30,17 +33,17 @@ def experiment_plots(state_root: Path) -> list[dict[str, Any]]:
     root = state_root.resolve()
     for record in sorted((root / "resources" / "experiments").glob("*/*.json")):
         try:
-            exp = json.loads(record.read_text(encoding="utf-8"))
+            exp = read_json(record, limit=limits.MAX_RECORD_BYTES)
             meta = exp.get("metadata") or {}
             raws = str((meta.get("annotations") or {}).get(PLOTS_ANNOTATION, "")).split(",")
-        except (OSError, ValueError, AttributeError):
+        except (InputError, AttributeError):
             continue
-        for raw in filter(None, raws):
+        for raw in filter(None, raws[:100]):
             try:
                 path = Path(raw).resolve()
-                data = path.read_bytes() if path.is_relative_to(root) and path.is_file() \
-                    else b""
-            except (OSError, ValueError):
+                data = read_bytes(path, limit=MAX_PLOT_BYTES) \
+                    if path.is_relative_to(root) else b""
+            except (OSError, ValueError, InputError):
                 data = b""
             if data.startswith(b"\x89PNG"):
                 plots.append({"experiment": str(meta.get("name", "")), "name": path.name,
@@ -225,9 +228,10 @@ def render_file(path: Path) -> str:
     if path.is_dir():
         path = path / "grade.json"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise LabError(f"{path}: not readable JSON ({str(exc)[:200]})",
+        data = read_json(path, limit=limits.MAX_GRADE_BYTES, limit_name="MAX_GRADE_BYTES",
+                         hint="give a file written by `--json` or a grade folder")
+    except InputError as exc:
+        raise LabError(f"{path}: not readable JSON ({exc.problem[:200]})",
                        hint="give a file written by `--json` or a grade folder") from None
     if isinstance(data, dict) and data.get("kind") == "kflab-grade":
         from lab.scenarios.gradebook import plot_file
@@ -236,7 +240,8 @@ def render_file(path: Path) -> str:
         for p in data.get("plots") or []:
             f = path.parent / "plots" / plot_file(p)
             if f.is_file() and f.resolve().is_relative_to(path.parent.resolve()):
-                plots.append({**p, "png": f.read_bytes()})
+                with contextlib.suppress(InputError):
+                    plots.append({**p, "png": read_bytes(f, limit=MAX_PLOT_BYTES)})
         return render_grade(data, plots)
     if isinstance(data, list) and data and all(isinstance(r, dict) and "steps" in r
                                                for r in data):

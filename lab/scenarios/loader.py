@@ -13,11 +13,21 @@ from lab import content
 from lab.errors import InputError, LabError
 from lab.scenarios.actions import ACTION_TYPES
 from lab.scenarios.checks import CHECK_TYPES, COMMON_FIELDS
-from lab.scenarios.model import BACKENDS, COMPONENTS, LEVELS, Action, Check, Scenario, Step
+from lab.scenarios.model import (
+    BACKENDS,
+    CLEANUP_KINDS,
+    COMPONENTS,
+    LEVELS,
+    Action,
+    Check,
+    Scenario,
+    Step,
+)
 from lab.yamlio import Located, PathKey, dotted, is_file, load_file, user_path
 
 SCENARIO_FILE = "scenario.yaml"
-TOP_KEYS = {"id", "title", "level", "duration", "description", "requires", "backends", "steps"}
+TOP_KEYS = {"id", "title", "level", "duration", "description", "requires", "backends", "steps",
+            "cleanup"}
 STEP_KEYS = {"id", "title", "text", "hints", "solve", "checks", "needs"}
 SLUG = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 # Check fields holding a regular expression (re.search), checked when the scenario loads.
@@ -82,6 +92,7 @@ class _Validator:
                 raise self.fail(("requires", i), f"unknown component '{comp}'",
                                 _suggest(str(comp), COMPONENTS))
         backends, unsupported = self.backends(data)
+        cleanup = self.cleanup(data)
         steps_raw = self.get(data, "steps", list, ())
         if not steps_raw:
             raise self.fail(("steps",), "a scenario needs at least one step")
@@ -96,8 +107,27 @@ class _Validator:
             duration=str(self.get(data, "duration", (str, int), ())),
             description=self.get(data, "description", str, (), required=False, default=""),
             requires=tuple(requires), backends=tuple(backends), steps=tuple(steps),
-            root=self.root, unsupported=unsupported,
+            root=self.root, unsupported=unsupported, cleanup=cleanup,
         )
+
+    def cleanup(self, data: dict[str, Any]) -> tuple[str, ...]:
+        """`cleanup: [InferenceService]`: the kinds the lab's text tells learners to delete
+        when they are done (servers only: see model.CLEANUP_KINDS)."""
+        from lab.kube.kinds import lookup
+
+        raw = self.get(data, "cleanup", list, (), required=False, default=[])
+        kinds = []
+        for i, name in enumerate(raw):
+            try:
+                kind = lookup(str(name)).kind if isinstance(name, str) else None
+            except LabError:
+                kind = None
+            if kind not in CLEANUP_KINDS:
+                raise self.fail(("cleanup", i), f"'{name}' is not a kind a lab asks learners "
+                                "to delete (a finished run holds nothing; a missing one "
+                                "grades failed)", f"use one of: {', '.join(CLEANUP_KINDS)}")
+            kinds.append(str(kind))
+        return tuple(dict.fromkeys(kinds))
 
     def backends(self, data: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
         """`backends: [local, cluster]`, or a mapping naming why one cannot run it:

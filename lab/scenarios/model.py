@@ -9,6 +9,10 @@ from typing import Any
 LEVELS = ("beginner", "intermediate", "advanced")
 COMPONENTS = ("pipelines", "katib", "training", "trainer", "kserve", "notebooks", "gpu")
 BACKENDS = ("local", "cluster")
+# Kinds a lab may tell learners to delete when done: servers, which hold memory and a port
+# until deleted. A finished run (PipelineRun, Experiment, a job) holds nothing: deleting it
+# is never asked, so a missing one grades failed, never "cleaned up".
+CLEANUP_KINDS = ("InferenceService", "Notebook")
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,9 @@ class Scenario:
     extra: dict[str, Any] = field(default_factory=dict)
     # backend -> why the scenario cannot run there (`backends: {cluster: "reason"}`)
     unsupported: dict[str, str] = field(default_factory=dict)
+    # kinds the lab tells learners to delete when they are done (`cleanup:`): grading
+    # counts a step as "passed (cleaned up)" only when what it checked is of these kinds
+    cleanup: tuple[str, ...] = ()
 
     def why_not(self, backend: str) -> str | None:
         """Why this scenario cannot run on `backend`, or None when it can."""

@@ -50,6 +50,7 @@ KFP_ROLE = "kflab-class-kfp"
 SERVICE_ACCOUNT = "student"
 KFP_NAMESPACE = "kubeflow"
 KFP_SERVICES = ("ml-pipeline", "metadata-grpc-service", "seaweedfs")
+KFP_INDEX = "kflab-pip-index"  # lab/backends/cluster/pipelines/index.py NAME
 KFP_SECRETS = ("mlpipeline-minio-artifact",)
 FORMAT = 1
 # Pod Security admission (Kubernetes >= 1.25 enforces these namespace labels): `baseline`
@@ -225,6 +226,10 @@ def kfp_objects(class_name: str, namespaces: list[str]) -> list[dict[str, Any]]:
         {"apiGroups": [""], "resources": ["services"], "resourceNames": list(KFP_SERVICES),
          "verbs": ["get"]},
         {"apiGroups": [""], "resources": ["secrets"], "resourceNames": list(KFP_SECRETS),
+         "verbs": ["get"]},
+        # the class's package index for pipeline steps, when `kflab up --bundle` made one
+        # (lab/backends/cluster/pipelines/index.py reads it to point every step at it)
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [KFP_INDEX],
          "verbs": ["get"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},

@@ -123,12 +123,52 @@ def to_grade(cell: Cell, server: str) -> Grade:
                  steps, notes=notes)
 
 
-def write_grades(cells: list[Cell], server: str, out: Path) -> tuple[Path, Path, int]:
-    """grades/STUDENT/LAB/ for each cell, then the class CSV and HTML of `grade collect`."""
+HANDIN_SUFFIXES = (".tar.gz", ".tgz", ".tar", "")
+
+
+def handin_of(folder: Path, seat: Seat) -> Path | None:
+    """A student's hand-in in `folder`, named by their roster id (ID.tar.gz, ID.tgz, ID.tar
+    or the folder ID/), or None."""
+    for suffix in HANDIN_SUFFIXES:
+        path = folder / f"{seat.id}{suffix}"
+        if path.exists():
+            return path
+    return None
+
+
+def rerun_grade(cell: Cell, folder: Path, state: Path) -> tuple[Grade | None, str]:
+    """The cell graded by running the student's handed-in files again (`kflab scenario
+    grade --rerun`), or None and why not (no hand-in, or none for this lab)."""
+    from lab.errors import LabError
+    from lab.scenarios.grading import grade
+
+    source = handin_of(folder, cell.seat)
+    if source is None:
+        return None, f"no hand-in of {cell.seat.id} in {folder} to run again"
+    try:
+        return grade(cell.scenario, source, state, student=cell.seat.id, rerun=True), ""
+    except LabError as exc:
+        return None, f"{source} could not be run again: {str(exc).splitlines()[0]}"
+
+
+def write_grades(cells: list[Cell], server: str, out: Path, *, rerun: Path | None = None,
+                 state: Path | None = None) -> tuple[Path, Path, int]:
+    """grades/STUDENT/LAB/ for each cell, then the class CSV and HTML of `grade collect`.
+    With `rerun` (a folder of hand-ins named by student id), a student's lab is graded by
+    running their handed-in files again; one with no hand-in is graded read-only from the
+    namespace, with a note saying so."""
     from lab.scenarios import gradebook
 
     for cell in cells:
-        gradebook.write(to_grade(cell, server), out / cell.seat.id / cell.scenario.id)
+        made: Grade | None = None
+        why = ""
+        if rerun is not None and state is not None:
+            made, why = rerun_grade(cell, rerun, state)
+        if made is None:
+            made = to_grade(cell, server)
+            if why:
+                made.notes.append(f"--rerun: {why}; graded read-only from the namespace")
+        gradebook.write(made, out / cell.seat.id / cell.scenario.id)
     grades, notes = gradebook.collect([out])
     csv_path, html_path = out / "grades.csv", out / "grades.html"
     csv_path.write_text(gradebook.csv_text([gradebook.row(g) for g in grades]))

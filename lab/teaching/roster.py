@@ -16,10 +16,12 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab import limits
 from lab.errors import InputError
 from lab.kube.names import namespace_problem
+from lab.yamlio import read_bytes
 
-MAX_BYTES = 1024 * 1024
+MAX_BYTES = limits.MAX_ROSTER_BYTES
 MAX_STUDENTS = 1000
 COLUMNS = ("student", "name", "email")  # `student` is required; the others are kept as shown
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -68,14 +70,9 @@ def load(path: Path, class_name: str) -> Roster:
     the first problem raises InputError naming file, line and field."""
     check_class_name(class_name)
     where = str(path)
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise InputError(where, None, f"cannot read the roster: {exc.strerror or exc}",
-                         hint="give the path of a CSV file") from None
-    if len(raw) > MAX_BYTES:
-        raise InputError(where, None, f"{len(raw)} bytes: a roster is at most {MAX_BYTES}",
-                         hint="give a CSV with one row per student")
+    # capped before it is read: /dev/zero or a FIFO is refused, not read without end
+    raw = read_bytes(Path(path), limit=MAX_BYTES, limit_name="MAX_ROSTER_BYTES",
+                     hint="give the path of a CSV file with one row per student")
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

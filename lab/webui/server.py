@@ -7,6 +7,11 @@ Access rules (docs/ui.md):
   can call it, with or without a token);
 - the UI and its JSON need the token, given as `?token=` (then kept in a SameSite=Strict
   cookie) or as `Authorization: Bearer TOKEN`, as Jupyter does;
+- `kflab ui` opens the browser on a file, not on the URL (`launch_file`): a page of mode 0600
+  in the state folder that redirects to `/?code=CODE`, a one-time code that the server trades
+  once for the cookie, so the token is never on a command line (another local user can read
+  any process's argv in /proc) and never in the browser's history; the page's first script
+  takes `?token=` or `?code=` out of the address bar with `history.replaceState`;
 - the live pages' event stream (`/events`) needs the token too, and serves at most
   watch.MAX_CLIENTS pages at once;
 - the KFP API (`/apis/v2beta1/`) also answers a client that sends no Origin and no token
@@ -26,9 +31,11 @@ from __future__ import annotations
 import contextlib
 import hmac
 import json
+import os
 import secrets
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -54,6 +61,23 @@ ARTIFACT_CSP = ("sandbox allow-scripts; default-src 'none'; script-src 'unsafe-i
 MARKDOWN_CSP = ("sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
                 "frame-ancestors 'self'")
 MAX_BODY = 32 * 1024 * 1024  # KFP's upload limit
+# The page a tab gets without this server's token: a tab kept open across a restart of
+# `kflab ui` (a new token), or one from another `kflab ui` that ran on this port.
+REFUSED_PAGE = b"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="color-scheme" content="light dark"><title>kflab ui: token needed</title></head>
+<body style="font-family: system-ui, sans-serif; max-width: 40rem; margin: 2rem auto;
+padding: 0 1rem; line-height: 1.5">
+<h1>kflab ui needs its token</h1>
+<p>This address is a <code>kflab ui</code> server, but this tab does not carry the token the
+server made when it started. Each start of <code>kflab ui</code> makes a new token, so a tab
+kept open across a restart, or one opened without the full URL, lands here.</p>
+<p>Open the URL that <code>kflab ui</code> printed in its terminal (the one that ends in
+<code>?token=...</code>); this tab then works again.</p>
+</body></html>
+"""
+CODE_TTL = 600.0  # seconds a launch file's one-time code stays good (a browser's cold start)
 REQUEST_TIMEOUT = 60.0  # seconds a client may stall mid-request
 HEARTBEAT = 15.0  # seconds between an event stream's keep-alive comments
 
@@ -81,20 +105,76 @@ class UiServer:
         self.host = f"http://127.0.0.1:{self.port}"
         self.url = f"{self.host}/?token={self.token}"
         self._thread: threading.Thread | None = None
+        self._codes: dict[str, float] = {}  # one-time code -> when it expires (monotonic)
+        self._codes_lock = threading.Lock()
+        self._launch_files: list[Path] = []
+
+    def one_time_code(self) -> str:
+        """A code the server trades once, within CODE_TTL seconds, for the token's cookie."""
+        code = secrets.token_urlsafe(24)
+        with self._codes_lock:
+            self._codes[code] = time.monotonic() + CODE_TTL
+        return code
+
+    def redeem(self, code: str) -> bool:
+        """Whether `code` is a live one-time code; it is spent either way."""
+        with self._codes_lock:
+            expires = self._codes.pop(code, None) if code else None
+        return expires is not None and time.monotonic() < expires
+
+    def launch_file(self, folder: Path) -> Path:
+        """A page (mode 0600, in `folder`, made 0700) that sends the browser to
+        `/?code=CODE`: what `kflab ui` hands the browser instead of the token's URL, as
+        Jupyter does. Removed when the server stops."""
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        folder.chmod(0o700)
+        target = folder / f"open-{self.port}-{secrets.token_hex(4)}.html"
+        url = f"{self.host}/?code={self.one_time_code()}"
+        page = ("<!doctype html>\n<html><head><meta charset=\"utf-8\">"
+                f"<meta http-equiv=\"refresh\" content=\"0;url={url}\">"
+                "<meta name=\"referrer\" content=\"no-referrer\"><title>kflab ui</title>"
+                f"</head><body><p><a href=\"{url}\">Open kflab ui</a> (this link works "
+                "once).</p></body></html>\n")
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                     | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(page)
+        self._launch_files.append(target)
+        return target
 
     def start(self) -> UiServer:
+        if self.api is not None:
+            self.api.start()  # the recurring runs' scheduler
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True,
                                         name="kflab-ui")
         self._thread.start()
         return self
 
     def serve_forever(self) -> None:
+        if self.api is not None:
+            self.api.start()
         self.httpd.serve_forever()
+
+    def wait(self) -> None:
+        """Until the server (started with `start`) stops; Ctrl-C interrupts it."""
+        while self._thread is not None and self._thread.is_alive():
+            self._thread.join(0.5)
 
     def stop(self) -> None:
         self.watcher.close()  # ends the open event streams
+        if self.api is not None:
+            self.api.close()
         self.httpd.shutdown()
         self.httpd.server_close()
+        for path in self._launch_files:
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+    def cookie(self, what: str) -> str:
+        """A cookie's name, with this server's port in it: browsers keep cookies per host,
+        not per port, so two `kflab ui` servers on one machine would overwrite each other's
+        (RFC 6265 section 8.5)."""
+        return f"kflab_{what}_{self.port}"
 
     def allowed_hosts(self) -> set[str]:
         return {f"127.0.0.1:{self.port}", f"localhost:{self.port}"}
@@ -104,7 +184,7 @@ class UiServer:
         auth = headers.get("Authorization") or ""
         if auth.startswith("Bearer "):
             given = given or auth[7:]
-        given = given or cookie(headers, "kflab_token") or ""
+        given = given or cookie(headers, self.cookie("token")) or ""
         return bool(given) and hmac.compare_digest(given.encode(), self.token.encode())
 
 
@@ -186,6 +266,12 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
                 return self._json(403, {"code": 7, "message": "cross-origin request refused",
                                         "details": []})
             token_ok = ui.has_token(query, self.headers)
+            if parts.path == "/" and "code" in query and method == "GET":
+                if ui.redeem(query["code"]):  # the launch file's one-time code: the cookie
+                    return self._file(ui.static / "index.html", set_cookie=True)
+                return self._send(403, b"403: this link works once and was used (or is "
+                                       b"too old): open the URL that `kflab ui` printed\n",
+                                  "text/plain; charset=utf-8")
             if parts.path.startswith(PREFIX + "/"):
                 if ui.api is None:
                     return self._json(404, {"code": 5, "details": [], "message":
@@ -206,6 +292,8 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
                                             self.headers.get("Content-Type") or "", body)
                 return self._json(status, out)
             if not token_ok:
+                if parts.path == "/" and method == "GET":  # a tab opened without the token
+                    return self._send(403, REFUSED_PAGE, "text/html; charset=utf-8")
                 return self._send(403, b"403: open the URL that `kflab ui` printed (it "
                                        b"carries the token)\n", "text/plain; charset=utf-8")
             if method == "POST" and parts.path.startswith("/ui-api/inferenceservices/") \
@@ -214,7 +302,7 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
             if method != "GET":
                 return self._json(405, {"message": "the UI is read-only"})
             if parts.path == "/ui-api/csrf":
-                session = cookie(self.headers, "kflab_session")
+                session = cookie(self.headers, ui.cookie("session"))
                 if not session:
                     return self._json(403, {"message": "no session: open the URL that "
                                                        "`kflab ui` printed"})
@@ -232,13 +320,17 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
             if parts.path.startswith("/ui-api/"):
                 try:
                     found = views.answer(ui.backend, ui.api, parts.path[len("/ui-api/"):],
-                                         ui.root)
+                                         ui.root, query)
                 except views.NotFound as exc:
                     return self._json(404, {"message": str(exc)})
                 if isinstance(found, views.Page):  # a component's HTML or Markdown: sandboxed
                     csp = ARTIFACT_CSP if found.scripts else MARKDOWN_CSP
-                    return self._send(200, found.body, found.ctype,
-                                      {"Content-Security-Policy": csp})
+                    extra = {"Content-Security-Policy": csp}
+                    if found.download:  # an artifact's file: saved, never shown as a page
+                        safe = "".join(c if c.isalnum() or c in "._-" else "_"
+                                       for c in found.download)[:100] or "artifact"
+                        extra["Content-Disposition"] = f'attachment; filename="{safe}"'
+                    return self._send(200, found.body, found.ctype, extra)
                 return self._json(200, found)
             return self._send(404, b"not found\n", "text/plain")
 
@@ -247,7 +339,7 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
             name = path[len("/ui-api/inferenceservices/"):-len("/predict")]
             if origin is None:  # a browser always sends Origin on a POST
                 return self._json(403, {"message": "a POST needs an Origin header"})
-            if not tryit.csrf_ok(ui.secret, cookie(self.headers, "kflab_session"),
+            if not tryit.csrf_ok(ui.secret, cookie(self.headers, ui.cookie("session")),
                                  self.headers.get("X-Kflab-Csrf")):
                 return self._json(403, {"message": "missing or wrong CSRF token: reload "
                                                    "the page"})
@@ -302,10 +394,11 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
             extra: dict[str, Any] = {}
             cookies = []
             if set_cookie:
-                cookies.append(f"kflab_token={ui.token}; Path=/; HttpOnly; SameSite=Strict")
-            if path.name == "index.html" and not cookie(self.headers, "kflab_session"):
+                cookies.append(f"{ui.cookie('token')}={ui.token}; Path=/; HttpOnly; "
+                               "SameSite=Strict")
+            if path.name == "index.html" and not cookie(self.headers, ui.cookie("session")):
                 # the page's session: the try-it form's CSRF token is bound to it
-                cookies.append(f"kflab_session={secrets.token_urlsafe(18)}; Path=/; "
+                cookies.append(f"{ui.cookie('session')}={secrets.token_urlsafe(18)}; Path=/; "
                                "HttpOnly; SameSite=Strict")
             if cookies:
                 extra["Set-Cookie"] = cookies

@@ -1,37 +1,46 @@
 """The JSON the UI's pages draw, read from the backend API the CLI uses (`lab/backends/base.py`:
-`list`, `get`), so the UI shows what `kflab get` shows, on either backend."""
+`list`, `get`, `logs`), so the UI shows what `kflab get` shows, on either backend. Pipeline
+runs: run_page.py."""
 
 from __future__ import annotations
 
-import json
-from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from lab.kube.katib import objective_column
+from lab.webui import run_page
+from lab.webui.run_page import NotFound, Page
+
+__all__ = ["NotFound", "Page", "answer"]
 
 LISTED = {"jobs": ("PyTorchJob", "TFJob", "TrainJob"), "inferenceservices": ("InferenceService",),
           "notebooks": ("Notebook",), "experiments": ("Experiment",)}
+MAX_LOG_LINES = run_page.MAX_LOG_LINES
 
 
-class NotFound(Exception):
-    pass
-
-
-def answer(backend: Any, api: Any, path: str, root: Path | None = None) -> Any:
-    """`runs`, `runs/NAME`, `experiments`, `experiments/NAME`, `jobs`, `inferenceservices`,
-    `notebooks`, `labs`, `labs/ID` (the guided labs' progress in the state folder `root`).
+def answer(backend: Any, api: Any, path: str, root: Path | None = None,
+           query: dict[str, str] | None = None) -> Any:
+    """`info`, `runs`, `runs/RUN` (RUN: a name or a KFP run id), `runs/RUN/tasks/TASK`,
+    `runs/RUN/logs/TASK`, `runs/RUN/artifacts/TASK/OUTPUT` (`?download=1`: the file),
+    `experiments`, `experiments/NAME`, `experiments/NAME/trials/TRIAL`, `jobs`,
+    `jobs/KIND/NAME[/REPLICA]`, `inferenceservices[/NAME]`, `notebooks`, `labs`, `labs/ID`
+    (the guided labs' progress in the state folder `root`). Each part of the path is
+    percent-decoded once, after the path is split (a task's path `a/b` comes as `a%2Fb`).
     A name the backend refuses (`..%2f`, a NUL, 5000 characters) is no such object."""
     from lab.errors import InputError
 
     try:
-        return _answer(backend, api, path, root)
+        return _answer(backend, api, path, root, query or {})
     except InputError as exc:
         raise NotFound(exc.problem) from None
 
 
-def _answer(backend: Any, api: Any, path: str, root: Path | None = None) -> Any:
-    parts = [p for p in path.split("/") if p]
+def _answer(backend: Any, api: Any, path: str, root: Path | None,
+            query: dict[str, str]) -> Any:
+    parts = [unquote(p) for p in path.split("/") if p]
+    if parts == ["info"]:  # what the page asks once: is the KFP API here (local backend)
+        return {"backend": getattr(backend, "name", ""), "kfp_api": api is not None}
     if parts and parts[0] == "labs" and len(parts) <= 2 and root is not None:
         from lab.webui import progress
 
@@ -40,18 +49,22 @@ def _answer(backend: Any, api: Any, path: str, root: Path | None = None) -> Any:
         except progress.Unknown as exc:
             raise NotFound(str(exc)) from None
     if parts == ["runs"]:
-        return [_run_row(o) for o in _newest(_listed(backend, "PipelineRun"))]
+        return [run_page.run_row(o) for o in _newest(_listed(backend, "PipelineRun"))]
     if len(parts) == 2 and parts[0] == "runs":
-        obj = backend.get("PipelineRun", parts[1])
-        if obj is None:
-            raise NotFound(f"no pipeline run '{parts[1]}'")
-        return _run_page(obj, api)
+        return run_page.run_page(backend, api, parts[1])
     if len(parts) == 5 and parts[0] == "runs" and parts[2] == "artifacts":
-        return artifact_page(backend, parts[1], parts[3], parts[4])
+        return run_page.artifact_page(backend, api, parts[1], parts[3], parts[4],
+                                      download=query.get("download") == "1")
     if len(parts) == 4 and parts[0] == "runs" and parts[2] == "logs":
-        return {"lines": _log_lines(backend, parts[1], parts[3])}
+        return {"lines": run_page.log_lines(backend, api, parts[1], parts[3])}
+    if len(parts) == 4 and parts[0] == "runs" and parts[2] == "tasks":
+        return run_page.task_panel(backend, api, parts[1], parts[3])
+    if len(parts) == 4 and parts[0] == "pipelines" and parts[2] == "versions":
+        return _version_spec(api, parts[1], parts[3])
     if len(parts) == 2 and parts[0] == "experiments":
         return _experiment_page(backend, parts[1])
+    if len(parts) == 4 and parts[0] == "experiments" and parts[2] == "trials":
+        return _trial_page(backend, parts[1], parts[3])
     if len(parts) in (3, 4) and parts[0] == "jobs":
         return _job_page(backend, *parts[1:])
     if len(parts) == 2 and parts[0] == "inferenceservices":
@@ -64,159 +77,25 @@ def _answer(backend: Any, api: Any, path: str, root: Path | None = None) -> Any:
     raise NotFound(f"no view '{path}'")
 
 
-MAX_LOG_LINES = 2000
-MAX_ARTIFACT = 1024 * 1024
-MAX_MARKDOWN = 50 * 1000 * 8  # KFP's MarkdownViewer MAX_MARKDOWN_STR_LENGTH (characters)
-SHOWN = ("system.HTML", "system.Markdown")  # the artifact types whose file the page shows
+def _version_spec(api: Any, pid: str, vid: str) -> dict[str, Any]:
+    """A pipeline version's spec as YAML and its graph (lab/backends/pipeline_graph.py), for
+    the pipeline page: read through the local KFP API's own GET (what kfp.Client reads)."""
+    import yaml
 
-# How the KFP UI renders each output artifact type (kubeflow/pipelines 2.16.0 frontend,
-# src/components/viewers/MetricsVisualizations.tsx: ConfidenceMetricsSection,
-# ConfusionMatrixSection, ScalarMetricsSection, getHtmlViewerConfig,
-# getMarkdownViewerConfig; HTMLViewer.tsx, MarkdownViewer.tsx, ROCCurve.tsx), and what kflab
-# does the same way (docs/ui.md):
-# - system.ClassificationMetrics: "ROC Curve: NAME" from metadata.confidenceMetrics, each
-#   point x = falsePositiveRate, y = recall, labelled with confidenceThreshold, both axes 0..1
-#   with the dashed diagonal; "Confusion Matrix: NAME" from metadata.confusionMatrix, rows
-#   the true label, columns the predicted one. Malformed data is not drawn: an error names
-#   the artifact and the field, as KFP's banner does (validateConfidenceMetrics,
-#   validateConfusionMatrix).
-# - system.Metrics: "Scalar Metrics: NAME", a name/value table of every metadata entry but
-#   display_name, each value as JSON.
-# - system.HTML: the file in an iframe sandboxed with allow-scripts only (scripts run, in an
-#   opaque origin: no cookie, no call to the UI); here the page also gets no network.
-# - system.Markdown: rendered with raw HTML not parsed (markdown-to-jsx with
-#   disableParsingRawHTML), cut at MAX_MARKDOWN characters with a warning.
+    from lab.backends.pipeline_graph import graph
+    from lab.webui.kfp_api import PREFIX
 
-
-def _numeric(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _roc(name: str, raw: Any) -> dict[str, Any]:
-    """ROC points sorted by false positive rate (uPlot needs x ascending), or an error."""
-    points = raw.get("list") if isinstance(raw, dict) else raw  # MLMD keeps it as {list: []}
-    keys = ("confidenceThreshold", "falsePositiveRate", "recall")
-    if not isinstance(points, list) or not all(
-            isinstance(p, dict) and all(_numeric(p.get(k)) for k in keys) for p in points):
-        return {"error": f"Error in {name} artifact's confidenceMetrics data format: each "
-                         "point needs numbers confidenceThreshold, falsePositiveRate and "
-                         "recall (log_roc_curve(fpr, tpr, threshold) writes them)"}
-    pts = sorted(({"threshold": p["confidenceThreshold"], "fpr": p["falsePositiveRate"],
-                   "tpr": p["recall"]} for p in points), key=lambda p: (p["fpr"], p["tpr"]))
-    return {"points": pts}
-
-
-def _confusion(name: str, raw: Any) -> dict[str, Any]:
-    cm = raw.get("struct", raw) if isinstance(raw, dict) else raw  # MLMD: {struct: {...}}
-    specs = cm.get("annotationSpecs") if isinstance(cm, dict) else None
-    rows = cm.get("rows") if isinstance(cm, dict) else None
-    ok = isinstance(specs, list) and isinstance(rows, list) and len(specs) == len(rows) \
-        and all(isinstance(a, dict) and isinstance(a.get("displayName"), str) for a in specs) \
-        and all(isinstance(r, dict) and isinstance(r.get("row"), list)
-                and len(r["row"]) == len(rows) and all(_numeric(v) for v in r["row"])
-                for r in rows)
-    if not ok:
-        return {"error": f"Error in {name} artifact's confusionMatrix data format: one "
-                         "annotationSpec per class and a square matrix of numbers "
-                         "(log_confusion_matrix(categories, matrix) writes them)"}
-    return {"labels": [a["displayName"] for a in specs], "rows": [r["row"] for r in rows]}
-
-
-def _artifact(name: str, art: Any) -> dict[str, Any]:
-    """What the run page draws of an output artifact, by type, as the KFP UI draws it."""
-    art = art if isinstance(art, dict) else {}
-    meta = art.get("metadata") if isinstance(art.get("metadata"), dict) else {}
-    kind = art.get("type", "")
-    out: dict[str, Any] = {"name": name, "type": kind,
-                           "shown": kind in SHOWN and bool(art.get("exists"))}
-    if kind == "system.ClassificationMetrics" or "confusionMatrix" in meta:
-        if "confidenceMetrics" in meta:
-            out["roc"] = _roc(name, meta["confidenceMetrics"])
-        if "confusionMatrix" in meta:
-            out["confusion"] = _confusion(name, meta["confusionMatrix"])
-    elif kind == "system.Metrics":
-        out["scalars"] = [[k, json.dumps(v)] for k, v in meta.items() if k != "display_name"]
-    return out
-
-
-class Page:
-    """An artifact's file, served to a sandboxed frame (never run as the UI's own page)."""
-
-    def __init__(self, body: bytes, ctype: str, scripts: bool = False) -> None:
-        self.body, self.ctype, self.scripts = body, ctype, scripts
-
-
-MARKDOWN_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{title}</title><style>
-body {{ font: 15px/1.5 system-ui, sans-serif; color: #1b1b1b; margin: 8px 12px; }}
-h1, h2 {{ border-bottom: 1px solid #eee; padding-bottom: .3em; }}
-h1, h2, h3, h4, h5, h6 {{ font-size: initial; font-weight: 700; margin: 1em 0 16px; }}
-code, pre {{ background: #f8f8f8; border-radius: 5px; }}
-pre {{ border: 1px solid #eee; margin: 7px 0; padding: 7px; overflow: auto; }}
-table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ccc; padding: 2px 6px; }}
-.warning {{ background: #fff4ce; border: 1px solid #e0b000; padding: 6px; }}
-</style></head><body>
-{warning}{body}</body></html>
-"""
-
-
-def render_markdown(text: str, title: str) -> bytes:
-    """A Markdown artifact as the KFP UI shows it: raw HTML left as text, at most
-    MAX_MARKDOWN characters. markdown-it-py (a kflab dependency, with rich) renders it in the
-    markdown-it "js-default" preset: CommonMark plus tables and strikethrough, html off, and
-    its link check drops javascript:, vbscript: and data: (but image) URLs."""
-    from html import escape
-
-    from markdown_it import MarkdownIt
-
-    warning = ""
-    if len(text) > MAX_MARKDOWN:
-        text = text[:MAX_MARKDOWN]
-        warning = '<p class="warning">This markdown is too large to render completely.</p>\n'
-    body = MarkdownIt("js-default").render(text)
-    return MARKDOWN_PAGE.format(title=escape(title), warning=warning, body=body).encode()
-
-
-def artifact_page(backend: Any, run: str, task: str, output: str) -> Page:
-    """An HTML artifact's file, or a Markdown artifact rendered (a file of at most 1 MiB
-    read), only from inside the state folder's pipeline root: a record edited to point
-    elsewhere is refused."""
-    from lab import state
-
-    obj = backend.get("PipelineRun", run)
-    found = next((t for t in ((obj or {}).get("status") or {}).get("run_details", {})
-                  .get("task_details", []) if t.get("display_name") == task), None)
-    art = ((found or {}).get("outputs") or {}).get("artifacts", {}).get(output)
-    if not isinstance(art, dict) or art.get("type") not in SHOWN or not art.get("path"):
-        raise NotFound(f"no HTML or Markdown artifact '{output}' of task '{task}'")
-    root = Path(getattr(backend, "root", "")) / "pipeline-root"
-    try:
-        path = state.confine(root, Path(art["path"]))
-        with open(path, "rb") as fh:
-            body = fh.read(MAX_ARTIFACT + 1)
-    except (state.StateError, OSError):
-        raise NotFound(f"artifact '{output}' of task '{task}' is not readable here") from None
-    if len(body) > MAX_ARTIFACT:
-        body = body[:MAX_ARTIFACT] + b"\n[cut at 1 MiB]"
-    if art["type"] == "system.HTML":
-        return Page(body, "text/html; charset=utf-8", scripts=True)
-    text = body.decode("utf-8", errors="replace")
-    return Page(render_markdown(text, f"{task} / {output}"), "text/html; charset=utf-8")
-
-
-def _log_lines(backend: Any, run: str, task: str) -> list[str]:
-    """The last lines of one task's log (`kflab logs run/NAME --replica TASK`)."""
-    from collections import deque
-
-    from lab.errors import LabError
-
-    if backend.get("PipelineRun", run) is None:
-        raise NotFound(f"no pipeline run '{run}'")
-    try:
-        return [line.rstrip("\n") for line in
-                deque(backend.logs("PipelineRun", run, replica=task), maxlen=MAX_LOG_LINES)]
-    except LabError as exc:
-        raise NotFound(str(exc)) from None
+    if api is None:
+        raise NotFound("pipelines are the local backend's KFP API (kflab open pipelines on a "
+                       "cluster)")
+    status, version = api.handle("GET", f"{PREFIX}/pipelines/{pid}/versions/{vid}", {}, "", b"")
+    if status != 200 or not isinstance(version, dict):
+        raise NotFound(str((version or {}).get("message") or f"no pipeline version {vid}"))
+    spec = version.get("pipeline_spec")
+    docs = [spec["pipeline_spec"], spec.get("platform_spec")] if isinstance(spec, dict) and \
+        isinstance(spec.get("pipeline_spec"), dict) else [spec]
+    text = yaml.safe_dump_all([d for d in docs if d], sort_keys=False, width=100)
+    return {"graph": graph(spec), "yaml": text[:2_000_000]}
 
 
 def _listed(backend: Any, kind: str) -> list[dict[str, Any]]:
@@ -229,54 +108,6 @@ def _listed(backend: Any, kind: str) -> list[dict[str, Any]]:
 def _newest(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(objs, key=lambda o: o["metadata"].get("creationTimestamp") or "",
                   reverse=True)
-
-
-def _seconds(start: str | None, end: str | None) -> float | None:
-    if not start or not end:
-        return None
-    try:
-        a, b = (datetime.fromisoformat(t.replace("Z", "+00:00")) for t in (start, end))
-    except ValueError:
-        return None
-    return round((b - a).total_seconds(), 2)
-
-
-def _run_row(obj: dict[str, Any]) -> dict[str, Any]:
-    status = obj.get("status") or {}
-    tasks = (status.get("run_details") or {}).get("task_details") or []
-    return {"name": obj["metadata"]["name"], "state": status.get("state", "PENDING"),
-            "pipeline": status.get("pipeline_name", ""), "tasks": len(tasks),
-            "created_at": status.get("created_at") or obj["metadata"].get("creationTimestamp"),
-            "duration_s": _seconds(status.get("created_at"), status.get("finished_at"))}
-
-
-def _run_page(obj: dict[str, Any], api: Any) -> dict[str, Any]:
-    status = obj.get("status") or {}
-    tasks = []
-    for t in (status.get("run_details") or {}).get("task_details") or []:
-        outputs = t.get("outputs") or {}
-        tasks.append({"name": t.get("display_name"), "state": t.get("state"),
-                      "cached": bool(t.get("cached")),
-                      "duration_s": _seconds(t.get("start_time"), t.get("end_time")),
-                      "parameters": outputs.get("parameters") or {},
-                      "metrics": outputs.get("metrics") or {},
-                      "artifacts": [_artifact(n, a) for n, a in
-                                    sorted((outputs.get("artifacts") or {}).items())]})
-    return {**_run_row(obj), "error": (status.get("error") or {}).get("message"),
-            "arguments": (obj.get("spec") or {}).get("arguments") or {},
-            "tasks": tasks, "edges": _edges(obj, api, [t["name"] for t in tasks])}
-
-
-def _edges(obj: dict[str, Any], api: Any, names: list[str]) -> list[list[str]]:
-    """The DAG's edges [upstream, task]: recorded by the run (`status.dag`), else read from
-    the pipeline spec a KFP API run was created with."""
-    dag = (obj.get("status") or {}).get("dag")
-    if not isinstance(dag, dict):
-        dag = api.dag_of(obj["metadata"]["name"]) if api is not None else None
-    out = []
-    for task, deps in (dag or {}).items():
-        out += [[str(d), str(task)] for d in deps or [] if isinstance(deps, list)]
-    return out
 
 
 def _row(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
@@ -296,11 +127,12 @@ def _row(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
         row["ready"] = status.get("readyReplicas") == 1
         row["open"] = f"kflab open notebook {obj['metadata']['name']}"
     if kind in ("PyTorchJob", "TFJob"):
-        row["replicas"] = {k: v for k, v in (status.get("replicaStatuses") or {}).items()}
+        row["replicas"] = _replica_types(kind, obj)
     if kind == "TrainJob":  # Trainer v2 writes counts per replicated Job (jobsStatus)
-        row["replicas"] = {j.get("name", ""): {k: v for k, v in j.items()
-                                               if k != "name" and v}
-                           for j in status.get("jobsStatus") or []}
+        row["replicas"] = [{"type": str(j.get("name", "")), **{
+            k: int(j.get(k) or 0) for k in ("ready", "active", "succeeded", "failed",
+                                            "suspended")}}
+            for j in status.get("jobsStatus") or [] if isinstance(j, dict)]
         if not last:  # no condition until it ends: the node Job's counts say how it goes
             from lab.backends.local.training.sdk import node_phase
 
@@ -340,17 +172,33 @@ def _message(obj: dict[str, Any]) -> str:
         (obj.get("status") or {}).get("conditions") or []) if c.get("status") == "True"), "")
 
 
-def _replica_page(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
-    """A Training Operator job's replicas, with their type's counts (replicaStatuses)."""
+def _count(value: Any) -> int:
+    try:
+        return max(0, int(value or 0))
+    except (TypeError, ValueError):
+        return 0
+
+
+def _replica_types(kind: str, obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each replica type of a Training Operator job once: how many replicas the spec asks
+    for, and the counts the operator writes for the type (replicaStatuses: active,
+    succeeded, failed; its labelSelector is left out)."""
     specs = (obj.get("spec") or {}).get(REPLICA_SPECS[kind]) or {}
     statuses = (obj.get("status") or {}).get("replicaStatuses") or {}
-    replicas = []
-    for rtype, spec in specs.items():
-        count = int((spec or {}).get("replicas", 1) or 0)
-        st = statuses.get(rtype) or {}
-        replicas += [{"name": f"{rtype.lower()}-{i}", "type": rtype,
-                      "active": st.get("active", 0), "succeeded": st.get("succeeded", 0),
-                      "failed": st.get("failed", 0)} for i in range(count)]
+    out = []
+    for rtype in [*specs, *(t for t in statuses if t not in specs)]:
+        spec = specs.get(rtype) if isinstance(specs.get(rtype), dict) else {}
+        st = statuses.get(rtype) if isinstance(statuses.get(rtype), dict) else {}
+        out.append({"type": str(rtype), "replicas": _count(spec.get("replicas", 1)),
+                    **{k: _count(st.get(k)) for k in ("active", "succeeded", "failed")}})
+    return out
+
+
+def _replica_page(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+    """A Training Operator job: the counts of each replica type once (replicaStatuses counts
+    a type, not a replica), and its replicas (type-index) to pick a log from."""
+    replicas = [{"name": f"{t['type'].lower()}-{i}", "type": t["type"]}
+                for t in _replica_types(kind, obj) for i in range(t["replicas"])]
     return {**_row(kind, obj), "replica_list": replicas, "message": _message(obj)}
 
 
@@ -391,16 +239,71 @@ def _experiment_page(backend: Any, name: str) -> dict[str, Any]:
               if (t["metadata"].get("labels") or {}).get("katib.kubeflow.org/experiment")
               == name or t["metadata"]["name"].startswith(f"{name}-")]
     trials.sort(key=lambda t: t["metadata"].get("creationTimestamp") or "")
-    objective = ((exp.get("spec") or {}).get("objective") or {})
+    spec = exp.get("spec") or {}
+    objective = spec.get("objective") or {}
     rows = []
     for t in trials:
-        assignments = {a.get("name"): a.get("value") for a in
-                       (t.get("spec") or {}).get("parameterAssignments") or []}
         value = objective_column(t)
-        rows.append({**_row("Trial", t), "parameters": assignments,
+        rows.append({**_row("Trial", t), "parameters": _assignments(t),
+                     "metrics": _observed(t),
                      "objective": float(value) if _number(value) else None})
+    status = exp.get("status") or {}
     return {**_row("Experiment", exp), "metric": objective.get("objectiveMetricName", ""),
-            "goal": objective.get("type", ""), "trials": rows}
+            "goal": objective.get("type", ""), "trials": rows,
+            # a column per parameter, in the spec's order (Katib UI's trials table)
+            "parameter_names": [str(p.get("name")) for p in spec.get("parameters") or []
+                                if isinstance(p, dict) and p.get("name")],
+            "metric_names": [objective.get("objectiveMetricName", ""), *[
+                str(m) for m in objective.get("additionalMetricNames") or []]],
+            "algorithm": ((spec.get("algorithm") or {}).get("algorithmName")) or "",
+            "counts": {k: _count(status.get(k)) for k in (
+                "trials", "trialsRunning", "trialsSucceeded", "trialsFailed",
+                "trialsKilled", "trialsEarlyStopped", "trialMetricsUnavailable")},
+            "max_trials": spec.get("maxTrialCount"),
+            "parallel_trials": spec.get("parallelTrialCount"),
+            "message": _message(exp)}
+
+
+def _assignments(trial: dict[str, Any]) -> dict[str, Any]:
+    return {a.get("name"): a.get("value") for a in
+            (trial.get("spec") or {}).get("parameterAssignments") or [] if isinstance(a, dict)}
+
+
+def _observed(trial: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """{metric: {latest, min, max}} of the trial's observation (what Katib's metrics collector
+    reported), as the Katib UI's trial page lists them."""
+    out = {}
+    for m in ((trial.get("status") or {}).get("observation") or {}).get("metrics") or []:
+        if isinstance(m, dict) and m.get("name"):
+            out[str(m["name"])] = {k: m.get(k) for k in ("latest", "min", "max") if k in m}
+    return out
+
+
+def _trial_page(backend: Any, experiment: str, name: str) -> dict[str, Any]:
+    """One Katib trial: its parameters, observed metrics, conditions and the last lines of
+    its log (`kflab logs trial/NAME`)."""
+    from collections import deque
+
+    from lab.errors import LabError
+
+    page = _experiment_page(backend, experiment)
+    trial = backend.get("Trial", name)
+    if trial is None or name not in {t["name"] for t in page["trials"]}:
+        raise NotFound(f"experiment '{experiment}' has no trial '{name}'")
+    status = trial.get("status") or {}
+    try:
+        log = [line.rstrip("\n") for line in deque(backend.logs("Trial", name),
+                                                    maxlen=MAX_LOG_LINES)]
+    except LabError:
+        log = None  # no log (yet, or the pod is gone)
+    row = next(t for t in page["trials"] if t["name"] == name)
+    return {**row, "experiment": experiment, "metric": page["metric"], "goal": page["goal"],
+            "best": page["best"] == name, "message": _message(trial),
+            "start_time": status.get("startTime"), "completion_time": status.get("completionTime"),
+            "conditions": [{k: c.get(k) for k in ("type", "status", "reason", "message",
+                                                  "lastTransitionTime")}
+                           for c in status.get("conditions") or [] if isinstance(c, dict)],
+            "log": log}
 
 
 def _number(text: str) -> bool:

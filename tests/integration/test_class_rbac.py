@@ -183,6 +183,34 @@ def test_status_and_grade_read_each_namespace(klass):
     assert rows[0].startswith("student,scenario,status") and len(rows) == 3
 
 
+def test_the_class_package_index_is_applied_and_students_read_it(klass):
+    """`kflab up --bundle` serves the bundle's package index in the lab (Deployment, Service,
+    ConfigMap in kubeflow); a student's cluster backend reads the ConfigMap (the class Role
+    allows that one, and no other) to point every pipeline step at it."""
+    from lab.backends.cluster.pipelines.index import HOST, URL, class_index
+    from lab.teaching import pipindex
+
+    record = {"image": "localhost/kflab/pip-index:0123456789abcdef", "python": "3.11",
+              "platform": "linux/amd64",
+              "packages": {"kfp": ["2.16.0"], "scikit-learn": ["1.7.2"]}}
+    admin = klass["admin"]
+    assert pipindex.install(admin, record) == ["ConfigMap/kflab-pip-index",
+                                               "Deployment/kflab-pip-index",
+                                               "Service/kflab-pip-index"]
+    pipindex.install(admin, record)  # again: server-side apply, no change, no error
+    dep = get(admin, Ref("apps/v1", "Deployment", "kflab-pip-index", "kubeflow"))
+    container = dep["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == record["image"]
+    assert container["command"][:4] == ["python3", "-m", "http.server", "8080"]
+    svc = get(admin, Ref("v1", "Service", "kflab-pip-index", "kubeflow"))
+    assert svc["spec"]["ports"][0]["port"] == 80
+    ann = connect(klass["out"] / "ann-lee.kubeconfig")
+    index = class_index(ann)
+    assert index is not None and index.url == URL and index.trusted_hosts == [HOST]
+    assert index.packages == record["packages"]
+    with pytest.raises(Forbidden):
+        get(ann, Ref("v1", "ConfigMap", "other", "kubeflow"), missing_ok=True)
+
 def test_delete_revokes_and_removes_everything(klass):
     ann_kc = klass["out"] / "ann-lee.kubeconfig"
     ann = connect(ann_kc)
@@ -202,3 +230,4 @@ def test_delete_revokes_and_removes_everything(klass):
         list_objects(ann, "kubeflow.org/v1beta1", "Experiment", klass["ann"])
     assert not ann_kc.exists() and not (klass["out"] / "bob.kubeconfig").exists()
     assert not (klass["state"] / "classes" / klass["name"]).exists()
+

@@ -384,8 +384,10 @@ def _swagger() -> dict[str, Any]:
     defs: dict[str, Any] = {}
     for name in ("run", "experiment", "healthz", "filter"):
         defs.update(json.loads((SWAGGER / f"{name}.swagger.json").read_text())["definitions"])
-    for d in defs.values():  # strict: the stand-in may not invent fields
-        if d.get("type") == "object" and d.get("properties"):
+    for name, d in defs.items():  # strict: the stand-in may not invent fields
+        # (but protobufAny's JSON form carries the packed message's fields: an error's
+        # details hold a google.rpc.Status, common/util/error.go GRPCStatus)
+        if d.get("type") == "object" and d.get("properties") and name != "protobufAny":
             d["additionalProperties"] = False
     return defs
 
@@ -434,3 +436,52 @@ def test_every_kfp_standin_response_follows_the_v2beta1_schema(world: Any,
         checked += 1
     assert checked >= 5
     backend.down()
+
+
+def test_every_step_installs_from_the_class_index(world: Any, tmp_path: Path) -> None:
+    """Issue 35: an offline class's steps pip-installed from PyPI. With the class index in
+    the lab (what `kflab up --bundle` applies), the run the KFP API receives has every step
+    installing from it; a step needing a package the index lacks is refused before any run
+    is created, naming the step and the package."""
+    from lab.backends import shapes
+    from lab.backends.cluster.pipelines.compile import index_options
+    from lab.backends.cluster.pipelines.index import class_index
+    from lab.kube.objects import Ref, delete
+    from lab.teaching import pipindex
+
+    kube = world.kube()
+    record = {"image": "localhost/kflab/pip-index:0123456789abcdef", "python": "3.11",
+              "platform": "linux/amd64",
+              "packages": {"kfp": ["2.16.0"], "scikit-learn": ["1.7.2"], "pandas": ["2.3.3"],
+                           "joblib": ["1.5.2"]}}
+    pipindex.install(kube, record)
+    try:
+        backend = _backend(world, tmp_path, "kfp-index")
+        work = tmp_path / "work"
+        work.mkdir()
+        for f in ("components.py", "pipeline.py"):
+            (work / f).write_text((REPO / "scenarios/pipeline-classifiers/assets" / f)
+                                  .read_text())
+        before = set(world.kfp.runs)
+        with pytest.raises(LabError) as err:  # the lab's steps also install xgboost-cpu
+            backend.apply(shapes.pipeline_run("offline", {"pipeline": "pipeline.py"}),
+                          base_dir=work)
+        assert str(err.value).splitlines()[0] == (
+            f"{work / 'pipeline.py'}: step 'load-data' installs xgboost-cpu (the index has "
+            "no xgboost-cpu), from the package index "
+            "http://kflab-pip-index.kubeflow.svc.cluster.local/simple/")
+        assert set(world.kfp.runs) == before  # refused before any run was created
+        record["packages"]["xgboost-cpu"] = ["3.0.5"]
+        pipindex.install(kube, record)
+        run = backend.apply(shapes.pipeline_run("offline", {"pipeline": "pipeline.py"}),
+                            base_dir=work)
+        assert shapes.state(run) == "SUCCEEDED"
+        sent = world.kfp.runs[run["status"]["run_id"]]["pipeline_spec"]
+        opts = index_options(class_index(kube))
+        scripts = [e["container"]["command"][2]
+                   for e in sent["deploymentSpec"]["executors"].values()]
+        assert scripts and all(s.count(opts) == 2 for s in scripts)
+        backend.down()
+    finally:
+        for kind, api in (("ConfigMap", "v1"), ("Deployment", "apps/v1"), ("Service", "v1")):
+            delete(kube, Ref(api, kind, "kflab-pip-index", "kubeflow"), missing_ok=True)

@@ -58,6 +58,28 @@ def test_a_katib_trial_written_with_sh_c_runs_through_the_webhooks_join(
     assert out["status"]["trialsSucceeded"] == 2
     best = out["status"]["currentOptimalTrial"]["observation"]["metrics"][0]
     assert best["name"] == "accuracy" and 0.5 < float(best["latest"]) <= 0.6
+    # the Trials on the server carry Katib v0.19.0's reason on Kubernetes v1.34, the Job's
+    # Complete condition copied in (trial_controller_util.go:54-59; docs/conformance.md)
+    from lab.kube.objects import list_objects
+
+    def finished(t: dict) -> dict | None:
+        return next((c for c in (t.get("status") or {}).get("conditions") or []
+                     if c["type"] == "Succeeded"), None)
+
+    deadline = time.monotonic() + 60  # the stand-in mirrors each trial a moment later
+    while True:
+        trials = list_objects(world.kube(), "kubeflow.org/v1beta1", "Trial", "katib-shc")
+        if (len(trials) == 2 and all(finished(t) for t in trials)) or \
+                time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert len(trials) == 2
+    for t in trials:
+        done = finished(t)
+        assert done is not None, t.get("status")
+        assert (done["status"], done["reason"], done["message"]) == (
+            "True", "TrialSucceeded. Job reason: CompletionsReached",
+            "Trial has succeeded. Job message: Reached expected number of succeeded pods")
 
 
 def _model(folder: Path, label: int) -> None:
@@ -133,13 +155,16 @@ def test_debug_bundle_collects_the_lab_and_the_cluster_and_redacts_secrets(
     """A lab record with a planted k3s token and password in its Ansible log, a pod in the
     lab namespace with a token in its env and a JWT in its log, a Secret: the bundle has
     the lab files, the kinds, events, descriptions and logs, and none of the planted
-    values."""
+    values. Issue 34 Why #2: the 47 shapes of tests/planted_secrets.py too, in the pod's
+    env, argv (after flags, inside `sh -c`), annotations and logs, a PyTorchJob's and the
+    node's annotations (k3s.io/node-args as a JSON array)."""
     import base64
     import json
     import tarfile
 
     from lab.config import Profile, profile_to_data
     from lab.kube.objects import apply
+    from tests import planted_secrets as planted
     from tests.conftest import run_kflab
     from tests.standins.cluster import NODE, READY
 
@@ -165,16 +190,29 @@ def test_debug_bundle_collects_the_lab_and_the_cluster_and_redacts_secrets(
     apply(kube, {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": ns},
                  "data": {"v": base64.b64encode(PLANTED["secret"].encode()).decode()}},
           manager="test")
-    apply(kube, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "w", "namespace": ns},
+    apply(kube, {"apiVersion": "v1", "kind": "Pod",
+                 "metadata": {"name": "w", "namespace": ns,
+                              "annotations": planted.ANNOTATIONS},
                  "spec": {"nodeName": NODE, "containers": [{
                      "name": "main", "image": "python:3.11-slim",
-                     "env": [{"name": "API_TOKEN", "value": PLANTED["env"]}]}]}},
+                     "env": [{"name": "API_TOKEN", "value": PLANTED["env"]}]},
+                     planted.shell_container("shell"), planted.args_container("args")]}},
           manager="test")
+    job_spec = {"replicas": 1, "restartPolicy": "Never", "template": {"spec": {
+        "containers": [{**planted.args_container("pytorch"), "image": "python:3.11"}]}}}
+    apply(kube, {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                 "metadata": {"name": "planted", "namespace": ns,
+                              "annotations": planted.ANNOTATIONS},
+                 "spec": {"pytorchReplicaSpecs": {"Master": job_spec}}}, manager="test")
+    kube.dynamic.patch(kube.resource("v1", "Node"), name=NODE,
+                       body={"metadata": {"annotations": planted.ANNOTATIONS}},
+                       content_type="application/merge-patch+json")
     kube.dynamic.patch(kube.resource("v1", "Pod").status, name="w", namespace=ns,
                        body={"status": {"phase": "Running", "conditions": [READY]}},
                        content_type="application/merge-patch+json")
     world.kubelet.logs[(ns, "w", "main")] = lambda: [
-        "starting the planted workload", f"Authorization: Bearer {PLANTED['log']}"]
+        "starting the planted workload", f"Authorization: Bearer {PLANTED['log']}",
+        *"\n".join(planted.LOG.values()).splitlines()]
     out = tmp_path / "bundle.tar.gz"
     res = run_kflab("debug", "bundle", "-o", str(out),
                     env={"KFLAB_STATE": str(state)}, timeout=120)
@@ -186,8 +224,17 @@ def test_debug_bundle_collects_the_lab_and_the_cluster_and_redacts_secrets(
     text = "\n".join(files.values())
     for what, value in PLANTED.items():
         assert value not in text, f"planted {what} leaked"
+    planted.assert_clean(files)
+    for name in planted.KEPT:
+        assert name in text, name
     assert base64.b64encode(PLANTED["secret"].encode()).decode() not in text
-    assert "client-key-data" not in text and "BEGIN" not in text  # no kubeconfig inside
+    import yaml
+
+    kubeconfig = yaml.safe_load(Path(world.kubeconfig).read_text())  # none of it inside
+    creds = [v for user in kubeconfig["users"] for k, v in user["user"].items()
+             if k in ("client-key-data", "client-certificate-data", "token", "password")]
+    assert creds and not [c for c in creds if c in text]
+    assert "BEGIN" not in text
     for name in ("lab/lab.json", "lab/lab.yaml", "lab/ansible.log", "lab/verify.json",
                  "versions/versions.txt", "cluster/get-experiments.yaml",
                  "cluster/get-inferenceservices.yaml", "cluster/nodes.yaml",

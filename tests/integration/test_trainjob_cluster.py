@@ -6,6 +6,7 @@ kubeconfig. Skips when the stand-ins are not built or the SDK is not installed."
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -45,8 +46,12 @@ def test_trainjob_on_the_cluster_and_the_sdk_reads_it(world: Any, tmp_path: Path
     from lab.webui import views
 
     page = views.answer(backend, None, "jobs/TrainJob/pets/node-1")
-    assert [(r["name"], r["pod"], r["phase"]) for r in page["replica_list"]] == [
-        ("node-0", "pets-node-0-0", "Succeeded"), ("node-1", "pets-node-0-1", "Succeeded")]
+    # an Indexed Job's pods end in the API server's random suffix (docs/conformance.md):
+    # `<job>-node-0-<index>-<5 characters>`, found by their labels, never by name
+    assert [(r["name"], r["phase"]) for r in page["replica_list"]] == [
+        ("node-0", "Succeeded"), ("node-1", "Succeeded")]
+    for i, r in enumerate(page["replica_list"]):
+        assert re.fullmatch(rf"pets-node-0-{i}-[bcdfghjklmnpqrstvwxz2456789]{{5}}", r["pod"])
     assert page["state"] == "Complete" and page["jobs_status"] == status["jobsStatus"]
     assert any("NODE 1 OF 2" in line for line in page["log"])
     assert "pets" in [r["name"] for r in views.answer(backend, None, "jobs")]

@@ -210,7 +210,7 @@ def test_artifacts_as_the_kfp_ui_renders_them(ui: Any, tmp_path: Path,
     msg = json.loads(said.group(1).replace("&quot;", '"').splitlines()[0])
     assert msg["from"] == "null" and msg["data"]["origin"] == "null", msg
     assert msg["data"]["cookie"].startswith("blocked") and msg["data"]["fetch"] == "refused"
-    cookie = {"Cookie": f"kflab_token={ui.token}"}
+    cookie = {"Cookie": f"{ui.cookie('token')}={ui.token}"}
     page = urllib.request.urlopen(urllib.request.Request(ui.host + html.group(1),
                                                          headers=cookie))
     assert b"<p>n is 9</p>" in page.read()
@@ -275,7 +275,7 @@ def test_a_run_in_progress_then_finished(ui: Any, tmp_path: Path) -> None:
                 break
             time.sleep(0.2)
         dom = chromium(tmp_path, f"{ui.url}#/runs/gated", "--dump-dom").stdout
-        assert 'class="state RUNNING"' in dom and 'rect width' in dom, dom[-1500:]
+        assert 'class="state RUNNING"' in dom, dom[-1500:]
         assert 'class="RUNNING"' in dom  # the graph's box
         shot = tmp_path / "run-in-progress.png"
         chromium(tmp_path, f"{ui.url}#/runs/gated", f"--screenshot={shot}",
@@ -295,8 +295,9 @@ def test_experiment_page_shows_trials_and_objective(ui: Any, tmp_path: Path) -> 
     assert len(trials) == 3
     dom = chromium(tmp_path, f"{ui.url}#/experiments/tiny-random", "--dump-dom").stdout
     assert 'data-view="experiments/tiny-random"' in dom, dom[-2000:]
-    for t in trials:
-        assert f"<td>{t['metadata']['name']}</td>" in dom
+    for t in trials:  # each trial links to its own page
+        name = t["metadata"]["name"]
+        assert f'<a href="#/experiments/tiny-random/trial/{name}">{name}</a>' in dom
     # the objective chart: uPlot drew its canvas, one value per trial
     assert 'class="uplot' in dom and "<canvas" in dom
     chart = re.search(r'aria-label="loss over trials: ([^;"]+);', dom)
@@ -486,6 +487,11 @@ class Cdp:
         os.close(self._from)
 
 
+# the href of a run's link in the runs list, found by the run's name ("" until it is drawn)
+RUN_LINK = ("[...document.querySelectorAll('#main td a')].find(a => a.textContent === '%s')"
+            "?.getAttribute('href') || ''")
+
+
 @pytest.fixture
 def browser(tmp_path: Path) -> Any:
     cdp = Cdp(tmp_path)
@@ -508,9 +514,9 @@ def test_the_page_follows_the_state_folder_without_reloading(live_ui: Any,
     the link it was on."""
     browser.call("Page.navigate", url=f"{live_ui.url}#/runs")
     browser.until("document.getElementById('main').dataset.view === 'runs'")
-    browser.until("document.querySelector('a[href=\"#/runs/two-adds\"]') !== null")
+    two = browser.until(RUN_LINK % "two-adds")  # the runs list links KFP's way, by run id
     browser.js("window.sameDocument = true; "
-               "document.querySelector('a[href=\"#/runs/two-adds\"]').focus()")
+               f"document.querySelector('a[href=\"{two}\"]').focus()")
     import time
 
     deadline = time.monotonic() + 10
@@ -523,9 +529,9 @@ def test_the_page_follows_the_state_folder_without_reloading(live_ui: Any,
                                             "creationTimestamp": "2099-01-01T00:00:00Z"},
                                "spec": {}, "status": {"state": "RUNNING"}})
     try:
-        browser.until(f"document.querySelector('a[href=\"#/runs/{name}\"]') !== null")
+        browser.until(RUN_LINK % name)
         assert browser.js("window.sameDocument") is True  # drawn in place: no reload
-        assert browser.js("document.activeElement.getAttribute('href')") == "#/runs/two-adds"
+        assert browser.js("document.activeElement.getAttribute('href')") == two
         assert live_ui.watcher.clients == 1  # still the one stream
     finally:
         live_ui.backend.store.delete("PipelineRun", name)
@@ -533,13 +539,52 @@ def test_the_page_follows_the_state_folder_without_reloading(live_ui: Any,
 
 def test_keyboard_reaches_a_run_and_a_task(live_ui: Any, browser: Any) -> None:
     """Tab reaches the run's link in the list, Enter opens the run; Tab reaches a task's box
-    in the graph, Enter opens that task's log."""
+    in the graph, Enter opens that task's side panel, which takes the focus, with its log."""
     browser.call("Page.navigate", url=f"{live_ui.url}#/runs")
     browser.until("document.getElementById('main').dataset.view === 'runs'")
-    browser.tab_to('a[href="#/runs/two-adds"]')
+    href = browser.until(RUN_LINK % "two-adds")
+    rid = href.rsplit("/", 1)[1]
+    browser.tab_to(f'a[href="{href}"]')
     browser.key("Enter", 13)
-    browser.until("document.getElementById('main').dataset.view === 'runs/two-adds'")
-    browser.tab_to('svg a[href="#/runs/two-adds/add-2"]')
+    browser.until(f"document.getElementById('main').dataset.view === 'runs/details/{rid}'")
+    browser.tab_to(f'svg a[href="{href}/add-2"]')
     browser.key("Enter", 13)
-    browser.until("document.getElementById('main').dataset.view === 'runs/two-adds/add-2'")
+    browser.until(f"document.getElementById('main').dataset.view === 'runs/details/{rid}/add-2'")
     assert "Log of add-2" in browser.js("document.getElementById('log').textContent")
+    assert browser.js("document.activeElement.id") == "panel-h"  # the panel has the focus
+    assert browser.js("document.querySelector('svg a.selected').getAttribute('aria-current')") \
+        == "true"
+
+
+def test_the_launch_file_leaves_no_token_or_code_in_the_address_bar_or_history(
+        tmp_path: Path) -> None:
+    """Issue 34, Why #3: `kflab ui` opens the browser on its 0600 launch file. In Chromium
+    that file sends the page to `/?code=...`; the page works (the cookie came with it) and
+    its first script takes the code out of the address bar and the history entry (the code
+    is spent anyway). The URL with the token that `kflab ui` prints, opened by hand, is
+    stripped the same way."""
+    root = tmp_path / "state"
+    root.mkdir()
+    server = UiServer(LocalBackend(str(root)), root).start()
+    cdp = Cdp(tmp_path)
+    try:
+        opener = server.launch_file(root / "ui")
+        assert oct(opener.stat().st_mode)[-3:] == "600"
+        code = opener.read_text().split("code=", 1)[1].split('"', 1)[0]
+        cdp.call("Page.navigate", url=opener.as_uri())
+        cdp.until("location.protocol === 'http:' && document.getElementById('main') !== null"
+                  " && document.getElementById('main').dataset.view === 'runs'")
+        cdp.until("document.querySelector('main table') !== null")  # the API answered
+        for url in (cdp.js("location.href"),
+                    *(e["url"] for e in cdp.call("Page.getNavigationHistory")["entries"])):
+            assert "code=" not in url and "token=" not in url, url
+        cdp.call("Page.navigate", url=f"{server.url}#/runs")
+        cdp.until("location.search === '' && "
+                  "document.getElementById('main').dataset.view === 'runs'")
+        entries = cdp.call("Page.getNavigationHistory")["entries"]
+        assert not [e["url"] for e in entries if server.token in e["url"]], entries
+        assert not [e["url"] for e in entries if "code=" in e["url"]], entries
+        assert not server.redeem(code)  # the page spent it: the file opens nothing now
+    finally:
+        cdp.close()
+        server.stop()

@@ -62,10 +62,10 @@ def session(ui: UiServer) -> tuple[str, str]:
     res.read()
     cookies = [v for k, v in res.getheaders() if k == "Set-Cookie"]
     sid = next(c.split(";")[0].split("=", 1)[1] for c in cookies
-               if c.startswith("kflab_session="))
+               if c.startswith(ui.cookie("session") + "="))
     conn.request("GET", "/ui-api/csrf", headers={
         "Host": f"127.0.0.1:{ui.port}",
-        "Cookie": f"kflab_token={ui.token}; kflab_session={sid}"})
+        "Cookie": f"{ui.cookie('token')}={ui.token}; {ui.cookie('session')}={sid}"})
     res = conn.getresponse()
     csrf = json.loads(res.read())["csrf"]
     conn.close()
@@ -78,16 +78,16 @@ def test_the_one_write_is_gated_and_answers_v1_and_v2(ui: UiServer) -> None:
     assert sid != other_sid and csrf != other_csrf
     path = "/ui-api/inferenceservices/iris/predict"
     v1 = json.dumps({"instances": ROWS}).encode()
-    good = {"Cookie": f"kflab_token={ui.token}; kflab_session={sid}",
+    good = {"Cookie": f"{ui.cookie('token')}={ui.token}; {ui.cookie('session')}={sid}",
             "Origin": f"http://127.0.0.1:{ui.port}", "Content-Type": "application/json",
             "X-Kflab-Csrf": csrf}
     refused = {
-        "no token": {**good, "Cookie": f"kflab_session={sid}"},
+        "no token": {**good, "Cookie": f"{ui.cookie('session')}={sid}"},
         "no Origin": {k: v for k, v in good.items() if k != "Origin"},
         "another Origin": {**good, "Origin": "http://evil.example"},
         "no CSRF token": {k: v for k, v in good.items() if k != "X-Kflab-Csrf"},
         "another session's CSRF token": {**good, "X-Kflab-Csrf": other_csrf},
-        "no session": {**good, "Cookie": f"kflab_token={ui.token}"},
+        "no session": {**good, "Cookie": f"{ui.cookie('token')}={ui.token}"},
     }
     for why, headers in refused.items():
         assert post(ui, path, v1, headers)[0] == 403, why
@@ -119,7 +119,8 @@ def test_a_record_pointing_off_loopback_is_not_followed(ui: UiServer) -> None:
         sid, csrf = session(ui)
         status, out = post(ui, "/ui-api/inferenceservices/moved/predict",
                            b'{"instances": [[1, 2, 3, 4]]}',
-                           {"Cookie": f"kflab_token={ui.token}; kflab_session={sid}",
+                           {"Cookie": f"{ui.cookie('token')}={ui.token}; "
+                                      f"{ui.cookie('session')}={sid}",
                             "Origin": f"http://127.0.0.1:{ui.port}",
                             "Content-Type": "application/json", "X-Kflab-Csrf": csrf})
         assert status == 409 and "127.0.0.1" in out["message"]

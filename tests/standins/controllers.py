@@ -67,6 +67,63 @@ def _strip(obj: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+
+def _random_suffix() -> str:
+    """The API server's generateName suffix: 5 of these characters (apiserver
+    pkg/storage/names/generate.go, utilrand.String: no vowels, no 0/1/3)."""
+    import random
+
+    return "".join(random.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
+
+
+
+def replica_set_name(dep: dict[str, Any]) -> str:
+    """`<deployment>-<pod-template-hash>` (deployment_util.go: the hash of the template,
+    10 safe characters); here a digest of the template stands for that hash."""
+    import hashlib
+
+    digest = hashlib.sha256(json.dumps((dep.get("spec") or {}).get("template") or {},
+                                       sort_keys=True).encode()).hexdigest()
+    safe = "".join("bcdfghjklmnpqrstvwxz2456789"[int(c, 16) % 27] for c in digest[:10])
+    return f"{dep['metadata']['name']}-{safe}"
+
+
+def deployment_conditions(rs: str, available: bool, done: bool, failure: str | None,
+                          stamp: str) -> list[dict[str, Any]]:
+    """The Deployment's conditions as kubernetes v1.34 pkg/controller/deployment writes
+    them: Available (sync.go calculateStatus: MinimumReplicasAvailable "Deployment has
+    minimum availability." / MinimumReplicasUnavailable "Deployment does not have minimum
+    availability."); Progressing (progress.go syncRolloutStatus, util/deployment_util.go
+    NewReplicaSetAvailable 'ReplicaSet "RS" has successfully progressed.', ReplicaSetUpdated
+    'ReplicaSet "RS" is progressing.', and past progressDeadlineSeconds False
+    ProgressDeadlineExceeded 'ReplicaSet "RS" has timed out progressing.'); ReplicaFailure
+    True copied from the ReplicaSet's (replica_set.go manageReplicas: FailedCreate, the pod
+    creation error)."""
+    conds = [
+        {"type": "Available", "status": "True" if available else "False",
+         "reason": "MinimumReplicasAvailable" if available else "MinimumReplicasUnavailable",
+         "message": "Deployment has minimum availability." if available
+         else "Deployment does not have minimum availability.",
+         "lastUpdateTime": stamp, "lastTransitionTime": stamp}]
+    if failure == "deadline":
+        conds.append({"type": "Progressing", "status": "False",
+                      "reason": "ProgressDeadlineExceeded",
+                      "message": f'ReplicaSet "{rs}" has timed out progressing.',
+                      "lastUpdateTime": stamp, "lastTransitionTime": stamp})
+    else:
+        conds.append({"type": "Progressing", "status": "True",
+                      "reason": "NewReplicaSetAvailable" if done else "ReplicaSetUpdated",
+                      "message": f'ReplicaSet "{rs}" '
+                                 + ("has successfully progressed." if done
+                                    else "is progressing."),
+                      "lastUpdateTime": stamp, "lastTransitionTime": stamp})
+    if failure == "replicas":
+        conds.append({"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
+                      "message": f'pods "{rs}-" is forbidden: exceeded quota: kflab-class, '
+                                 "requested: pods=1, used: pods=12, limited: pods=12",
+                      "lastUpdateTime": stamp, "lastTransitionTime": stamp})
+    return conds
+
 class Controllers:
     def __init__(self, cluster: Any, root: Path) -> None:
         self.cluster = cluster
@@ -349,7 +406,8 @@ class Controllers:
 
     def _run_trainjob(self, job: dict[str, Any]) -> None:
         """What Trainer v2.1 and JobSet v0.10.1 make of a torch-distributed TrainJob: one pod
-        per node (`<job>-node-0-<i>`, labelled as JobSet and the Indexed Job label them), the
+        per node (`<job>-node-0-<i>-<5 random>`, labelled as JobSet and the Indexed Job label
+        them), the
         node container from spec.trainer with the podTemplateOverrides merged in (trainer
         pkg/runtime/framework/plugins/jobset/builder.go Trainer, PodTemplateOverrides), and
         the TrainJob status the controller copies from the JobSet (jobset.go Status):
@@ -380,10 +438,15 @@ class Controllers:
         api = KINDS["TrainJob"]
         nodes = int(trainer.get("numNodes") or 1)
         pods = []
+        job_name = f"{name}-node-0"  # jobset v0.10.1 pkg/util/placement/placement.go:14-15
         for i in range(nodes):
-            pod = f"{name}-node-0-{i}"
+            # an Indexed Job's pod: generateName "<job>-<index>-" (kubernetes v1.34
+            # pkg/controller/job/indexed_job_utils.go podGenerateNameWithIndex), then the API
+            # server's 5 random characters (apiserver pkg/storage/names/generate.go)
+            pod = f"{job_name}-{i}-{_random_suffix()}"
             labels = {"jobset.sigs.k8s.io/jobset-name": name,
                       "jobset.sigs.k8s.io/replicatedjob-name": "node",
+                      "batch.kubernetes.io/job-name": job_name, "job-name": job_name,
                       "batch.kubernetes.io/job-completion-index": str(i)}
             self._pod(ns, pod, labels, pod_template, job)
             self._pod_phase(ns, pod, "Running")
@@ -576,12 +639,16 @@ class Controllers:
         return apply(self.kube, body, manager=MANAGER, force=True)
 
     def _deployment_status(self, dep: dict[str, Any], *, old_available: bool,
-                           new_available: bool | None) -> dict[str, Any]:
+                           new_available: bool | None, failure: str | None = None
+                           ) -> dict[str, Any]:
         """What the deployment controller writes (k8s pkg/controller/deployment sync.go
         syncRolloutStatus, util/deployment_util.go conditions): observedGeneration, replica
         counts, Available (MinimumReplicasAvailable / MinimumReplicasUnavailable) and
         Progressing (ReplicaSetUpdated while rolling, NewReplicaSetAvailable when done).
-        new_available None: the new pod is still starting."""
+        new_available None: the new pod is still starting. `failure` (a test playing a
+        stuck rollout): "deadline" for progressDeadlineSeconds passed (Progressing False,
+        ProgressDeadlineExceeded), "replicas" for pods the ReplicaSet cannot create
+        (ReplicaFailure True, FailedCreate: a quota, an admission webhook)."""
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         done = bool(new_available)
         available = done or old_available
@@ -591,18 +658,8 @@ class Controllers:
             "updatedReplicas": 1,
             "readyReplicas": 1 if available else 0,
             "availableReplicas": 1 if available else 0,
-            "conditions": [
-                {"type": "Available", "status": "True" if available else "False",
-                 "reason": "MinimumReplicasAvailable" if available
-                 else "MinimumReplicasUnavailable",
-                 "message": "Deployment has minimum availability." if available
-                 else "Deployment does not have minimum availability.",
-                 "lastUpdateTime": stamp, "lastTransitionTime": stamp},
-                {"type": "Progressing", "status": "True",
-                 "reason": "NewReplicaSetAvailable" if done else "ReplicaSetUpdated",
-                 "message": f'ReplicaSet "{dep["metadata"]["name"]}" has '
-                            + ("successfully progressed." if done else "is progressing."),
-                 "lastUpdateTime": stamp, "lastTransitionTime": stamp}]}
+            "conditions": deployment_conditions(replica_set_name(dep), available, done,
+                                                failure, stamp)}
         if not available:
             status["unavailableReplicas"] = 1
         self.put_status("apps/v1", "Deployment", dep["metadata"]["namespace"],
@@ -611,18 +668,35 @@ class Controllers:
 
     @staticmethod
     def _component_ready(dep_status: dict[str, Any]) -> dict[str, Any]:
-        """inference_service_status.go PropagateRawStatus: the predictor's Ready condition
-        from the Deployment's Available and Progressing conditions."""
-        conds = {c["type"]: c for c in dep_status["conditions"]}
-        avail, prog = conds["Available"], conds["Progressing"]
+        """KServe v0.16.0 inference_service_status.go:341-432 PropagateRawStatus, in its
+        order: Ready False with no reason; True with Available's when Available is True
+        (:360-368); Progressing False with a message makes it False with Progressing's
+        reason and message, often ProgressDeadlineExceeded (:370-381); Progressing True is
+        True for NewReplicaSetAvailable, else Unknown (:382-402); Available False wins over
+        those (:406-414); a ReplicaFailure True wins over all (:416-424). A missing
+        condition is an empty one (getDeploymentCondition :434-481)."""
+        conds = {c["type"]: c for c in dep_status.get("conditions") or []}
+        avail = conds.get("Available", {})
+        prog = conds.get("Progressing", {})
+        failure = conds.get("ReplicaFailure", {})
+
+        def of(c: dict[str, Any], status: str) -> dict[str, Any]:
+            return {"status": status, "reason": c.get("reason", ""),
+                    "message": c.get("message", "")}
+
         out = {"status": "False", "reason": "", "message": ""}
-        if avail["status"] == "True":
-            out = {"status": "True", "reason": avail["reason"], "message": avail["message"]}
-        if prog["status"] == "True":
-            out = {"status": "True" if prog["reason"] == "NewReplicaSetAvailable"
-                   else "Unknown", "reason": prog["reason"], "message": prog["message"]}
-        if avail["status"] == "False":
-            out = {"status": "False", "reason": avail["reason"], "message": avail["message"]}
+        if avail.get("status") == "True":
+            out = of(avail, "True")
+        if prog.get("status") == "False":
+            if prog.get("message"):
+                out = of(prog, "False")
+        elif prog.get("status") == "True":
+            out = of(prog, "True" if prog.get("reason") == "NewReplicaSetAvailable"
+                     else "Unknown")
+        if avail.get("status") == "False":
+            out = of(avail, "False")
+        if failure.get("status") == "True":
+            out = of(failure, "False")
         return out
 
     def _isvc_status(self, isvc: dict[str, Any], dep_status: dict[str, Any],
@@ -649,7 +723,14 @@ class Controllers:
         pred = self._component_ready(dep_status)
 
         def cond(ctype: str, c: dict[str, Any]) -> dict[str, Any]:
+            """knative's apis.Condition: reason and message omitempty, and none on True
+            (condition_set.go MarkTrue sets neither); severity Info outside the living set
+            (PredictorReady, IngressReady, Ready)."""
             out = {"type": ctype, "status": c["status"], "lastTransitionTime": stamp}
+            if ctype == "Stopped":
+                out["severity"] = "Info"
+            if c["status"] == "True":
+                return out
             return out | {k: c[k] for k in ("reason", "message") if c.get(k)}
 
         ok = pred["status"] == "True"
@@ -663,7 +744,9 @@ class Controllers:
             "observedGeneration": dep_status["observedGeneration"],
             "conditions": [cond("IngressReady", {"status": "True"}),
                            cond("PredictorReady", pred),
-                           cond("Ready", {"status": "True"} if ok else pred)],
+                           cond("Ready", {"status": "True"} if ok else pred),
+                           # controller.go Reconcile: Stopped False (no force-stop annotation)
+                           cond("Stopped", {"status": "False"})],
             "url": f"http://{name}-{ns}.example.com",
             "address": {"url": f"http://{svc}.{ns}.svc.cluster.local"},
             "components": {"predictor": component},

@@ -1,13 +1,14 @@
 """STAND-INS for Kubeflow Pipelines' services, for the cluster backend's tests:
 
-- the KFP v2beta1 REST API (ml-pipeline:8888), the endpoints kflab uses only: experiments
-  (list with a display_name filter, create) and runs (create with an inline pipeline_spec,
-  get, list by experiment with a display_name filter and sort_by created_at, delete), plus
-  /apis/v2beta1/healthz. Responses follow the API's own schema (the 2.16.0 swagger; the tests
-  validate every response against it). A run executes with kfp.local (kfp_run.py) and moves
-  PENDING -> RUNNING -> SUCCEEDED/FAILED. task_details are what KFP 2.16 writes (kfp_argo.py):
-  the persistence agent's report of the run's Argo nodes (drivers, a DAG node per task with
-  an `executor` child, root-driver, root, the workflow's node; no execution ids, no outputs,
+- the KFP v2beta1 REST API (ml-pipeline:8888): experiments (create) and runs (create with an
+  inline pipeline_spec or a pipeline version, get, delete), plus /apis/v2beta1/healthz; the
+  rest that kfp.Client's documented calls reach (pipelines, versions, list filters, sort and
+  pages, archive, recurring runs...) is in kfp_resources.py. Responses follow the API's own
+  schema (the 2.16.0 swagger; the tests validate every response against it). A run
+  executes with kfp.local (kfp_run.py) and moves PENDING -> RUNNING -> SUCCEEDED/FAILED.
+  task_details are what KFP 2.16 writes (kfp_argo.py): the persistence agent's report of
+  the run's Argo nodes (drivers, a DAG node per task with an `executor` child,
+  root-driver, root, the workflow's node; no execution ids, no outputs,
   no pod names) and, for cache-enabled tasks that ran, the launcher's nameless cache rows.
   Each Pod node becomes a pod in `kubeflow`, named and labelled as Argo v3.7 names it.
 - ML Metadata (metadata-grpc-service:8080): GetContextByTypeAndName, GetExecutionsByContext,
@@ -22,10 +23,9 @@
 - the object store (seaweedfs:8333, S3 API): GET of an object, path-style, the request's
   SigV4 signature checked with the stand-in's credentials (403 otherwise).
 
-Not covered: pipelines and pipeline versions, recurring runs, archive/terminate/retry,
-namespaces (multi-user), caching, paging beyond one page, filters other than EQUALS on
-display_name, the UI and its artifact proxy, MLMD types and ParentContexts, cache hits (no
-task is ever served from cache here), Argo's Omitted nodes for tasks never scheduled.
+Not covered: what kfp_resources.py lists as not covered, namespaces (multi-user), caching,
+the UI and its artifact proxy, MLMD types and ParentContexts, cache hits (no task is ever
+served from cache here), Argo's Omitted nodes for tasks never scheduled.
 """
 
 from __future__ import annotations
@@ -55,9 +55,12 @@ def now() -> str:
 
 
 def mlmd_value(m: dict[str, Any], value: Any) -> Any:
-    """A JSON value as the launcher stores it in MLMD (v2/metadata/converter.go
-    StructValueToMLMDValue): numbers as doubles, booleans as ints 0/1, strings as strings,
-    lists as a struct {"list": [...]}, objects as structs."""
+    """A JSON value as the launcher stores it in MLMD (KFP 2.16.0
+    backend/src/v2/metadata/converter.go:138-171 StructValueToMLMDValue): numbers as
+    doubles (:149-150), booleans as ints 0/1 (:151-152), strings as strings (:147-148),
+    a list as a struct {"list": [...]} (:153-159), an object as a struct {"struct": {...}}
+    (:160-166); null is refused (:167-169, "unknown/unsupported value type"), so the step
+    fails."""
     v = m["Value"]()
     if isinstance(value, bool):
         v.int_value = int(value)
@@ -67,8 +70,10 @@ def mlmd_value(m: dict[str, Any], value: Any) -> Any:
         v.string_value = value
     elif isinstance(value, list):
         v.struct_value.update({"list": value})
+    elif isinstance(value, dict):
+        v.struct_value.update({"struct": value})
     else:
-        v.struct_value.update(value)
+        raise ValueError(f"unknown/unsupported value type {type(value).__name__}")
     return v
 
 
@@ -315,6 +320,7 @@ class KfpApi:
     rows: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # run -> PodName
     cache_rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     workflows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    more: Any = None  # kfp_resources.Resources: pipelines, recurring runs, list options...
 
     # --- runs execute here ------------------------------------------------------------------
 
@@ -437,28 +443,49 @@ class KfpApi:
     # --- the REST API -----------------------------------------------------------------------
 
     def start(self) -> None:
+        from tests.standins.kfp_resources import Resources, lean, not_found, shown, status
+
         api = self
+        self.more = Resources(self)
 
         class Handler(_Quiet):
+            raw = b""
+
             def _body(self) -> Any:
-                n = int(self.headers.get("Content-Length") or 0)
-                return json.loads(self.rfile.read(n)) if n else {}
+                return json.loads(self.raw) if self.raw else {}
 
             def answer(self, code: int, body: Any, schema: str) -> None:
                 api.responses.append((self.command, self.path, code, (schema, body)))
                 self.reply(code, body)
 
             def error(self, code: int, grpc_code: int, message: str) -> None:
-                self.answer(code, {"code": grpc_code, "message": message},
-                            "googlerpcStatus")
+                """google.rpc.Status as grpc-gateway writes a UserError (error.go
+                GRPCStatus): the message, and in details the user-facing one."""
+                self.answer(code, status(grpc_code, message, message), "googlerpcStatus")
+
+            def _more(self) -> bool:
+                """The calls kfp_resources.py answers (pipelines, recurring runs, lists)."""
+                n = int(self.headers.get("Content-Length") or 0)
+                self.raw = self.rfile.read(n) if n else b""
+                url = urllib.parse.urlsplit(self.path)
+                q = {k: v[0] for k, v in urllib.parse.parse_qs(url.query).items()}
+                found = api.more.answer(self.command, url.path, q, self.raw,
+                                        self.headers.get("Content-Type") or "")
+                if found is not None:
+                    self.answer(*found)
+                return found is not None
 
             def do_GET(self) -> None:
+                if self._more():
+                    return
                 url = urllib.parse.urlsplit(self.path)
                 q = {k: v[0] for k, v in urllib.parse.parse_qs(url.query).items()}
                 parts = url.path.rstrip("/").split("/")[3:]
                 if parts == ["healthz"]:
+                    # apiserver/main.go: the healthz handler writes these four fields
                     self.answer(200, {"commit_sha": "standin", "tag_name": "2.16.0",
-                                      "multi_user": False}, "v2beta1GetHealthzResponse")
+                                      "multi_user": False, "pipeline_store": "database"},
+                                "v2beta1GetHealthzResponse")
                 elif parts == ["experiments"]:
                     items = api._filtered(list(api.experiments.values()), q)
                     self.answer(200, {"experiments": items, "total_size": len(items)},
@@ -477,28 +504,43 @@ class KfpApi:
                 elif len(parts) == 2 and parts[0] == "runs":
                     with api.lock:
                         run = json.loads(json.dumps(api.runs.get(parts[1])))
-                    if run is None:
-                        self.error(404, 5, f"run {parts[1]} not found")
+                    if run is None:  # run_store.go GetRun, wrapped by its callers
+                        self.answer(*not_found("Run", parts[1], f"Failed to fetch run "
+                                               f"{parts[1]}", "Failed to get a run"))
                     else:
-                        self.answer(200, run, "v2beta1Run")
+                        self.answer(200, shown(run), "v2beta1Run")
                 else:
                     self.error(404, 5, f"the KFP stand-in does not serve {url.path}")
 
             def do_POST(self) -> None:
+                if self._more():
+                    return
                 parts = urllib.parse.urlsplit(self.path).path.rstrip("/").split("/")[3:]
                 body = self._body()
                 if parts == ["experiments"]:
                     if not body.get("display_name"):
                         self.error(400, 3, "Invalid input error: experiment name is empty")
                         return
+                    if any(e["display_name"] == body["display_name"]
+                           for e in api.experiments.values()):
+                        # experiment_store.go CreateExperiment: names are unique
+                        self.error(409, 6, "Failed to create a new experiment. The name "
+                                           f"{body['display_name']} already exists. Please "
+                                           "specify a new name")
+                        return
                     exp = {"experiment_id": str(uuid.uuid4()),
                            "display_name": body["display_name"],
                            "description": body.get("description", ""),
                            "created_at": now(), "namespace": "",
-                           "storage_state": "AVAILABLE", "last_run_created_at": now()}
+                           "storage_state": "AVAILABLE",
+                           # SetLastRunTimestamp; 0 (the epoch) until a run is made
+                           "last_run_created_at": "1970-01-01T00:00:00Z"}
                     api.experiments[exp["experiment_id"]] = exp
-                    self.answer(200, exp, "v2beta1Experiment")
+                    self.answer(200, lean(exp), "v2beta1Experiment")
                 elif parts == ["runs"]:
+                    ref = body.get("pipeline_version_reference")
+                    if ref and not body.get("pipeline_spec"):  # a run of an uploaded version
+                        body["pipeline_spec"] = api.more.spec_of(ref)
                     if not body.get("display_name") or not isinstance(
                             body.get("pipeline_spec"), dict):
                         self.error(400, 3, "Invalid input error: a run needs display_name "
@@ -508,6 +550,8 @@ class KfpApi:
                         self.error(404, 5, f"experiment {body.get('experiment_id')} not found")
                         return
                     spec = body["pipeline_spec"]
+                    if isinstance(spec.get("pipeline_spec"), dict):  # with a platform spec
+                        spec = spec["pipeline_spec"]
                     if spec.get("schemaVersion") != "2.1.0":
                         self.error(400, 3, f"unsupported schemaVersion {spec.get('schemaVersion')}")
                         return
@@ -515,7 +559,7 @@ class KfpApi:
                     run = {"run_id": run_id, "display_name": body["display_name"],
                            "experiment_id": body["experiment_id"],
                            "storage_state": "AVAILABLE", "description": "",
-                           "pipeline_spec": spec,
+                           "pipeline_spec": spec, "pipeline_version_reference": ref,
                            "runtime_config": body.get("runtime_config") or {},
                            "service_account": "pipeline-runner", "created_at": now(),
                            "scheduled_at": now(), "finished_at": "1970-01-01T00:00:00Z",
@@ -525,12 +569,17 @@ class KfpApi:
                     with api.lock:
                         api.runs[run_id] = run
                         snapshot = json.loads(json.dumps(run))
+                        # experiment_store.go SetLastRunTimestamp
+                        api.experiments[body["experiment_id"]]["last_run_created_at"] = \
+                            run["created_at"]
                     threading.Thread(target=api._execute, args=(run_id,), daemon=True).start()
-                    self.answer(200, snapshot, "v2beta1Run")
+                    self.answer(200, shown(snapshot), "v2beta1Run")
                 else:
                     self.error(404, 5, "not served by the KFP stand-in")
 
             def do_DELETE(self) -> None:
+                if self._more():
+                    return
                 parts = urllib.parse.urlsplit(self.path).path.rstrip("/").split("/")[3:]
                 if len(parts) == 2 and parts[0] == "runs" and parts[1] in api.runs:
                     with api.lock:

@@ -74,6 +74,23 @@ spec:
 """
 
 
+FIFO = b"\x00<fifo>"  # a `files` value: made with os.mkfifo (reading one would block)
+MANIFEST = ('{"kind": "kflab-export", "format": 1, "student": "Eve", "state_root": "/x", '
+            '"scenarios": {"pipeline-classifiers": {"workdir": "/x/w"}}}')
+
+
+def deep_tar(depth: int) -> bytes:
+    """A hand-in archive with one member `depth` folders deep."""
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        info = tarfile.TarInfo("/".join(["d"] * depth) + "/f")
+        tar.addfile(info, io.BytesIO(b""))
+    return buf.getvalue()
+
+
 def deep(n: int) -> str:
     return "".join(" " * i + "a:\n" for i in range(n))
 
@@ -218,6 +235,42 @@ CASES = [
          ["bundle", "verify", "{dir}/b"], ["MAX_DEPTH"]),
     Case("pipeline-arg-deep", {"p.py": "x = 1\n"},
          ["pipeline", "run", "{p_py}", "-p", "a=" + "[" * 100_000], ["nested too deeply"]),
+    # --- issue 34: every user file capped before it is read; FIFOs and devices refused ---
+    Case("class-create-dev-zero", {}, ["class", "create", "/dev/zero", "--class", "ml-101"],
+         ["/dev/zero", "not a regular file (a character device)"]),
+    Case("class-create-fifo", {"roster.csv": FIFO},
+         ["class", "create", "{roster_csv}", "--class", "ml-101"], ["(a FIFO)"]),
+    Case("class-create-huge-roster", {"roster.csv": "student\n" + "a\n" * 600_000},
+         ["class", "create", "{roster_csv}", "--class", "ml-101"], ["MAX_ROSTER_BYTES"]),
+    apply("apply-fifo", FIFO, "(a FIFO)"),
+    Case("predict-body-fifo", {"b.json": FIFO}, ["predict", "iris", "-f", "{b_json}"],
+         ["(a FIFO)"]),
+    Case("predict-body-dev-zero", {}, ["predict", "iris", "-f", "/dev/zero"],
+         ["/dev/zero", "not a regular file"]),
+    Case("notebook-fifo", {"nb.ipynb": FIFO}, ["notebook", "compile", "{nb_ipynb}"],
+         ["(a FIFO)"]),
+    Case("grade-collect-fifo", {"g/grade.json": FIFO}, ["grade", "collect", "{dir}/g"],
+         ["(a FIFO)"]),
+    Case("report-fifo", {"r.json": FIFO}, ["report", "{r_json}"], ["(a FIFO)"]),
+    Case("handin-manifest-fifo", {"kflab-export.json": FIFO},
+         ["scenario", "grade", "pipeline-classifiers", "--work", "{dir}"], ["(a FIFO)"]),
+    Case("handin-manifest-deep", {"kflab-export.json": "[" * 100_000 + "]" * 100_000},
+         ["scenario", "grade", "pipeline-classifiers", "--work", "{dir}"], ["nesting depth"]),
+    Case("handin-journal-huge",
+         {"state/progress/pipeline-classifiers.events.jsonl": b"{}\n" * 3_000_000,
+          "kflab-export.json": MANIFEST, "state/progress/pipeline-classifiers.json": "{}",
+          "work/pipeline-classifiers/pipeline.py": "x = 1\n"},
+         ["scenario", "grade", "pipeline-classifiers", "--work", "{dir}"],
+         ["MAX_JOURNAL_BYTES"]),
+    Case("handin-archive-deep-path", {"h.tar.gz": deep_tar(80)},
+         ["scenario", "grade", "pipeline-classifiers", "--work", "{h_tar_gz}"],
+         ["MAX_HANDIN_DEPTH"]),
+    Case("scenario-cleanup-a-run",
+         {"sc/scenario.yaml": "id: sc\ntitle: t\nlevel: beginner\nduration: 1m\n"
+                              "cleanup: [PipelineRun]\nsteps:\n  - id: a\n    title: a\n"
+                              "    text: a.md\n    checks: [{type: pipeline-run, name: r, "
+                              "message: m}]\n", "sc/a.md": "a"},
+         ["scenario", "validate", "{dir}/sc"], ["field 'cleanup[0]'", "a missing one grades"]),
 ]
 
 
@@ -226,7 +279,9 @@ def test_bad_input_exits_2_naming_file_and_field(case: Case, tmp_path: Path) -> 
     for name, content in case.files.items():
         path = tmp_path / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
+        if content is FIFO:  # nothing ever writes to it: a read would block for ever
+            os.mkfifo(path)
+        elif isinstance(content, bytes):
             path.write_bytes(content)
         else:
             path.write_text(content)

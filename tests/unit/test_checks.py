@@ -91,6 +91,26 @@ def test_a_metric_query_names_the_task_that_logged_another_name(ctx: Context) ->
     assert out.observed.endswith("= 4; not 'accuracy': train-svm logged acc"), out.observed
 
 
+def test_a_metric_query_of_one_task_names_that_task_only(ctx: Context) -> None:
+    """pipeline-classifiers step 3 reads compare-models' best_accuracy: a learner who logged
+    best_acc is told about compare-models, not about the trainers' accuracy metrics."""
+    tasks = [{"display_name": f"train-{m}", "outputs": {"metrics": {"accuracy": 0.9}}}
+             for m in ("tree", "svm")]
+    tasks.append({"display_name": "compare-models",
+                  "outputs": {"metrics": {"best_acc": 0.97, "tree": 0.9}}})
+    ctx.backend.store.put({"apiVersion": "kflab.dev/v1", "kind": "PipelineRun",
+                           "metadata": {"name": "classifiers"},
+                           "status": {"state": "SUCCEEDED", "run_details": {
+                               "task_details": tasks}}})
+    query = ("status.run_details.task_details[?display_name=='compare-models'] | [0]"
+             ".outputs.metrics.best_accuracy")
+    out = checks.evaluate(chk("field", kind="PipelineRun", name="classifiers", op=">=",
+                              value=0.93, query=query), ctx)
+    assert not out.ok
+    assert out.observed.endswith("= None; not 'best_accuracy': compare-models logged "
+                                 "best_acc, tree"), out.observed
+
+
 def test_pipeline_run_state_and_artifact(ctx: Context, tmp_path: Path) -> None:
     c = chk("pipeline-run", name="r", artifact={"task": "t", "name": "model"})
     assert "no pipeline run" in checks.evaluate(c, ctx).observed

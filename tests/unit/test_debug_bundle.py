@@ -63,6 +63,107 @@ def test_a_lab_that_never_came_up_still_gets_a_bundle(tmp_path: Path) -> None:
     assert "verify.json" in errors
 
 
-def test_no_lab_and_no_kubeconfig_is_one_clear_line(tmp_path: Path) -> None:
-    res = run_kflab("debug", "bundle", env={"KFLAB_STATE": str(tmp_path / "none")}, timeout=60)
-    assert res.returncode == 2 and "no lab here yet" in res.stderr
+def _bundle(path: Path) -> dict[str, str]:
+    with tarfile.open(path) as tar:
+        return {m.name.split("/", 1)[1]: tar.extractfile(m).read().decode()
+                for m in tar.getmembers() if m.isfile()}
+
+
+def test_no_lab_bundles_the_local_backend_with_every_planted_secret_redacted(
+        tmp_path: Path) -> None:
+    """Issue 33 Why #7 (`debug bundle` refused on the local backend: "no lab here yet") and
+    issue 34 Why #2 (18 of 36 planted secrets leaked). Two real PyTorchJobs on the local
+    backend carry 47 secrets in their env, argv (after flags, `--flag=`, inside `sh -c`),
+    annotations (the JSON-array k3s node args among them) and logs; a `kflab ui` launch file
+    sits in the state folder. The bundle has the records, owner records and run logs, the
+    names of every variable and flag, and none of the values."""
+    from lab.backends.local import LocalBackend
+    from lab.webui.server import UiServer
+    from tests import planted_secrets as planted
+
+    state = tmp_path / "state"
+    backend = LocalBackend(str(state))
+    for name, container in (("secrets", planted.shell_container()),
+                            ("argv", planted.args_container())):
+        container["name"] = "pytorch"
+        done = backend.apply({
+            "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": name, "annotations": planted.ANNOTATIONS},
+            "spec": {"pytorchReplicaSpecs": {"Master": {
+                "replicas": 1, "restartPolicy": "Never",
+                "template": {"spec": {"containers": [container]}}}}}}, base_dir=tmp_path)
+        conditions = {c["type"]: c["status"] for c in done["status"]["conditions"]}
+        assert conditions.get("Succeeded") == "True", done["status"]
+    backend.down()
+    ui = UiServer(backend, state).start()
+    opener = ui.launch_file(state / "ui")
+    code = opener.read_text().split("code=")[1].split('"')[0]
+    out = tmp_path / "b.tar.gz"
+    res = run_kflab("debug", "bundle", "-o", str(out), env={"KFLAB_STATE": str(state)},
+                    timeout=120)
+    ui.stop()
+    assert res.returncode == 0, res.stderr
+    assert out.stat().st_mode & 0o777 == 0o600
+    files = _bundle(out)
+    planted.assert_clean(files)
+    text = "\n".join(files.values())
+    assert ui.token not in text and code not in text
+    for name in planted.KEPT:
+        assert name in text, name
+    assert "Cookie: <redacted>" in text  # the log line is there, its value is not
+    for name in ("state/resources/pytorchjobs/default/secrets.yaml",
+                 "state/resources/pytorchjobs/default/argv.yaml",
+                 "state/owners/pytorchjobs/default/secrets.yaml", "state/summary.txt",
+                 "versions/versions.txt"):
+        assert name in files, (name, sorted(files))
+    assert any(n.startswith("state/runs/pytorchjobs/default/secrets/") and n.endswith(".log")
+               for n in files), sorted(files)
+    assert not any(n.startswith(("state/ui", "state/sandboxes")) for n in files)
+
+
+def test_a_named_lab_that_does_not_exist_is_one_clear_line(tmp_path: Path) -> None:
+    res = run_kflab("debug", "bundle", "--name", "nope",
+                    env={"KFLAB_STATE": str(tmp_path / "none")}, timeout=60)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) <= 2
+
+
+def test_argv_redaction_keeps_names_and_drops_values() -> None:
+    from lab.redact import argv, script
+
+    assert argv(["mc", "alias", "set", "local", "http://m:9000", "AKIAX", "s3cr3t"]) == [
+        "mc", "alias", "set", REDACTED, REDACTED, REDACTED, REDACTED]
+    assert argv(["k3s", "server", "--token", "t0k", "--disable=traefik", "-p", "x"]) == [
+        "k3s", "server", "--token", REDACTED, f"--disable={REDACTED}", "-p", REDACTED]
+    assert script("python train.py --lr 0.1 && echo done") == \
+        f"python train.py --lr {REDACTED} && echo done"
+    assert script("echo 'unterminated") == REDACTED
+
+
+def test_a_fifo_or_a_huge_file_in_the_state_folder_never_stalls_the_bundle(
+        tmp_path: Path) -> None:
+    """A FIFO planted as a run log and as a record (a read would block for ever), and a
+    record over the cap: the bundle is written, says what it left out, and reads none."""
+    import os
+
+    from lab import debugbundle
+
+    state = tmp_path / "state"
+    logs = state / "runs" / "pytorchjobs" / "default" / "j"
+    logs.mkdir(parents=True)
+    os.mkfifo(logs / "master-0.log")
+    records = state / "resources" / "pytorchjobs" / "default"
+    records.mkdir(parents=True)
+    os.mkfifo(records / "j.json")
+    (records / "big.json").write_text('{"a": "' + "x" * (debugbundle.MAX_RECORD_BYTES + 1)
+                                      + '"}')
+    out = tmp_path / "b.tar.gz"
+    res = run_kflab("debug", "bundle", "-o", str(out), env={"KFLAB_STATE": str(state)},
+                    timeout=120)
+    assert res.returncode == 0, res.stderr
+    files = _bundle(out)
+    errors = files["errors.txt"]
+    assert "state/runs/pytorchjobs/default/j/master-0.log" in errors, errors
+    assert "state/resources/pytorchjobs/default/j.json" in errors
+    assert "state/resources/pytorchjobs/default/big.json" in errors
+    assert "state/summary.txt" in files

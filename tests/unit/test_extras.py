@@ -28,3 +28,14 @@ def test_xgboost_is_below_3_as_on_kserve() -> None:
     """KServe v0.16's xgbserver runs xgboost 2.1; 3.x cannot read the binary model.bst."""
     pins = [r for r in _extras()["local"] if r.startswith(("xgboost-cpu", "xgboost"))]
     assert pins and all(">=2.1,<3" in r for r in pins), pins
+
+
+def test_the_readme_and_install_page_name_every_extra() -> None:
+    """A learner finds each extra where the install is explained (the sdk extra was missing:
+    issue 33 Why 7)."""
+    readme = (REPO / "README.md").read_text()
+    install = (REPO / "docs" / "install.md").read_text()
+    for extra in _extras():
+        if extra != "dev":  # for contributors: docs/install.md
+            assert f"`{extra}`" in readme, extra
+        assert f"`{extra}`" in install, extra

@@ -100,6 +100,7 @@ def _same_shape(record: dict) -> dict:
     assert re.fullmatch(r"[0-9a-f-]{36}", run_id)
     assert status.pop("pipeline_root").endswith(f"/pipeline-root/default/{run_id}")
     assert stamp.match(status.pop("created_at")) and stamp.match(status.pop("finished_at"))
+    assert stamp.match(status.pop("start_time")) and stamp.match(status.pop("end_time"))
     for task in status["run_details"]["task_details"]:
         assert task.pop("start_time") == task.pop("end_time")
     return rec
@@ -184,6 +185,9 @@ def inproc(project: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
                  "KFLAB_CONTEXT", "KFLAB_STATE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(project)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))  # as _run's children have it: part of the key
+    # a run answer() hands over would start its task fork server in this test process
+    monkeypatch.setenv("KFLAB_NO_PRESTART", "1")
     yield project
 
 
@@ -420,3 +424,26 @@ def test_an_edited_sibling_runs_the_engine_through_the_entry_point(project: Path
     res = _run(project, "--name", "m")  # the first compile's cache: every task a hit
     assert res.returncode == 0 and all(
         t["cached"] for t in _record(project)["status"]["run_details"]["task_details"])
+
+
+def test_the_owner_record_carries_the_journal_anchor_and_the_solve_mark(
+        inproc: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture) -> None:
+    """A run answered here writes the owner record owners.acquire writes, with what grading
+    checks it against (lab.hashchain): the active lab's journal head, and the mark of the
+    `kflab solve` that ran it."""
+    from lab import hashchain
+    from lab.scenarios import journal
+
+    root = inproc / "state"
+    journal.record(root, "lab-x", "start")
+    (root / "progress" / "active").write_text("lab-x")
+    monkeypatch.setenv(hashchain.SOLVE_ENV, "ab" * 32)
+    try:
+        assert fastpath.answer(_argv(inproc)) == 0
+        owner = json.loads((root / "owners" / "pipelineruns" / "default" / "m.json")
+                           .read_text())
+        assert owner["journal"] == hashchain.active_anchor(root)
+        assert owner["journal"]["n"] == 1 and owner["solve"] == "ab" * 32
+    finally:
+        (root / "progress" / "active").unlink()
+    capfd.readouterr()

@@ -306,9 +306,11 @@ def test_a_job_from_a_notebook_gets_another_gpu_or_waits(
     backend = LocalBackend(str(state))
     nb = {"apiVersion": "kubeflow.org/v1", "kind": "Notebook",
           "metadata": {"name": "nb", "namespace": "default"},
-          "spec": {"template": {"spec": {"containers": [{  # a Kubeflow image: a local server
-              "name": "nb", "image": "kubeflownotebookswg/jupyter-scipy:v1.10.0",
-              "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}}}
+          "spec": {"template": {"spec": {"containers": [{
+              "name": "nb",
+            "image": "ghcr.io/kubeflow/kubeflow/notebook-servers/jupyter-scipy:v1.10.0",
+            "resources": {"limits": {
+                  "nvidia.com/gpu": 1}}}]}}}}
     backend.apply(nb, base_dir=tmp_path)
     try:
         server = psutil.Process(backend.procs.get("nb_default_nb").pid)

@@ -225,16 +225,17 @@ def test_a_changed_step_and_the_record_of_a_restart(handins, state: Path, tmp_pa
 def test_a_cleaned_up_step_reads_passed_in_every_grade_file(handins, state: Path,
                                                             tmp_path: Path,
                                                             scenarios_env) -> None:
-    """A step verified in the session whose resource is gone now (the student cleaned up):
-    `passed (cleaned up)` in grade.json, the CSV and JUnit (no failure there). hello-files
-    has no resource, so a scenario that checks one is made here from it."""
+    """A step verified in the session whose resource is gone now, of a kind the lab tells
+    learners to delete (`cleanup: [InferenceService]`): `passed (cleaned up)` in grade.json,
+    the CSV and JUnit (no failure there). hello-files has no resource, so a scenario that
+    checks one is made here from it."""
     from lab.scenarios import gradebook
 
     scenario = loader.find("hello-files")
     step = scenario.steps[1]
     gone = dataclasses.replace(step.checks[0], type="condition", params={
-        "kind": "PyTorchJob", "name": "job", "condition": "Succeeded"})
-    scenario = dataclasses.replace(scenario, steps=(
+        "kind": "InferenceService", "name": "iris", "condition": "Ready"})
+    scenario = dataclasses.replace(scenario, cleanup=("InferenceService",), steps=(
         scenario.steps[0], dataclasses.replace(step, checks=(gone,))))
     result = grading.grade(scenario, handins["ada"], state)
     assert [s.label for s in result.steps] == ["passed", "passed (cleaned up)"]
@@ -248,6 +249,29 @@ def test_a_cleaned_up_step_reads_passed_in_every_grade_file(handins, state: Path
     out = suite.find("testcase[@name='count']/system-out")
     assert out is not None and "cleaned up since" in (out.text or "")
     assert "passed (cleaned up)" in files["html"].read_text()
+
+
+@pytest.mark.parametrize(("kind", "cleanup"), [("PyTorchJob", ()), ("PipelineRun", ()),
+                                               ("Experiment", ()),
+                                               ("InferenceService", ())])
+def test_a_missing_run_is_failed_never_cleaned_up(handins, state: Path, scenarios_env,
+                                                  kind: str, cleanup: tuple[str, ...]) -> None:
+    """Issue 34: "passed (cleaned up)" was granted to any step whose resource was absent. A
+    missing PipelineRun, Experiment or job (no lab asks to delete one), or a server of a kind
+    the lab does not declare in `cleanup:`, grades failed, saying what is missing."""
+    scenario = loader.find("hello-files")
+    step = scenario.steps[1]
+    check = (dataclasses.replace(step.checks[0], type="pipeline-run",
+                                 params={"name": "gone", "state": "SUCCEEDED"})
+             if kind == "PipelineRun" else
+             dataclasses.replace(step.checks[0], type="condition", params={
+                 "kind": kind, "name": "gone", "condition": "Succeeded"}))
+    scenario = dataclasses.replace(scenario, cleanup=cleanup, steps=(
+        scenario.steps[0], dataclasses.replace(step, checks=(check,))))
+    result = grading.grade(scenario, handins["ada"], state)
+    assert [s.label for s in result.steps] == [
+        "passed", f"failed (no {kind} 'gone' in the hand-in)"]
+    assert result.status == "partial"
 
 
 def test_a_work_folder_with_its_state_inside(kflab: Kflab, tmp_path: Path, state: Path,
@@ -613,3 +637,107 @@ def test_journal_chain(tmp_path: Path) -> None:
     edited[2]["event"] = "solve"
     assert "entry 3 (solve" in (journal.chain_break(edited) or "")
     assert "entry 3 (check" in (journal.chain_break(events[:2] + events[3:]) or "")
+
+
+def test_class_grade_rerun_grades_each_students_hand_in_run_again(
+        handins, tmp_path: Path, state: Path, scenarios_env) -> None:
+    """`kflab class grade --rerun DIR`: a student whose hand-in is in DIR (named by their
+    roster id) is graded by running their files again; one without is graded from the
+    namespace read, with a note. The namespace read itself needs a cluster, so the cells
+    here carry what it found (every step checked only on the student's files: skipped)."""
+    from lab.scenarios.runner import ScenarioResult, StepResult
+    from lab.teaching import progress
+    from lab.teaching.class_ import Seat
+
+    scenario = loader.find("hello-files")
+    folder = tmp_path / "handins"
+    folder.mkdir()
+    shutil.copy(handins["ada"], folder / "ada.tar.gz")
+    cells = []
+    for sid in ("ada", "bob"):
+        read = ScenarioResult(scenario.id, scenario.title, "class-status", "cluster", "now")
+        read.steps = [StepResult(s.id, s.title, skip_reason=progress.NOT_HERE)
+                      for s in scenario.steps]
+        cells.append(progress.Cell(Seat(sid, sid, "", f"ml-{sid}", ""), scenario, read))
+    csv_path, _, n = progress.write_grades(cells, "https://x", tmp_path / "grades",
+                                           rerun=folder, state=state)
+    assert n == 2
+    ada = json.loads((tmp_path / "grades" / "ada" / "hello-files" / "grade.json").read_text())
+    bob = json.loads((tmp_path / "grades" / "bob" / "hello-files" / "grade.json").read_text())
+    assert ada["mode"] == "rerun" and ada["summary"]["status"] == "complete"
+    assert bob["mode"] == "records" and bob["summary"]["status"] == "skipped"
+    assert any("--rerun: no hand-in of bob" in note for note in bob["notes"])
+    rows = {r["student"]: r for r in csv.DictReader(io.StringIO(csv_path.read_text()))}
+    assert rows["ada"]["mode"] == "rerun"
+
+
+def test_grade_collect_rerun_regrades_record_made_grades(
+        kflab: Kflab, handins, tmp_path: Path, scenarios_env) -> None:
+    """`kflab grade collect --rerun`: Ada's grade made from her records is made again by
+    running her files; a grade whose hand-in is gone is one clear error, nothing collected."""
+    env = {**scenarios_env, "KFLAB_STATE": str(tmp_path / "teacher")}
+    out = kflab("scenario", "grade", "hello-files", "--work", str(handins["ada"]),
+                cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stderr
+    out = kflab("grade", "collect", "grades", "--rerun", cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "reran Ada Lovelace / hello-files: complete (2/2)" in out.stdout, out.stdout
+    grade_file = tmp_path / "grades" / "Ada-Lovelace" / "hello-files" / "grade.json"
+    assert json.loads(grade_file.read_text())["mode"] == "rerun"
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "grades.csv").read_text())))
+    assert rows[0]["mode"] == "rerun"
+    data = json.loads(grade_file.read_text())
+    data["mode"] = "records"
+    grade_file.write_text(json.dumps(data))
+    handins["ada"].unlink()
+    (tmp_path / "grades.csv").unlink()
+    out = kflab("grade", "collect", "grades", "--rerun", cwd=tmp_path, env=env)
+    assert out.returncode == 2 and "is no longer there" in out.stderr, out.stderr
+    assert not (tmp_path / "grades.csv").exists()
+
+
+def test_a_journal_begun_by_an_older_kflab_reads_clean(tmp_path: Path) -> None:
+    """A learner who upgrades kflab mid-lab: lines from a kflab before the chain (no hash),
+    then lines chained before `n` existed (a nonce, hints numbered with `n`), then this
+    kflab's entries. The chain and the anchor of the new entries hold; the unhashed lines
+    stay one signal with its innocent reason (that chain did not yet say how many came
+    before it, so a line prepended by hand would look the same); a line added among the
+    hashed ones is another signal."""
+    from lab import hashchain
+    from lab.scenarios import journal
+
+    root = tmp_path / "state"
+    path = journal.journal_file(root, "x")
+    path.parent.mkdir(parents=True)
+    old = [{"t": "2026-01-01T00:00:00Z", "event": "start"},
+           {"t": "2026-01-01T00:01:00Z", "event": "check", "step": "a", "ok": False}]
+    chained: list[dict] = []
+    previous = ""
+    for e in ({"t": "2026-01-02T00:00:00Z", "event": "resume", "nonce": "00ff"},
+              {"t": "2026-01-02T00:01:00Z", "event": "hint", "step": "a", "n": 1},
+              {"t": "2026-01-02T00:02:00Z", "event": "hint", "step": "a", "n": 2}):
+        e["hash"] = previous = hashchain.entry_hash(previous, e)
+        chained.append(e)
+    path.write_text("".join(json.dumps(e) + "\n" for e in old + chained))
+    journal.record(root, "x", "hint", "a", hint=3)
+    journal.record(root, "x", "check", "a", ok=True)
+    anchor = hashchain.anchor(root, "x")
+    assert anchor is not None
+    events, bad = journal.read(path)
+    assert bad == 0 and len(events) == 7
+    found = journal.problems(events, [("the progress record", anchor)])
+    assert found == ["2 journal entries before the chain begins carry no hash (entry 1: start, "
+                     "entry 2: check a): written by a kflab from before the chain, or added "
+                     "by hand"], found
+    forged = [*events[:4], {"t": "2026-01-02T00:01:30Z", "event": "check", "step": "a",
+                            "ok": True}, *events[4:]]
+    assert len(journal.problems(forged, [("the progress record", anchor)])) == 2
+    # a journal begun before the chain, continued by this kflab: `prior` vouches for it
+    fresh = tmp_path / "fresh"
+    path2 = journal.journal_file(fresh, "y")
+    path2.parent.mkdir(parents=True)
+    path2.write_text("".join(json.dumps(e) + "\n" for e in old))
+    journal.record(fresh, "y", "check", "a", ok=True)
+    events, _ = journal.read(path2)
+    assert events[2]["prior"] == 2 and journal.problems(events) == []
+    assert journal.problems([events[0], *events]) != []  # one more unhashed line: a signal

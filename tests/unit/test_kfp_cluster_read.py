@@ -129,6 +129,39 @@ def test_outputs_come_from_the_runs_mlmd_context(tmp_path: Path, mlmd_and_store:
     assert Path(art["path"]).read_bytes() == b"tree"
 
 
+def test_artifact_metadata_lists_and_objects_read_as_written(
+        tmp_path: Path, mlmd_and_store: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """KFP 2.16.0's launcher wraps an artifact's list metadata as {"list": [...]} and object
+    metadata as {"struct": {...}} in MLMD (converter.go:153-166); the stand-in stores exactly
+    that shape and kflab unwraps it, so the cluster's metadata reads as the local backend's
+    (booleans 0/1 and numbers as floats: all MLMD keeps). Before: {"struct"...} and
+    {"list": ...} reached the learner, and the stand-in stored objects unwrapped."""
+    mlmd, store = mlmd_and_store
+    root = mlmd.record_root("rid-m", "meta")
+    meta = {"classes": ["benign", "malignant"], "params": {"depth": 3, "crit": "gini"},
+            "n": 3, "ok": True, "name": "tree"}
+    _, arts = mlmd.record(
+        {"name": "train-tree", "state": "SUCCEEDED", "parameters": {},
+         "artifacts": {"model": {"type": "system.Model", "path": "", "metadata": meta}}},
+        "rid-m", "meta", pod="p1", parent=root, fingerprint="")
+    stored = mlmd.artifacts[arts["model"]].custom_properties
+    from google.protobuf.json_format import MessageToDict
+
+    assert MessageToDict(stored["classes"].struct_value) == {"list": ["benign", "malignant"]}
+    assert MessageToDict(stored["params"].struct_value) == {
+        "struct": {"depth": 3.0, "crit": "gini"}}
+    assert stored["ok"].int_value == 1 and stored["n"].double_value == 3.0
+    backend = FakeBackend(tmp_path / "state", {
+        (handler.MLMD_SERVICE, handler.MLMD_PORT): f"http://127.0.0.1:{mlmd.port}",
+        (handler.STORE_SERVICE, handler.STORE_PORT): f"http://127.0.0.1:{store.port}"})
+    monkeypatch.setattr(handler, "_store_credentials", lambda _b: (store.access, store.secret))
+    obj = handler.shape(backend, _run("rid-m", ir=IR), "lab")
+    got = shapes.artifact(obj, "train-tree", "model")["metadata"]
+    assert got["classes"] == ["benign", "malignant"]
+    assert got["params"] == {"depth": 3.0, "crit": "gini"}
+    assert (got["n"], got["ok"], got["name"]) == (3.0, 1, "tree")
+
+
 def test_a_run_with_no_mlmd_context_has_no_outputs(tmp_path: Path,
                                                    mlmd_and_store: Any) -> None:
     mlmd, _ = mlmd_and_store

@@ -98,3 +98,76 @@ def test_a_rollout_is_done_when_the_deployment_runs_this_spec(dep: dict, want: b
     obj = _isvc(2, "True", "NewReplicaSetAvailable", observed=dep["status"]["observedGeneration"])
     obj["spec"] = {"predictor": {"annotations": {handler.MODEL_DIGEST: "new"}}}
     assert handler.rolled_out(obj, dep) is want
+
+
+# kserve v0.16.0 inference_service_status_test.go TestPropagateRawStatus: the Deployment
+# conditions of each scenario and whether PredictorReady is True, as upstream expects.
+_AVAIL = {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+          "message": "Deployment has minimum availability."}
+_UNAVAIL = {"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable",
+            "message": "Deployment does not have minimum availability."}
+UPSTREAM_SCENARIOS = {
+    "Available true": ([_AVAIL], True),
+    "Available true, Progressing succeeded": ([_AVAIL, {
+        "type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable",
+        "message": "ReplicaSet has successfully progressed."}], True),
+    "Available true, Progressing failed": ([_AVAIL, {
+        "type": "Progressing", "status": "False", "reason": "",
+        "message": "ProgressDeadlineExceeded"}], False),
+    "Available false, Progressing failed": ([_UNAVAIL, {
+        "type": "Progressing", "status": "False", "reason": "",
+        "message": "Some error happened"}], False),
+    "Available false, Progressing completed": ([_UNAVAIL, {
+        "type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable",
+        "message": ""}], False),
+    "Available false, Progressing ongoing": ([_UNAVAIL, {
+        "type": "Progressing", "status": "True", "reason": "NewReplicaSetCreated",
+        "message": ""}], False),
+    "Available true, ReplicaFailure true": ([_AVAIL, {
+        "type": "ReplicaFailure", "status": "True", "reason": "replica failure",
+        "message": "replica failure"}], False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UPSTREAM_SCENARIOS))
+def test_the_standins_predictor_ready_follows_upstreams_cases(name: str) -> None:
+    from tests.standins.controllers import Controllers
+
+    conditions, ready = UPSTREAM_SCENARIOS[name]
+    got = Controllers._component_ready({"conditions": conditions})
+    assert (got["status"] == "True") is ready, got
+
+
+def test_a_stuck_rollout_and_a_replica_failure_read_as_failed() -> None:
+    """The stand-in writes what the deployment controller writes for a rollout past its
+    progressDeadlineSeconds and for pods the ReplicaSet cannot create; KServe propagates
+    their reasons and messages to PredictorReady (and Ready), and kflab shows Failed with
+    that message. Before: the stand-in could write neither."""
+    from lab.kube.conditions import ready_message
+    from tests.standins.controllers import Controllers, deployment_conditions
+
+    stamp = "2026-11-27T10:00:00Z"
+    stuck = deployment_conditions("iris-predictor-b5k2x9dqzm", False, False, "deadline", stamp)
+    assert stuck[1] == {"type": "Progressing", "status": "False",
+                        "reason": "ProgressDeadlineExceeded",
+                        "message": 'ReplicaSet "iris-predictor-b5k2x9dqzm" has timed out '
+                                   "progressing.",
+                        "lastUpdateTime": stamp, "lastTransitionTime": stamp}
+    ready = Controllers._component_ready({"conditions": stuck})
+    # Available False comes after Progressing in PropagateRawStatus: its reason wins
+    assert (ready["status"], ready["reason"]) == ("False", "MinimumReplicasUnavailable")
+    old_serving = deployment_conditions("iris-predictor-b5k2x9dqzm", True, False, "deadline",
+                                        stamp)
+    ready = Controllers._component_ready({"conditions": old_serving})
+    assert (ready["status"], ready["reason"]) == ("False", "ProgressDeadlineExceeded")
+    isvc = _isvc(1, "False", "ProgressDeadlineExceeded")
+    isvc["status"]["conditions"][1]["message"] = ready["message"]
+    assert summary_state(isvc) == "Failed"
+    assert ready_message(isvc) == ('ProgressDeadlineExceeded: ReplicaSet '
+                                   '"iris-predictor-b5k2x9dqzm" has timed out progressing.')
+    quota = deployment_conditions("iris-predictor-b5k2x9dqzm", True, False, "replicas", stamp)
+    ready = Controllers._component_ready({"conditions": quota})
+    assert (ready["status"], ready["reason"]) == ("False", "FailedCreate")
+    assert ready["message"].startswith('pods "iris-predictor-b5k2x9dqzm-" is forbidden: '
+                                       "exceeded quota")
+    assert summary_state(_isvc(1, "False", "FailedCreate")) == "Failed"

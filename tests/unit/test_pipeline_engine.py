@@ -129,9 +129,13 @@ def test_control_flow_runs_as_on_a_cluster(flow: tuple[LocalBackend, dict, dict]
     # KFP 2.16's driver reports it)
     assert tasks["final"]["outputs"]["parameters"]["Output"] == "COMPLETE"
     assert _t(tasks["final"]["start_time"]) >= _t(tasks["exit-handler-1"]["end_time"]) - 0.01
-    # set_env_variable reached the task; its log lines are prefixed in the run log
+    # set_env_variable reached the task; its log lines are prefixed in the run log with its
+    # path (it runs in the exit handler's DAG)
     assert any(line.startswith("GREETING hello") for line in first["logs"]["flip"])
-    assert any(line.startswith("[flip] GREETING hello") for line in first["logs"]["all"])
+    assert any(line.startswith("[exit-handler-1/flip] GREETING hello")
+               for line in first["logs"]["all"])
+    assert tasks["flip"]["parent"] == "exit-handler-1" and "parent" not in tasks["final"]
+    assert tasks["square.1"]["parent"] == "exit-handler-1/for-loop-6"
 
 
 def test_cached_rerun_reuses_outputs(flow: tuple[LocalBackend, dict, dict]) -> None:

@@ -172,3 +172,34 @@ def test_arbitrary_text_never_crashes(tmp_path: Path, text: str) -> None:
     folder = make(tmp_path, text)
     with contextlib.suppress(InputError):  # anything else fails the test
         load_scenario(folder)
+
+
+def test_every_lab_declares_the_servers_its_closing_summary_tells_learners_to_delete() -> None:
+    """The closing summary (guided.still_running) tells learners to delete every model and
+    notebook server a lab left running; grading counts a step whose server is gone as
+    "passed (cleaned up)" only for kinds the lab declares in `cleanup:`. So every lab whose
+    checks read a server declares its kind, and no lab declares anything else."""
+    from lab.scenarios.guided import _SERVERS
+    from lab.scenarios.integrity import check_targets
+    from lab.scenarios.loader import load_all
+
+    for scenario in load_all():
+        servers = {kind for step in scenario.steps for check in step.checks
+                   for kind, _, _ in check_targets(check) if kind in _SERVERS}
+        assert servers == set(scenario.cleanup), (scenario.id, servers, scenario.cleanup)
+
+
+def test_cleanup_takes_server_kinds_only(tmp_path: Path) -> None:
+    folder = tmp_path / "sc"
+    folder.mkdir()
+    (folder / "a.md").write_text("a")
+    base = ("id: sc\ntitle: t\nlevel: beginner\nduration: 1m\ncleanup: {}\nsteps:\n"
+            "  - {{id: a, title: a, text: a.md, checks: [{{type: file-exists, path: x, "
+            "message: m}}]}}\n")
+    (folder / "scenario.yaml").write_text(base.format("[isvc, Notebook, isvc]"))
+    assert load_scenario(folder).cleanup == ("InferenceService", "Notebook")
+    for bad in ("[PipelineRun]", "[Experiment]", "[PyTorchJob]", "[nope]", "[1]"):
+        (folder / "scenario.yaml").write_text(base.format(bad))
+        with pytest.raises(InputError, match="a missing one grades failed") as err:
+            load_scenario(folder)
+        assert err.value.field == "cleanup[0]"

@@ -251,7 +251,8 @@ def test_a_stale_status_update_never_overwrites_a_newer_deployment(tmp_path: Pat
     assert stored["metadata"]["uid"] == "new" and "status" not in stored
     serving._fail(backend, new, "ServerExited", "RuntimeUnhealthy", "current")
     stored = backend.store.get("InferenceService", "iris")
-    assert stored["status"]["conditions"][-1]["message"] == "current"
+    ready = next(c for c in stored["status"]["conditions"] if c["type"] == "Ready")
+    assert ready["message"] == "current"
 
 
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)

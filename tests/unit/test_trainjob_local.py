@@ -67,7 +67,8 @@ def test_runtime_policy_gives_the_defaults() -> None:
 
 
 @pytest.mark.parametrize(("change", "field", "words"), [
-    ({"env": [{"name": "PET_NNODES", "value": "9"}]}, "spec.trainer.env", "reserved envs"),
+    ({"env": [{"name": "PET_NNODES", "value": "9"}], "numProcPerNode": 1}, "spec.trainer.env",
+     "must not have reserved envs, invalid envs configured: [PET_NNODES]"),
     ({"numProcPerNode": "many"}, "spec.trainer.numProcPerNode", "[auto cpu gpu]"),
     ({"command": None}, "spec.trainer.command", "entrypoint"),
 ])
@@ -81,6 +82,32 @@ def test_bad_trainer_fields_are_refused_naming_the_field(change: dict, field: st
         # the runtime's image (pytorch/pytorch) runs as a process, which needs the command
         containers.engine_for(parse(obj), obj)
     assert err.value.field == field and words in str(err.value)
+
+
+def test_reserved_env_is_refused_only_with_num_proc_per_node() -> None:
+    """trainer v2.1.0 torch.go: Validate returns before the reserved-env check when the
+    TrainJob leaves numProcPerNode unset (lines 57-59); EnforceMLPolicy then upserts the
+    PET_ values after the trainer's env (lines 128, 135), so the node sees Trainer's."""
+    from lab.backends.local.training.env import replica_env
+
+    obj = trainjob(numNodes=2, env=[{"name": "PET_NNODES", "value": "9"},
+                                    {"name": "PET_MASTER_PORT", "value": "1"}])
+    job = parse(obj)  # accepted, as the Trainer's webhook accepts it
+    env = replica_env(job, job.replicas["Node"], 1, ports={"master": 4242}, gpus=None,
+                      host_has_gpus=False, base={})
+    assert (env["PET_NNODES"], env["PET_MASTER_PORT"]) == ("2", "4242")
+
+
+def test_runtime_patches_of_a_newer_sdk_are_refused_naming_the_version() -> None:
+    """kubeflow 0.5.0's RuntimePatch option writes spec.runtimePatches, a Trainer v2.3
+    field: the lab's Trainer v2.1.0 would drop it and run the job unpatched."""
+    obj = trainjob()
+    obj["spec"]["runtimePatches"] = [{"manager": "trainer.kubeflow.org/kubeflow-sdk",
+                                      "trainingRuntimeSpec": {}}]
+    with pytest.raises(InputError) as err:
+        parse(obj)
+    assert err.value.field == "spec.runtimePatches"
+    assert "Kubeflow Trainer v2.1.0 (the lab's) has no runtimePatches" in str(err.value)
 
 
 @pytest.mark.parametrize("name", sorted(n for n, r in SHIPPED.items() if r.refused))
@@ -155,3 +182,43 @@ def test_a_failing_node_fails_the_job_after_the_backoff_limit(
     assert failed["message"] == ("jobset failed due to one or more job failures "
                                  "(first failed job: bad-node-0)")
     assert status["jobsStatus"][0]["failed"] == 1 and status["jobsStatus"][0]["active"] == 0
+
+
+@pytest.mark.parametrize(("resources", "ignored"), [
+    ({"limits": {"nvidia.com/gpu": 1}}, []),  # the GPU step's manifest: what gives it a GPU
+    ({"limits": {"cpu": "2", "memory": "4Gi"}}, ["trainer.resourcesPerNode.limits.memory"]),
+    ({"requests": {"memory": "1Gi", "nvidia.com/gpu": 1}, "claims": [{"name": "x"}]},
+     ["trainer.resourcesPerNode.claims", "trainer.resourcesPerNode.requests.memory"]),
+])
+def test_resources_per_node_is_named_ignored_only_for_what_is_ignored(
+        resources: dict, ignored: list[str]) -> None:
+    """GPU counts and cpu in trainer.resourcesPerNode act here (the node's GPUs, numProcPerNode
+    auto): the note "ignored here" names only the rest."""
+    job = parse(trainjob(resourcesPerNode=resources, image="pytorch/pytorch:2.7"))
+    assert sorted(job.ignored) == sorted(["trainer.image", *ignored])
+
+
+def _hello() -> None:
+    print("hello")
+
+
+def test_the_sdks_runtime_patch_is_refused_on_the_local_backend(tmp_path: Path) -> None:
+    """The Kubeflow SDK (kubeflow 0.5.0, kubeflow-trainer-api 2.3: the oldest API it
+    accepts) and the lab's Trainer v2.1.0 disagree on RuntimePatch: through kflab's
+    TrainerClient it is refused with the version named, not silently dropped."""
+    pytest.importorskip("kubeflow.trainer")
+    from kubeflow.trainer import CustomTrainer
+    from kubeflow.trainer.options import JobSetTemplatePatch, RuntimePatch
+    from kubeflow.trainer.options import TrainingRuntimeSpecPatch as Spec
+
+    from lab.sdk import trainer_client
+
+    client = trainer_client(state=str(tmp_path / "state"), base_dir=tmp_path)
+    patch = RuntimePatch(training_runtime_spec=Spec(template=JobSetTemplatePatch(
+        metadata={"labels": {"team": "a"}})))
+    with pytest.raises(RuntimeError) as err:  # the SDK's "Failed to create TrainJob", from:
+        client.train(trainer=CustomTrainer(func=_hello), options=[patch])
+    cause = err.value.__cause__ or err.value.__context__
+    assert isinstance(cause, InputError) and cause.field == "spec.runtimePatches"
+    assert "Kubeflow Trainer v2.1.0 (the lab's) has no runtimePatches" in str(cause)
+    assert client.list_jobs() == []

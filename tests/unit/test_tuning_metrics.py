@@ -113,3 +113,21 @@ def test_a_near_miss_metric_name_is_suggested() -> None:
     for i in range(200):
         m.feed(f"m{i}=1")
     assert len(m.others) <= 50
+
+
+def test_a_metrics_path_that_is_a_fifo_or_endless_never_stalls_the_trial(tmp_path) -> None:
+    """The Experiment names the metrics file: a FIFO there is not read (a read would wait
+    for ever), and a file is read at most READ_BYTES at a time, a line that never ends
+    dropped once over MAX_LINE_BYTES."""
+    import os
+
+    from lab.backends.local.tuning import metrics
+
+    fifo = tmp_path / "metrics.fifo"
+    os.mkfifo(fifo)
+    assert metrics.Tail(fifo).read() == []
+    big = tmp_path / "metrics.log"
+    big.write_bytes(b"x" * (metrics.READ_BYTES + 10) + b"\nloss=0.5\n")
+    tail = metrics.Tail(big)
+    assert tail.read() == [] and tail.partial == b""  # the endless line is dropped
+    assert tail.read() == ["loss=0.5"]

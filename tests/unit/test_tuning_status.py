@@ -112,3 +112,34 @@ def test_setting_an_unchanged_condition_is_a_no_op() -> None:
     before = copy.deepcopy(exp["status"]["conditions"])
     ts.update_condition(exp, False, False)
     assert exp["status"]["conditions"] == before
+
+
+def test_a_job_trials_reasons_are_katibs_on_kubernetes_1_34() -> None:
+    """Katib v0.19.0 copies the Job's Complete/Failed condition into the trial's reason and
+    message (trial_controller_util.go:54-59, 83-88, 103-108); the v1.34 Job controller's
+    Complete is CompletionsReached / "Reached expected number of succeeded pods", its Failed
+    BackoffLimitExceeded. Before: a bare "TrialSucceeded"."""
+    t = trial("a", "Running", "0.9")
+    ts.trial_finished(t, "Succeeded", job_kind="Job")
+    cond = ts.last_condition(t)
+    assert (cond["type"], cond["reason"], cond["message"]) == (
+        "Succeeded", "TrialSucceeded. Job reason: CompletionsReached",
+        "Trial has succeeded. Job message: Reached expected number of succeeded pods")
+    failed = trial("b", "Running")
+    ts.trial_finished(failed, "Failed", "exit code 1: No module named 'sklearn'",
+                      job_kind="Job")
+    cond = ts.last_condition(failed)
+    assert cond["reason"] == "TrialFailed. Job reason: BackoffLimitExceeded"
+    assert cond["message"] == "Trial has failed. Job message: exit code 1: No module named " \
+                              "'sklearn'"  # kflab says why where Katib copies the Job's line
+    quiet = trial("c", "Running")
+    ts.trial_finished(quiet, "MetricsUnavailable", job_kind="Job")
+    cond = ts.last_condition(quiet)
+    assert (cond["reason"], cond["message"]) == (
+        "MetricsUnavailable. Job reason: CompletionsReached",
+        "Metrics are not available. Job message: Reached expected number of succeeded pods")
+    py = trial("d", "Running", "0.9")
+    ts.trial_finished(py, "Succeeded", job_kind="PyTorchJob")
+    assert ts.last_condition(py)["reason"] == "TrialSucceeded. Job reason: PyTorchJobSucceeded"
+    assert ts.last_condition(py)["message"] == ("Trial has succeeded. Job message: PyTorchJob d "
+                                                "is successfully completed.")

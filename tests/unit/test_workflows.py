@@ -1,6 +1,6 @@
-"""The real-run CI kit (.github/workflows/real-cluster.yml) cannot run here (no GitHub, no
-registry): it is linted with actionlint and its kflab command lines are checked against the
-real CLI, so a renamed option fails here rather than on a maintainer's first run."""
+"""The real-run CI kit (.github/workflows/real-cluster.yml): linted with actionlint and its
+kflab command lines checked against the real CLI, so a renamed option fails here rather than on
+a maintainer's first run; tests/integration/test_real_cluster_workflow.py runs its steps."""
 
 from __future__ import annotations
 
@@ -46,11 +46,19 @@ def test_the_kit_runs_up_verify_scenarios_and_keeps_the_bundle() -> None:
     assert "kflab up --provider host --yes" in text
     assert "kflab scenario test --all --backend cluster" in " ".join(text.split())
     assert "kflab debug bundle" in text and "kflab status" in text
+    assert "bash scripts/setup.sh" in text and "constraints.txt" not in text
     steps = yaml.safe_load(WORKFLOW.read_text())["jobs"]["lab"]["steps"]
     upload = next(s for s in steps if str(s.get("uses", "")).startswith(
         "actions/upload-artifact"))
     bundle = next(s for s in steps if "debug bundle" in s.get("run", ""))
-    assert upload["if"] == "always()" and bundle["if"] == "always()"
+    assert upload["if"] == "always()" and bundle["if"] == "failure()"
+    names = [s.get("name", "") for s in steps]
+    # the disk is freed before anything large lands on it; pip and k3s are cached
+    assert names.index("Free the runner's disk for the images") < \
+        names.index("Install kflab (scripts/setup.sh, the lock)")
+    cached = [s["with"]["path"] for s in steps if str(s.get("uses", "")).startswith(
+        "actions/cache")]
+    assert cached == ["${{ env.PIP_CACHE_DIR }}", "${{ env.BUNDLE }}"]
 
 
 def test_every_kflab_command_line_parses_with_this_cli() -> None:

@@ -49,8 +49,9 @@ APPLIED = "applied.json"  # the manifest a finished run was applied from
 
 
 def _applied(obj: dict[str, Any]) -> dict[str, Any]:
-    """What the user applied (kubectl compares this, not the status)."""
-    return {k: v for k, v in obj.items() if k != "status"}
+    """What the user applied (kubectl compares this, not the status): a copy, as the handler
+    then fills in defaults (a TrainJob's runtimeRef, a job's replicas) in place."""
+    return copy.deepcopy({k: v for k, v in obj.items() if k != "status"})
 
 
 class LocalBackend:

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lab import state
+from lab import hashchain, state
 from lab.backends.local import procs
 from lab.errors import LabError
 from lab.kube import names
@@ -202,6 +202,13 @@ def acquire(root: Path, kind: str, namespace: str, name: str, *, wait: float = 0
               "started": procs.start_time(os.getpid()), "argv": _command_line(), "cwd": cwd,
               "since": now(), "token": f"{k.plural}.{namespace}.{name}.{uuid.uuid4().hex[:12]}",
               "procs": {}}
+    # For grading (lab.hashchain): the learner's journal head when this run started, and
+    # the journal entry of the `kflab solve` that started it, if one did.
+    mark = hashchain.active_anchor(root)
+    if mark is not None:
+        record["journal"] = mark
+    if os.environ.get(hashchain.SOLVE_ENV):
+        record["solve"] = os.environ[hashchain.SOLVE_ENV][:64]
     lease = Lease(root, k.kind, namespace, name, fd, record, previous)
     try:
         state.remove(root, stop_file)

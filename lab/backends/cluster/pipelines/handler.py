@@ -74,7 +74,11 @@ def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = Tru
                          hint="set spec.pipeline: path/to/pipeline.py")
     path = (base_dir / spec["pipeline"]).resolve()
     record = _record_file(backend, ns, name)
-    ir = compile_for_server(path, spec.get("function"), record.with_suffix(".ir.json"))
+    from lab.backends.cluster.pipelines.index import class_index
+
+    # every step installs from the class index when the lab has one (an offline class)
+    ir = compile_for_server(path, spec.get("function"), record.with_suffix(".ir.json"),
+                            index=class_index(backend.kube))
     if backend.dry_run:  # compiled and checked for the server; nothing submitted
         return shapes.pipeline_run(name, spec, ns, shapes.run_status(
             run_id="", display_name=name,

@@ -163,6 +163,22 @@ def plain(value: Any) -> Any:
     return getattr(value, kind)
 
 
+def artifact_value(value: Any) -> Any:
+    """An artifact's metadata value as the component wrote it: the launcher stores a list
+    as the struct {"list": [...]} and an object as the struct {"struct": {...}} (KFP 2.16.0
+    backend/src/v2/metadata/converter.go:153-166 StructValueToMLMDValue), which kflab
+    unwraps so that a run's artifact metadata reads the same on both backends. Booleans stay
+    0/1 and numbers floats: MLMD keeps no more than that (:149-152)."""
+    out = plain(value)
+    if value.WhichOneof("value") == "struct_value" and isinstance(out, dict) and \
+            len(out) == 1:
+        (key, inner), = out.items()
+        if (key == "list" and isinstance(inner, list)) or \
+                (key == "struct" and isinstance(inner, dict)):
+            return inner
+    return out
+
+
 @dataclass
 class TaskOutputs:
     parameters: dict[str, Any] = field(default_factory=dict)
@@ -254,7 +270,7 @@ class Mlmd:
             art = arts.get(e.artifact_id)
             if art is None or e.execution_id not in out:
                 continue
-            meta = {k: plain(v) for k, v in art.custom_properties.items()}
+            meta = {k: artifact_value(v) for k, v in art.custom_properties.items()}
             out[e.execution_id].artifacts[e.path.steps[0].key] = {
                 "type": art.type or "system.Artifact", "uri": art.uri, "metadata": meta}
         return out

@@ -18,6 +18,7 @@ from typing import Any
 from lab.backends.cluster import common
 from lab.backends.cluster.workload import inject
 from lab.errors import InputError, LabError
+from lab.kube.trainer import refuse_newer_fields
 
 JOB_TIMEOUT = 3600.0
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"  # JobSet labels every pod with its name
@@ -29,6 +30,8 @@ CONTAINER = "node"  # constants.Node: the trainer container of the torch runtime
 def prepare(obj: dict[str, Any], base_dir: Path, wheelhouse: str | None = None
             ) -> tuple[dict[str, Any], str, Any]:
     obj = copy.deepcopy(obj)
+    refuse_newer_fields(obj.get("spec"), lambda field, msg, hint: InputError(
+        None, field, msg, hint=hint))
     trainer = common.deep(obj, "spec", "trainer")
     if not isinstance(trainer, dict):
         raise InputError(None, "spec.trainer", "missing",

@@ -56,7 +56,8 @@ class Plan:
     spec: Any  # pipeline_spec_pb2.PipelineSpec
     executors: dict[str, Any]
     programs: dict[str, taskproc.Program] = field(default_factory=dict)
-    # what compiling it read: {"files": {path: sha256}, "env": {name: value}} (replay.py)
+    # what compiling it read: {"files": {path: sha256 or None}, "dirs": {folder: listing},
+    # "env": {name: value}} (replay.py); empty: nothing to key a memo on
     inputs: dict[str, Any] = field(default_factory=dict)
 
 
@@ -252,9 +253,15 @@ def _upload_custom_paths(task_root: Path) -> None:
     retrieveArtifactPath: the custom path when set, else the URI's local path)."""
     import shutil
 
-    try:
-        data = json.loads((task_root / "executor_output.json").read_text())
-    except (OSError, ValueError):
+    from lab import limits
+    from lab.errors import InputError
+    from lab.yamlio import read_json
+
+    try:  # written by the task's own code: capped and depth-bounded
+        data = read_json(task_root / "executor_output.json", limit=limits.MAX_RECORD_BYTES)
+    except InputError:
+        return
+    if not isinstance(data, dict):
         return
     for group in (data.get("artifacts") or {}).values():
         for art in group.get("artifacts") or []:
@@ -467,8 +474,10 @@ class Run:
                     node.setdefault("end_time", stamp())
         self._changed()
 
-    def _dag(self, comp: Any, args: dict[str, Any], parent: Any, suffix: str
-             ) -> tuple[bool, dict[str, Any]]:
+    def _dag(self, comp: Any, args: dict[str, Any], parent: Any, suffix: str,
+             scope: str = "") -> tuple[bool, dict[str, Any]]:
+        """Run one DAG; `suffix` marks a ParallelFor iteration (`.0`, `.0.1`), `scope` is the
+        path of the DAG task (sub-pipeline, condition, loop) this DAG runs in."""
         from kfp.local import io
         from kfp.pipeline_spec import pipeline_spec_pb2
 
@@ -495,11 +504,11 @@ class Run:
                         and not (completes and not self.cancel.is_set()):
                     states[name] = SKIPPED
                     bad.add(name)
-                    self._node(name + suffix, SKIPPED)
+                    self._node(name + suffix, SKIPPED, **_parent(scope))
                     continue
                 running.add(name)
                 threading.Thread(target=self._task_thread, daemon=True,
-                                 args=(name, task, store, suffix, states, done)).start()
+                                 args=(name, task, store, suffix, states, done, scope)).start()
             if not running:
                 break
             while True:
@@ -522,9 +531,9 @@ class Run:
         return True, _dag_outputs(comp, store)
 
     def _task_thread(self, name: str, task: Any, store: Any, suffix: str,
-                     states: dict[str, str], done: queue.Queue) -> None:
+                     states: dict[str, str], done: queue.Queue, scope: str) -> None:
         try:
-            state, outputs = self._task(name, task, store, suffix, states)
+            state, outputs = self._task(name, task, store, suffix, states, scope)
         except Exception as exc:  # never leave the DAG waiting
             self.errors.append(f"task '{name}{suffix}': {exc}")
             state, outputs = FAILED, {}
@@ -578,28 +587,29 @@ class Run:
                 self.replayable = False  # a value of this run: its key never repeats
         return out
 
-    def _task(self, name: str, task: Any, store: Any, suffix: str, states: dict[str, str]
-              ) -> tuple[str, dict[str, Any]]:
+    def _task(self, name: str, task: Any, store: Any, suffix: str, states: dict[str, str],
+              scope: str = "") -> tuple[str, dict[str, Any]]:
         display = name + suffix
+        path = task_path(scope, display)
         comp = self.plan.spec.components[task.component_ref.name]
         args = self._runtime_values(name, self._arguments(task, store, states))
         if task.trigger_policy.condition and not cel.evaluate(
                 task.trigger_policy.condition, args):
-            self._node(display, SKIPPED, start_time=stamp(), end_time=stamp())
+            self._node(display, SKIPPED, start_time=stamp(), end_time=stamp(), **_parent(scope))
             return SKIPPED, {}
         if task.WhichOneof("iterator") == "parameter_iterator":
-            return self._loop(name, task, comp, args, store, suffix)
+            return self._loop(name, task, comp, args, store, suffix, scope)
         if comp.WhichOneof("implementation") == "dag":
-            node = self._node(display, "RUNNING", start_time=stamp())
+            node = self._node(display, "RUNNING", start_time=stamp(), **_parent(scope))
             args = {k: v for k, v in args.items() if v is not None}  # optional, unset
-            ok, outputs = self._dag(comp, args, store, suffix)
+            ok, outputs = self._dag(comp, args, store, suffix, path)
             self._set(node, state=SUCCEEDED if ok else (
                 CANCELED if self.cancel.is_set() else FAILED), end_time=stamp())
             return node["state"], outputs
-        return self._execute(display, task, comp, args)
+        return self._execute(display, task, comp, args, scope)
 
     def _loop(self, name: str, task: Any, comp: Any, args: dict[str, Any], store: Any,
-              suffix: str) -> tuple[str, dict[str, Any]]:
+              suffix: str, scope: str = "") -> tuple[str, dict[str, Any]]:
         it = task.parameter_iterator
         if it.items.HasField("raw"):
             items = json.loads(it.items.raw)
@@ -619,7 +629,8 @@ class Run:
             else 0
         gate = threading.BoundedSemaphore(limit) if limit > 0 else contextlib.nullcontext()
         node = self._node(name + suffix, "RUNNING", start_time=stamp(),
-                          iterations=len(items))
+                          iterations=len(items), **_parent(scope))
+        path = task_path(scope, name + suffix)
         results: list[tuple[bool, dict[str, Any]]] = [(False, {})] * len(items)
 
         def one(i: int, item: Any) -> None:
@@ -627,7 +638,7 @@ class Run:
                 if self.cancel.is_set():
                     return
                 results[i] = self._dag(comp, {**args, it.item_input: item}, store,
-                                       f"{suffix}.{i}")
+                                       f"{suffix}.{i}", path)
 
         threads = [threading.Thread(target=one, args=(i, item), daemon=True)
                    for i, item in enumerate(items)]
@@ -653,20 +664,24 @@ class Run:
             CANCELED if self.cancel.is_set() else FAILED), end_time=stamp())
         return node["state"], collected
 
-    def _execute(self, display: str, task: Any, comp: Any, args: dict[str, Any]
-                 ) -> tuple[str, dict[str, Any]]:
+    def _execute(self, display: str, task: Any, comp: Any, args: dict[str, Any],
+                 scope: str = "") -> tuple[str, dict[str, Any]]:
         from google.protobuf import json_format
         from kfp.local import executor_input_utils, executor_output_utils, placeholder_utils
         from kfp.pipeline_spec import pipeline_spec_pb2
 
         ex = self.plan.executors[comp.executor_label]
-        task_root = self.root / display
+        # a task's folder, log and log prefix are its path: two tasks of one name in two
+        # sub-DAGs (a sub-pipeline used twice) never share them
+        path = task_path(scope, display)
+        parent = _parent(scope)
+        task_root = self.root / path
         task_root.mkdir(parents=True, exist_ok=True)
         if ex.WhichOneof("spec") == "importer":
             from kfp.local import importer_handler, status
 
             self.replayable = False
-            node = self._node(display, "RUNNING", start_time=stamp())
+            node = self._node(display, "RUNNING", start_time=stamp(), **parent)
             outputs, st = importer_handler.run_importer(
                 pipeline_resource_name=self.run_id, component_name=task.component_ref.name,
                 component_spec=comp, executor_spec=ex, arguments=args,
@@ -709,7 +724,7 @@ class Run:
                 # RuntimeState: "skipped, for example, due to caching"); MLMD keeps CACHED
                 now = stamp()
                 hit_node = self._node(display, SKIPPED, cached=True, start_time=now,
-                                      end_time=now,
+                                      end_time=now, **parent,
                                       outputs=read_task_outputs(hit, _artifact_types(comp)))
                 self.memo[id(hit_node)] = {"key": key, "types": _artifact_types(comp),
                                            "task_root": str(hit)}
@@ -732,16 +747,16 @@ class Run:
         factor = policy.backoff_factor if policy.backoff_factor > 0 else 2.0
         cap = policy.backoff_max_duration.seconds \
             if policy.HasField("backoff_max_duration") else 3600
-        node = self._node(display, "PENDING")
-        log = self.logs / f"{display}.log"
+        node = self._node(display, "PENDING", **parent)
+        log = self.logs / f"{path}.log"
         if (short := _gpu_shortage(container, ex_dict)) is not None:
             # A cluster keeps the pod Pending until a node has the GPUs; none will appear
             # here, so the task fails before it starts, saying why (as a Notebook or a
             # training job asking for more GPUs than the machine has is refused).
             log.parent.mkdir(parents=True, exist_ok=True)
-            log.write_text(f"kflab: task {display} {short}\n")
+            log.write_text(f"kflab: task {path} {short}\n")
             with self.log_lock:
-                self.run_log.write(f"[{display}] not started: {short}\n")
+                self.run_log.write(f"[{path}] not started: {short}\n")
             self._set(node, state=FAILED, start_time=stamp(), end_time=stamp())
             return FAILED, {}
         rc, ended = 1, ""
@@ -754,13 +769,13 @@ class Run:
                 if attempt == 0:
                     fields["start_time"] = stamp()
                 self._set(node, **fields)
-                rc = self._process(display, program, args_resolved, env, log)
+                rc = self._process(path, program, args_resolved, env, log)
                 ended = stamp()  # inside the slot: the next task starts after this
             if rc == 0 or self.cancel.is_set() or attempt + 1 == attempts:
                 break
             delay = min(backoff * factor ** attempt, cap)
             with self.log_lock:
-                self.run_log.write(f"[{display}] failed ({_exit_text(rc)}); retry "
+                self.run_log.write(f"[{path}] failed ({_exit_text(rc)}); retry "
                                    f"{attempt + 1} of {attempts - 1} in {delay:g}s\n")
             self.cancel.wait(delay)
         if self.cancel.is_set():
@@ -768,7 +783,7 @@ class Run:
             return CANCELED, {}
         if rc != 0:
             with self.log_lock:
-                self.run_log.write(f"[{display}] failed ({_exit_text(rc)})\n")
+                self.run_log.write(f"[{path}] failed ({_exit_text(rc)})\n")
             self._set(node, state=FAILED, end_time=ended)
             return FAILED, {}
         try:
@@ -815,6 +830,19 @@ class Run:
                 self.lease.drop(label)
             tail.done.set()
             tail.join(timeout=5)
+
+
+def task_path(scope: str, display: str) -> str:
+    """A task's path in the run: its display name under the DAG tasks it runs in
+    (`exit-handler-1/for-loop-2/square.0`); a root task's path is its display name. It names
+    the task's folder, its log and its lines in the run log (`[PATH] ...`)."""
+    return f"{scope}/{display}" if scope else display
+
+
+def _parent(scope: str) -> dict[str, str]:
+    """The `parent` field of a task in a sub-DAG: the path of the DAG task it runs in (the
+    KFP API's parent_task_id, as a path)."""
+    return {"parent": scope} if scope else {}
 
 
 _PARAM = re.compile(r"^\{\{\$\.inputs\.parameters\['([^']+)'\]\}\}$")

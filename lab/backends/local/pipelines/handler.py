@@ -68,8 +68,14 @@ def logs(backend: Any, obj: dict[str, Any], replica: str | None) -> Iterator[str
                                             meta.get("namespace", "default")) / "run.log")
     if replica is None:
         return lines
-    known = [str(t.get("display_name")) for t in shapes.tasks(obj)]
-    if replica not in known:
+    try:
+        path = shapes.find_task_path(obj, replica)
+    except ValueError as several:
+        raise LabError(f"pipeline run '{meta['name']}' has more than one task '{replica}' "
+                       "(in different sub-DAGs)", hint=f"name one by its path: {several}"
+                       ) from None
+    if path is None:
+        known = [shapes.task_path(t) for t in shapes.tasks(obj)]
         raise LabError(f"pipeline run '{meta['name']}' has no task '{replica}'",
                        hint="its tasks: " + (", ".join(known) or "none yet"))
-    return pipelines.task_lines(lines, replica)
+    return pipelines.task_lines(lines, path)

@@ -34,6 +34,7 @@ from lab.backends.pipeline_memo import (  # noqa: F401 - parse_arguments: the CL
     artifacts_root,
     default_parallelism,
     parse_arguments,
+    stamp,
 )
 from lab.content import PACKAGE as KFLAB_PACKAGE
 from lab.errors import InputError, LabError
@@ -75,30 +76,86 @@ def _import_error(path: Path, exc: ImportError) -> InputError:
     another package this installation lacks."""
     missing = exc.name or ""
     if missing in ("kfp.kubernetes", "kfp_kubernetes") or "'kubernetes' from 'kfp'" in str(exc):
-        return InputError(str(path), None, "the pipeline imports kfp.kubernetes (the "
+        return InputError(_shown(str(path)), None, "the pipeline imports kfp.kubernetes (the "
                           "kfp-kubernetes package): its settings (PVCs, secrets, pod "
                           "fields) need a cluster, and kfp-kubernetes is not installed here",
                           hint="run it on the cluster backend (`kflab pipeline run --backend "
                                "cluster`); to compile it here, pip install kfp-kubernetes")
     if missing and not missing.startswith("kfp"):
         top = missing.split(".")[0]
-        return InputError(str(path), None, f"importing the pipeline failed: no module named "
-                          f"'{missing}' in kflab's environment",
+        return InputError(_shown(str(path)), None, "importing the pipeline failed: no "
+                          f"module named '{missing}' in kflab's environment",
                           hint=f"pip install the package that provides '{top}' into kflab's "
                                "environment, or run the pipeline where it is installed")
-    return InputError(str(path), None, f"importing the pipeline failed: {exc!r}",
-                      hint="run `python FILE` to see the full error")
+    return import_problem(exc, path)
+
+
+class _ExitCalled(BaseException):
+    """os._exit() called while a pipeline file was imported (a BaseException, so that the
+    file's own `except Exception` cannot swallow it)."""
+
+
+def _trapped_exit(code: int = 0) -> None:
+    raise _ExitCalled(code)
+
+
+def _where(exc: BaseException, folder: Path) -> tuple[str | None, int | None]:
+    """The learner's file and line an import error comes from: a SyntaxError's own, else
+    the innermost frame in a file under the pipeline's folder."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return exc.filename, exc.lineno
+    root = os.path.realpath(folder) + os.sep
+    found: tuple[str | None, int | None] = (None, None)
+    tb = exc.__traceback__
+    while tb is not None:
+        file = tb.tb_frame.f_code.co_filename
+        if os.path.realpath(file).startswith(root):
+            found = (file, tb.tb_lineno)
+        tb = tb.tb_next
+    return found
+
+
+def import_problem(exc: BaseException, path: Path) -> InputError:
+    """An import of a pipeline file that raised, said as file, line and the error's own
+    words (a SyntaxError with the offending line), never as a Python repr."""
+    file, line = _where(exc, path.parent)
+    if isinstance(exc, SyntaxError):
+        text = (exc.text or "").strip()[:120]
+        problem = f"{type(exc).__name__}: {exc.msg}"
+        hint = (f"correct line {line} (`{text}`), then run again" if text and line
+                else "correct the file, then run again")
+    else:
+        words = str(exc).splitlines()[0][:300] if str(exc) else ""
+        problem = f"importing the pipeline failed: {type(exc).__name__}" + \
+            (f": {words}" if words else "")
+        hint = f"run `python {path.name}` to see the full error"
+    return InputError(_shown(file or str(path)), None, problem, line=line, hint=hint)
+
+
+def _shown(file: str) -> str:
+    """A file as the learner typed it: relative to the current folder when inside it."""
+    try:
+        return os.path.relpath(file) if Path(file).resolve().is_relative_to(Path.cwd()) \
+            else file
+    except (OSError, ValueError):
+        return file
 
 
 def _load_module(path: Path) -> Any:
-    """Import a pipeline file under a private module name, its folder importable."""
+    """Import a pipeline file under a private module name, its folder importable, compiled
+    from its source (replay.SourceOnly: never a stale __pycache__ entry)."""
+    from lab.backends.local.pipelines.replay import SourceOnly
+
     mod_name = f"kflab_pipeline_{uuid.uuid4().hex[:8]}"
-    spec = importlib.util.spec_from_file_location(mod_name, path)
+    spec = importlib.util.spec_from_file_location(mod_name, path,
+                                                  loader=SourceOnly(mod_name, str(path)))
     if spec is None or spec.loader is None:
         raise InputError(str(path), None, "not a Python file", hint="give a .py pipeline file")
     module = importlib.util.module_from_spec(spec)
     _forget_modules_under(path.parent)  # a sibling module edited since the last run
     sys.path.insert(0, str(path.parent))
+    real_exit = os._exit
+    os._exit = _trapped_exit  # type: ignore[assignment]  # the file must not end kflab
     try:
         with warnings.catch_warnings():
             # kfp warns about a future default base image on every component: noise here.
@@ -111,10 +168,18 @@ def _load_module(path: Path) -> Any:
                          hint='move that code under `if __name__ == "__main__":`') from None
     except ImportError as exc:
         raise _import_error(path, exc) from exc
+
+
+    except _ExitCalled as exc:
+        file, line = _where(exc, path.parent)
+        raise InputError(_shown(file or str(path)), None,
+                         f"importing the pipeline called os._exit({exc.args[0]!r}): the file "
+                         "runs when kflab loads it, so nothing was run", line=line,
+                         hint='move that code under `if __name__ == "__main__":`') from None
     except Exception as exc:
-        raise InputError(str(path), None, f"importing the pipeline failed: {exc!r}",
-                         hint="run `python FILE` to see the full error") from exc
+        raise import_problem(exc, path) from exc
     finally:
+        os._exit = real_exit
         with contextlib.suppress(ValueError):
             sys.path.remove(str(path.parent))
     return module
@@ -127,6 +192,9 @@ def load_pipeline(path: Path, function: str | None = None) -> Any:
     if not path.is_file():
         raise InputError(str(path), "spec.pipeline", "pipeline file not found",
                          hint="give a path relative to the manifest or the current folder")
+    from lab import yamlio
+
+    yamlio.read_bytes(path, hint="give the pipeline's .py file")  # capped before it is run
     module = _load_module(path)
     found = {n: v for n, v in vars(module).items() if isinstance(v, GraphComponent)}
     if function:
@@ -276,11 +344,12 @@ def prepare(obj: dict[str, Any], base_dir: Path, store_root: Path | None = None,
         warnings.simplefilter("ignore")
         if path.suffix.lower() in YAML_SUFFIXES:
             ir, platform = load_spec(path, spec.get("function"))
-            inputs = {"files": {str(path): replay.sha(str(path))}, "env": {}}
+            inputs = {"files": {str(path): replay.sha(str(path))}, "dirs": {}, "env": {}}
         else:
             with replay.Inputs() as read:
                 ir, platform = load_spec(path, spec.get("function"))
-            inputs = {"files": read.digests(), "env": read.env}
+            found = read.digests(path)
+            inputs = {} if found is None else {**found, "env": read.env}  # {}: no memo
     check_arguments(ir, spec.get("arguments") or {}, str(path))
     try:
         the_plan = engine.plan(ir, platform)
@@ -321,10 +390,14 @@ def run(obj: dict[str, Any], run_dir: Path, base_dir: Path, save: Callable[[dict
     status: dict[str, Any] = {
         "run_id": run_id, "display_name": meta["name"], "pipeline_name": pipeline_name,
         "state": "RUNNING", "created_at": now(), "finished_at": None, "error": None,
+        # the run's own times to the millisecond, as its tasks have them (created_at and
+        # finished_at are the API's, to the second): `kflab ui` shows the run's duration
+        "start_time": stamp(),
         "pipeline_root": str(root / run_id), "log": str(log),
         "parallelism": parallelism, "cache": cache is not None,
         "run_details": {"task_details": []},
         "dag": root_dag(ir),  # for `kflab ui`'s graph
+        "graph": static_graph(ir),  # every DAG, nested: the graph draws tasks not yet started
     }
     obj["status"] = status
     save(obj)
@@ -354,6 +427,7 @@ def run(obj: dict[str, Any], run_dir: Path, base_dir: Path, save: Callable[[dict
             raise
         finally:
             status["finished_at"] = now()
+            status["end_time"] = stamp()
             status["run_details"]["task_details"] = _details(the_run)
             _memorize(obj, plan, the_run, base_dir, store_root)
             try:
@@ -406,8 +480,10 @@ def _memorize(obj: dict[str, Any], plan: Any, the_run: Any, base_dir: Path,
         # tasks all hit that one entry, leaves the memo
         replay.forget(memo_path)
         return
-    replay.save(memo_path, files=plan.inputs["files"], env=plan.inputs["env"],
-                pipeline_name=status["pipeline_name"], dag=status["dag"], tasks=tasks)
+    replay.save(memo_path, files=plan.inputs["files"], dirs=plan.inputs["dirs"],
+                env=plan.inputs["env"],
+                pipeline_name=status["pipeline_name"], dag=status["dag"], tasks=tasks,
+                graph=status.get("graph"))
 
 
 def _replay(obj: dict[str, Any], rep: Replay, run_dir: Path, save: Callable[[dict], None],
@@ -445,6 +521,18 @@ def root_dag(ir: Any) -> dict[str, list[str]]:
     """{task: [the tasks it waits for]} of the pipeline's root DAG: the edges `kflab ui`
     draws (hook kept apart from the engine: it only reads the IR)."""
     return {name: list(task.dependent_tasks) for name, task in ir.root.dag.tasks.items()}
+
+
+def static_graph(ir: Any) -> dict[str, Any] | None:
+    """The pipeline's DAGs, nested (lab/backends/pipeline_graph.py), for `kflab ui`."""
+    from google.protobuf import json_format
+
+    from lab.backends.pipeline_graph import graph
+
+    try:
+        return graph(json_format.MessageToDict(ir))
+    except Exception:  # the graph is for the page only: a run never fails for it
+        return None
 
 
 def _details(the_run: Any) -> list[dict[str, Any]]:

@@ -38,7 +38,8 @@ from lab.backends.local.serving import custom, runtimes
 from lab.backends.local.serving import spec as serving_spec
 from lab.errors import LabError, NotFound
 from lab.kube import inference
-from lab.kube.conditions import get_condition, now, set_condition
+from lab.kube.conditions import get_condition, now
+from lab.kube.knative import INFERENCE_SERVICE as ISVC
 
 KIND = "InferenceService"
 ROLLOUT = True  # LocalBackend.apply hands a re-applied service its previous version
@@ -152,13 +153,26 @@ def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = Tru
                               "modelStatus": {"transitionStatus": "InProgress",
                                               "states": {"activeModelState": "Loading",
                                                          "targetModelState": "Loaded"}}}
-    set_condition(status, "PredictorReady", "Unknown", "ModelLoading", loading)
-    set_condition(status, "Ready", "Unknown", "ModelLoading", "waiting for the predictor")
+    _conditions(status, "Unknown", "ModelLoading", loading)
     obj["status"] = status
     backend.store.put(obj)
     if not wait:
         return obj
     return wait_ready(backend, obj, limit)
+
+
+def _conditions(status: dict[str, Any], predictor: bool | str, reason: str = "",
+                message: str = "") -> None:
+    """One reconcile's conditions as KServe v0.16.0 writes them in raw deployment mode
+    (lab/kube/knative.py: knative's shape, no lastUpdateTime, no empty reason):
+    PredictorReady from the predictor (inference_service_status.go PropagateRawStatus),
+    Stopped False unless set (controller.go Reconcile, the force-stop annotation unset),
+    IngressReady True on every reconcile (reconcilers/ingress/kube_ingress_reconciler.go
+    RawIngressReconciler.Reconcile), and Ready from those two."""
+    ISVC.mark(status, "PredictorReady", predictor, reason, message)
+    if ISVC.get(status, "Stopped") is None:
+        ISVC.mark(status, "Stopped", False)
+    ISVC.mark(status, "IngressReady", True)
 
 
 def _spawn(backend: Any, spec: serving_spec.ServingSpec, slot: str) -> None:
@@ -208,8 +222,7 @@ def _rollout(backend: Any, obj: dict[str, Any], spec: Any, previous: dict[str, A
     status["observedGeneration"] = meta["generation"]
     if (get_condition(status, "Ready") or {}).get("reason") == DEADLINE_REASON:
         # a new rollout progresses again: the old pod is available, so the predictor is
-        set_condition(status, "PredictorReady", True)
-        set_condition(status, "Ready", True)
+        _conditions(status, True)
     # KServe's UpdateModelRevisionStates: the target moves, the active model stays Loaded.
     status["modelStatus"] = {"transitionStatus": "InProgress",
                              "states": {"activeModelState": "Loaded",
@@ -402,8 +415,7 @@ def _deadline(backend: Any, obj: dict[str, Any]) -> dict[str, Any]:
                f"progressing (progressDeadlineSeconds {PROGRESS_DEADLINE:.0f}); the previous "
                "model still serves")
     status = obj["status"]
-    set_condition(status, "PredictorReady", False, DEADLINE_REASON, message)
-    set_condition(status, "Ready", False, DEADLINE_REASON, message)
+    _conditions(status, False, DEADLINE_REASON, message)
     return backend.store.put_if_current(obj)
 
 
@@ -418,8 +430,7 @@ def _ready(backend: Any, obj: dict[str, Any], info: dict[str, Any]) -> dict[str,
                              "states": {"activeModelState": "Loaded",
                                         "targetModelState": "Loaded"},
                              "copies": {"failedCopies": 0, "totalCopies": 1}}
-    set_condition(status, "PredictorReady", True)
-    set_condition(status, "Ready", True)
+    _conditions(status, True)
     return backend.store.put_if_current(obj)
 
 
@@ -427,8 +438,7 @@ def _fail(backend: Any, obj: dict[str, Any], reason: str, failure: str,
           message: str) -> dict[str, Any]:
     """Mark the service not ready with the server's own error (KServe's failure fields)."""
     status = obj.setdefault("status", {})
-    set_condition(status, "PredictorReady", False, reason, message)
-    set_condition(status, "Ready", False, reason, message)
+    _conditions(status, False, reason, message)
     loaded = failure != "ModelLoadFailed"
     status["modelStatus"] = {
         "transitionStatus": "UpToDate" if loaded else "BlockedByFailedLoad",

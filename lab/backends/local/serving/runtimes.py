@@ -21,9 +21,11 @@ is one, else the storage folder, where it looks for well-known names
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
+
+from lab.errors import InputError
+from lab.yamlio import read_json
 
 
 @dataclass(frozen=True)
@@ -166,9 +168,9 @@ def _mlserver(fmt: str, storage: Path) -> Loadable:
     if found:
         settings = found[0]
         try:
-            data = json.loads(settings.read_text())
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"{settings} is not readable JSON: {exc}") from None
+            data = read_json(settings)  # the learner's file: capped, depth-bounded
+        except InputError as exc:
+            raise ValueError(f"{settings} is not readable JSON: {exc.problem}") from None
         if not isinstance(data, dict):
             raise ValueError(f"{settings} must hold a JSON object")
         impl = data.get("implementation")

@@ -63,6 +63,10 @@ class Flavor:
     fidelity_prefix: str  # the kind's rule ids in fidelity/rules.py (pytorch.*, tfjob.*)
     missing_hint: str = "add replica specs"
     running_condition = True  # the controller keeps a Running condition
+    # A failed job's replicaStatuses stay as the failing reconcile counted them: the
+    # Training Operator's ReconcileJobs (pkg/controller.v1/common/job.go) only adds active
+    # to succeeded for a job that succeeded and leaves a failed one's counts alone.
+    counts_frozen_on_failure = True
     own_parser = False  # True: the kind reads its manifest itself (parse_object)
 
     # --- the manifest ----------------------------------------------------------------------

@@ -37,6 +37,10 @@ from lab.backends.local.training.spec import (
 from lab.errors import LabError
 from lab.state import StateError
 
+# Applying the same job again changes nothing (kubectl: unchanged; a finished Job is not
+# run again): no re-run, as for an Experiment. A changed manifest, or delete then apply, runs.
+UNCHANGED_IS_NOOP = True
+
 # --- handler API ---------------------------------------------------------------------------
 
 def validate(backend: Any, obj: dict[str, Any], *, base_dir: Path) -> None:

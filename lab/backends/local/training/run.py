@@ -308,7 +308,12 @@ class Supervisor:
         # The operator sums the replicas' restart counts and fails the job once the sum
         # reaches backoffLimit (any restart at all when it is 0).
         if limit is not None and self.total_restarts + 1 >= max(limit, 1):
-            inst.state = "failed"
+            # The operator fails the job in the reconcile that finds the restart count at
+            # the limit, without counting the pods again (training-operator v1.9.0
+            # pkg/controller.v1/common/job.go ReconcileJobs: the jobExceedsLimit branch
+            # writes the status the previous reconcile counted, where this pod was Running,
+            # restarting in place): it stays active in replicaStatuses.
+            inst.state = "restarting"
             return self.job.flavor.backoff_message(self.job)
         self.total_restarts += 1
         inst.restarts += 1
@@ -431,7 +436,10 @@ class Supervisor:
         for inst in active:
             inst.state = "succeeded" if succeeded else "stopped"
         self.pump(final=True)
-        self.save()
+        if succeeded or not self.job.flavor.counts_frozen_on_failure:
+            self.save()
+        else:  # ReconcileJobs of a finished, failed job changes no count (IsFinished)
+            self.backend.store.put(self.obj)
 
 
 def _first_line(proc: subprocess.Popen[bytes], timeout: float) -> str:

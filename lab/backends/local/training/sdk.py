@@ -12,12 +12,16 @@ has no object for is derived, and said here:
 - the pods: one per node, named as the Job controller names them (`<job>-node-0-<i>`),
   labelled as JobSet labels them, with a phase read from the TrainJob's status (Complete:
   Succeeded, Failed: Failed, an active Job: Running, else Pending);
-- events: none (the local backend records none).
+- events: none (the local backend records none);
+- logs: `read_namespaced_pod_log` answers the node's log; with `follow=True` and
+  `_preload_content=False` (kubernetes.watch.Watch().stream, which the SDK's
+  `get_job_logs(follow=True)` uses) a response whose `stream()` yields lines while the node
+  runs and ends when the job does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -178,23 +182,74 @@ class Core:
                              "creationTimestamp": created,
                              "labels": {JOBSET_NAME: name, RJOB_NAME: "node",
                                         JOB_INDEX: str(n["index"])}},
-                "spec": {"containers": [{"name": "node",
-                                         "resources": trainer.get("resourcesPerNode") or {}}]},
+                "spec": {"containers": [{"name": "node", "resources": _quantities(
+                    trainer.get("resourcesPerNode") or {})}]},
                 "status": {"phase": n["phase"]}} for n in nodes(obj)]})
         return _Done(pods) if async_req else pods().to_dict()
 
     def read_namespaced_pod_log(self, name: str, namespace: str, container: str = "node",
-                                **_: Any) -> str:
+                                follow: bool = False, _preload_content: bool = True,
+                                **_: Any) -> Any:
+        """CoreV1Api.read_namespaced_pod_log: the node's log as text; with `follow` and
+        `_preload_content=False` (what kubernetes.watch.Watch.stream passes, as the SDK's
+        `get_job_logs(follow=True)` calls it) a response whose `stream()` yields the lines
+        while the node runs.
+
+        :param bool follow: Follow the log stream of the pod.
+        :return: str
+        """
         job, _sep, index = name.rpartition("-node-0-")
         if not job or not index.isdigit():
             raise _not_found(f"pod {namespace}/{name}")
-        return "\n".join(self.backend.logs("TrainJob", job, namespace, f"node-{index}"))
+        lines = self.backend.logs("TrainJob", job, namespace, f"node-{index}", follow=follow)
+        if _preload_content:
+            return "\n".join(lines)
+        return LogStream(lines)
 
     def list_namespaced_event(self, namespace: str, async_req: bool = False, **_: Any) -> Any:
         from kubernetes.client import CoreV1EventList
 
         empty = CoreV1EventList(items=[])
         return _Done(lambda: empty) if async_req else empty
+
+
+def _quantities(resources: dict[str, Any]) -> dict[str, Any]:
+    """Resource quantities as the API server writes them back (canonical strings: a JSON
+    number 3 is "3", 0.5 is "500m"; apimachinery resource.Quantity.String), as a pod on a
+    cluster carries them: the SDK reports a step's device_count from them."""
+    def one(value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return value
+        if float(value).is_integer():
+            return str(int(value))
+        return f"{round(value * 1000)}m"
+    return {section: {k: one(v) for k, v in values.items()} if isinstance(values, dict)
+            else values for section, values in resources.items()}
+
+
+class LogStream:
+    """What the kubernetes client returns for `_preload_content=False`: a urllib3 response,
+    of which kubernetes.watch.watch.iter_resp_lines uses `stream(amt, decode_content)`
+    (chunks of bytes, split at newlines there), then `close()` and `release_conn()`."""
+
+    def __init__(self, lines: Iterator[str]) -> None:
+        self.lines = lines
+
+    def stream(self, amt: int | None = None, decode_content: bool | None = None
+               ) -> Iterator[bytes]:
+        for line in self.lines:
+            yield line.encode() + b"\n"
+
+    def read(self, amt: int | None = None, decode_content: bool | None = None) -> bytes:
+        return b"".join(self.stream())
+
+    def close(self) -> None:
+        closer = getattr(self.lines, "close", None)
+        if closer is not None:
+            closer()  # a follow stops polling when the reader stops reading
+
+    def release_conn(self) -> None:
+        return None
 
 
 def _drop_none(value: Any) -> Any:

@@ -11,8 +11,10 @@ PyTorchJob's replicas are, in the same private network namespace. Facts from ups
   loopback port here). numProcPerNode comes from the TrainJob, else the runtime's policy
   (default "auto"); "cpu", or "auto" without a GPU, becomes the node's CPU count from
   resourcesPerNode (requests, else limits, rounded up; at least 1); "auto" with GPUs stays
-  "auto" for torchrun to count the GPUs. Torch.Validate refuses numProcPerNode other than
-  an integer, auto, cpu or gpu, and trainer env that sets a PET_ variable above.
+  "auto" for torchrun to count the GPUs. Torch.Validate, only when the TrainJob sets
+  numProcPerNode, refuses one other than an integer, auto, cpu or gpu, and trainer env
+  that sets a PET_ variable above; without numProcPerNode such env is accepted and the
+  PET_ values above replace it (EnforceMLPolicy upserts them after the trainer's env).
 - the Job (JobSet v0.10.1 webhook, Kubernetes batch/v1 defaults): restartPolicy OnFailure,
   backoffLimit 6, parallelism = completions = numNodes, completion mode Indexed
   (JOB_COMPLETION_INDEX in each pod's env).
@@ -47,6 +49,7 @@ from lab.backends.local.training.spec import (
     _mapping,
     _short,
 )
+from lab.kube.trainer import refuse_newer_fields
 
 NODE = "Node"  # the replica type; its instances are node-0, node-1... (the pods' index)
 MASTER_PORT = 29500  # constants.ContainerTrainerPort
@@ -99,6 +102,20 @@ def _resources(raw: Any, where: str) -> tuple[int, int, int]:
     else:
         cpus = _cpu_count(lims["cpu"], f"{where}.limits.cpu") if "cpu" in lims else 0
     return gpus, nvidia, cpus
+
+
+def _ignored_resources(raw: Any) -> tuple[str, ...]:
+    """The parts of resourcesPerNode a local node does not act on: everything but the GPU
+    counts (the node's GPUs) and cpu (numProcPerNode auto), e.g. memory."""
+    where = "trainer.resourcesPerNode"
+    if not isinstance(raw, dict):
+        return ()
+    out = [f"{where}.{key}" for key in raw if key not in ("limits", "requests")]
+    for part in ("requests", "limits"):
+        for name in raw.get(part) or {}:
+            if name != "cpu" and "gpu" not in str(name).lower():
+                out.append(f"{where}.{part}.{name}")
+    return tuple(out)
 
 
 def resolve_nproc(value: str, gpus: int, cpus: int) -> str:
@@ -174,11 +191,13 @@ class TrainJobFlavor(Flavor):
     fidelity_prefix = ""  # no rows in fidelity/rules.py yet: notes are printed directly
     running_condition = False
     own_parser = True
+    counts_frozen_on_failure = False  # jobsStatus follows the JobSet (record)
 
     # --- the manifest ----------------------------------------------------------------------
     def parse_object(self, obj: dict[str, Any]) -> JobSpec:
         meta = obj["metadata"]
         spec = _mapping(obj.get("spec"), "spec")
+        refuse_newer_fields(spec, _err)
         runtime = _runtime(spec)
         trainer = _mapping(spec.get("trainer"), "spec.trainer")
         if spec.get("suspend") is True:
@@ -187,8 +206,12 @@ class TrainJobFlavor(Flavor):
         most = (limits.MAX_LOCAL_PROCESSES, "MAX_LOCAL_PROCESSES")
         nodes = _int(trainer, "numNodes", "spec.trainer", 1, most) or runtime.num_nodes
         env = _env(trainer, "spec.trainer")
+        # Torch.Validate checks reserved env only when the TrainJob sets numProcPerNode
+        # (trainer v2.1.0 pkg/runtime/framework/plugins/torch/torch.go:57-59 returns early
+        # otherwise; 73-84 refuse); without it the PET_ values are overwritten by
+        # EnforceMLPolicy (torch.go:135, UpsertEnvVars after the trainer's env, :128)
         reserved = sorted({name for name, _ in env if name in RESERVED_ENV})
-        if reserved:
+        if reserved and "numProcPerNode" in trainer:
             raise _err("spec.trainer.env", "must not have reserved envs, invalid envs "
                        f"configured: [{' '.join(reserved)}]",
                        "remove them: the Trainer sets them for every node")
@@ -207,8 +230,9 @@ class TrainJobFlavor(Flavor):
         container = _container(trainer, runtime)
         node = Replica(NODE, nodes, self.default_restart, _command(trainer), env, None, nvidia,
                        MASTER_PORT, container.get("image"), "spec.trainer", container)
-        ignored = tuple(k for k in CLUSTER_ONLY if spec.get(k)) + tuple(
-            f"trainer.{k}" for k in ("image", "resourcesPerNode") if trainer.get(k))
+        ignored = tuple(k for k in CLUSTER_ONLY if spec.get(k)) + \
+            (("trainer.image",) if trainer.get("image") else ()) + \
+            _ignored_resources(trainer.get("resourcesPerNode"))
         job = JobSpec(meta["name"], meta.get("namespace", "default"), {NODE: node},
                       BACKOFF_LIMIT, None, "All", kind=self.kind, nproc_per_node=nproc,
                       ignored=ignored, runtime=runtime)

@@ -388,7 +388,8 @@ class _Run:
             ctype, detail = "MetricsUnavailable", self._missing(run)
         else:
             ctype = "Succeeded"
-        tuning_status.trial_finished(trial, ctype, detail)
+        kind = ((trial.get("spec") or {}).get("runSpec") or {}).get("kind")
+        tuning_status.trial_finished(trial, ctype, detail, job_kind=kind)
         value = tuning_status.trial_objective(trial)
         # Katib tells its suggestion service Succeeded and EarlyStopped trials, with their
         # objective (pkg/suggestion/v1beta1/internal/trial.py `Trial.convert`).
@@ -734,7 +735,44 @@ def _runnable(obj: dict[str, Any]) -> Spec:
 
 def validate(backend: Any, obj: dict[str, Any], *, base_dir: Path) -> None:
     """Everything `apply` refuses, with no side effect."""
-    _runnable(obj)
+    spec = _runnable(obj)
+    _metrics_folder(spec, base_dir)
+
+
+def _metrics_folder(spec: Spec, base_dir: Path) -> None:
+    """Refuse before the first trial an absolute File (or TensorFlowEvent) collector path
+    whose folder kflab cannot make: Katib mounts an empty folder there in each trial pod,
+    which locally means kflab makes the folder (then mounts a trial's own over it), and a
+    folder such as /katib can be made only as root. Without this every trial would fail the
+    same way until maxFailedTrialCount."""
+    coll = spec.collector
+    if coll.kind not in ("File", "TensorFlowEvent") or not coll.path or \
+            not os.path.isabs(str(coll.path)):
+        return
+    folder = Path(str(coll.path)) if coll.kind == "TensorFlowEvent" \
+        else Path(str(coll.path)).parent
+    above = folder
+    while not above.exists() and above != above.parent:
+        above = above.parent
+    if above == folder or os.access(above, os.W_OK | os.X_OK):
+        return
+    who = "root" if os.geteuid() == 0 else f"user {_user()}"
+    raise InputError(
+        f"experiment '{spec.name}'", "spec.metricsCollectorSpec.source.fileSystemPath.path",
+        f"{folder} does not exist and cannot be made here ({above} is not writable by "
+        f"{who}): Katib mounts an empty folder there in each trial pod, which kflab makes "
+        "locally, and a folder at the top of the file system needs root; no trial would "
+        "run", hint=f"make it once (sudo mkdir -p {folder} && sudo chown $USER {folder}), "
+        "or point the path, and the path the trial writes, into the manifest's folder")
+
+
+def _user() -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return str(os.geteuid())
 
 
 def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = True,
@@ -742,6 +780,7 @@ def apply(backend: Any, obj: dict[str, Any], *, base_dir: Path, wait: bool = Tru
     """Run an Experiment to completion in the foreground (`wait` is always honoured as
     True: trials are children of this process)."""
     spec = _runnable(obj)
+    _metrics_folder(spec, base_dir)
     exp = copy.deepcopy(obj)
     exp.pop("status", None)
     _defaults(exp, spec)

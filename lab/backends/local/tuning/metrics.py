@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -142,6 +143,10 @@ class MetricLog:
         return {"metrics": metrics}
 
 
+READ_BYTES = 16 * 1024 * 1024  # of a metrics file per read; more waits for the next read
+MAX_LINE_BYTES = 1024 * 1024  # a metrics line longer than this is dropped
+
+
 class Tail:
     """Reads the lines appended to a file since the last call (whole lines only).
 
@@ -153,6 +158,7 @@ class Tail:
         self.path = path
         self.offset = 0
         self.partial = b""
+        self.skipping = False
         self.inode: int | None = None
         if fresh:
             try:
@@ -162,21 +168,38 @@ class Tail:
                 pass
 
     def read(self, final: bool = False) -> list[str]:
+        """The whole lines appended since the last call, at most READ_BYTES of them per
+        call (the rest comes next time). The file is the trial's (a path the Experiment
+        names): it is opened without blocking and read only when it is a regular file, so
+        a FIFO or a device there never stalls the trial's supervisor."""
         try:
-            with open(self.path, "rb") as fh:
-                st = os.fstat(fh.fileno())
-                if (self.inode is not None and st.st_ino != self.inode) or \
-                        st.st_size < self.offset:
-                    self.offset, self.partial = 0, b""
-                self.inode = st.st_ino
-                fh.seek(self.offset)
-                chunk = fh.read()
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:  # not there (yet), or not readable: nothing to collect
             return []
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return []
+            if (self.inode is not None and st.st_ino != self.inode) or \
+                    st.st_size < self.offset:
+                self.offset, self.partial, self.skipping = 0, b"", False
+            self.inode = st.st_ino
+            chunk = os.pread(fd, READ_BYTES, self.offset)
+        except OSError:
+            return []
+        finally:
+            os.close(fd)
         self.offset += len(chunk)
         data = self.partial + chunk
+        if self.skipping:  # the rest of a line too long to be a metric
+            cut = data.find(b"\n")
+            if cut < 0:
+                return []
+            data, self.skipping = data[cut + 1:], False
         lines = data.split(b"\n")
         self.partial = b"" if final else lines.pop()
+        if len(self.partial) > MAX_LINE_BYTES:  # a "line" that never ends is not a metric
+            self.partial, self.skipping = b"", True
         return [ln.decode(errors="replace").rstrip("\r") for ln in lines if ln or not final]
 
 

@@ -36,6 +36,25 @@ TRIAL_REASONS = {
 }
 TERMINAL = ("Succeeded", "Failed", "MetricsUnavailable", "Killed", "EarlyStopped")
 
+# The condition of the trial's Job that Katib copies into the Trial's reason and message
+# (v0.19.0 trial/trial_controller_util.go:54-59, 83-88, 103-108: "<reason>. Job reason: R",
+# "<message>. Job message: M"), read with the default success/failure conditions
+# (experiments/v1beta1/constants.go:27,30: the Job's Complete / Failed condition that is
+# True, trial/util/job_util.go GetDeployedJobStatus). What writes them:
+# - batch Job, Kubernetes v1.34 (k3s v1.34.2): Complete (after SuccessCriteriaMet) with
+#   reason CompletionsReached, message "Reached expected number of succeeded pods"; Failed
+#   with BackoffLimitExceeded, "Job has reached the specified backoff limit"
+#   (pkg/controller/job/job_controller.go syncJob; batch/v1 types.go JobReason*);
+# - PyTorchJob / TFJob, training-operator v1.9.2: reason <Kind>Succeeded / <Kind>Failed
+#   (pkg/util/status.go:31 NewReason), success message
+#   pkg/controller.v1/pytorch/pytorchjob_controller.go:391 / tensorflow/tfjob_controller.go:451.
+JOB_SUCCEEDED = {"Job": ("CompletionsReached", "Reached expected number of succeeded pods"),
+                 "PyTorchJob": ("PyTorchJobSucceeded", "PyTorchJob {name} is successfully "
+                                                       "completed."),
+                 "TFJob": ("TFJobSucceeded", "TFJob {namespace}/{name} successfully completed.")}
+JOB_FAILED = {"Job": ("BackoffLimitExceeded", "Job has reached the specified backoff limit"),
+              "PyTorchJob": ("PyTorchJobFailed", ""), "TFJob": ("TFJobFailed", "")}
+
 
 def mark(status: dict[str, Any], ctype: str, value: bool, reason: str, message: str) -> None:
     """Katib's setCondition: unchanged (status, reason) is a no-op; a changed condition moves
@@ -71,8 +90,25 @@ def trial_running(trial: dict[str, Any]) -> None:
     mark(trial["status"], "Running", True, *TRIAL_REASONS["Running"])
 
 
-def trial_finished(trial: dict[str, Any], ctype: str, detail: str = "") -> None:
+def trial_finished(trial: dict[str, Any], ctype: str, detail: str = "",
+                   job_kind: str | None = None) -> None:
+    """The trial's terminal condition. With the kind of the trial's job, the reason is
+    Katib's on Kubernetes v1.34 ("TrialSucceeded. Job reason: CompletionsReached"), and so
+    is the message of a success; a failure's or missing metrics' message carries kflab's
+    `detail` (why, in the learner's terms) where Katib copies the Job's generic line."""
     reason, message = TRIAL_REASONS[ctype]
+    job = None
+    if job_kind in JOB_SUCCEEDED and ctype in ("Succeeded", "MetricsUnavailable"):
+        job = JOB_SUCCEEDED[job_kind]
+    elif job_kind in JOB_FAILED and ctype == "Failed":
+        job = JOB_FAILED[job_kind]
+    if job is not None:
+        meta = trial.get("metadata") or {}
+        job_reason, job_message = job[0], job[1].format(name=meta.get("name", ""),
+                                                        namespace=meta.get("namespace", ""))
+        reason = f"{reason}. Job reason: {job_reason}"
+        if ctype == "Succeeded" or not detail:
+            detail = job_message
     if detail:
         message = f"{message}. Job message: {detail}"
     _finish(trial["status"], ctype, reason, message)

@@ -1,0 +1,48 @@
+"""What a learner reads around the labs, piped (issue 33 Why 7): `scenario list` says which
+steps of a lab run here, `open pipelines` on the local backend points to `kflab ui`, and
+`doctor` prints plain columns when its output is not a terminal. The same in a real
+terminal: tests/integration/test_tmux_learner_surface.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}  # whatever this machine has
+
+
+def test_scenario_list_says_which_steps_run_here(kflab, state: Path) -> None:
+    listed = {s["id"]: s for s in json.loads(kflab("scenario", "list", "--json",
+                                                   env=NO_GPU).stdout)}
+    tj = listed["distributed-training-trainjob"]
+    # the reason for 0 GPUs follows (no driver here, or CUDA_VISIBLE_DEVICES hides them)
+    assert tj["cannot_run_here"].startswith("steps 1-4 run here; step 5 (One node with a GPU) "
+                                            "needs an NVIDIA GPU (0 GPU(s) here")
+    assert tj["runs_partly_here"] is True
+    assert listed["gpu-check"]["runs_partly_here"] is False
+    table = kflab("scenario", "list", env=NO_GPU).stdout
+    row = next(x for x in table.splitlines() if x.startswith("distributed-training-trainjob"))
+    assert "(partly here*)" in row and "(not here*)" not in row
+    assert "* distributed-training-trainjob on this machine: steps 1-4 run here; step 5" \
+        in table
+    assert "(not here*)" in next(x for x in table.splitlines() if x.startswith("gpu-check"))
+
+
+def test_open_pipelines_on_the_local_backend_points_to_kflab_ui(kflab, state: Path) -> None:
+    for what in ("pipelines", "katib"):
+        done = kflab("open", what, env={"KFLAB_BACKEND": "local"})
+        assert done.returncode == 2
+        assert "fix: `kflab ui` shows them in the browser" in done.stderr, done.stderr
+
+
+def test_doctor_piped_prints_plain_columns(kflab) -> None:
+    done = kflab("doctor")
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("kflab doctor (")
+    assert lines[1].split() == ["CHECK", "RESULT", "OBSERVED", "ADVICE"]
+    assert not any(ch in done.stdout for ch in "┏┃│└━─╇"), done.stdout
+    result_at = lines[1].index("RESULT")  # one line per check, RESULT aligned
+    results = {line[:result_at].strip(): line[result_at:].split()[0] for line in lines[2:]
+               if line.strip()}
+    assert results["cpus"] in ("pass", "warn", "fail"), results
+    assert results["local backend"] == "pass", results

@@ -8,9 +8,7 @@ One server and one tiny one-component run per module; nothing is mocked. (No
 
 import copy
 import json
-import os
 import urllib.request
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,10 +19,9 @@ from kfp import compiler, dsl  # noqa: E402
 
 from lab.backends.local import LocalBackend  # noqa: E402
 from lab.webui.server import UiServer  # noqa: E402
-from tests.conftest import run_kflab  # noqa: E402
+from tests.conftest import need_upstream, run_kflab  # noqa: E402
 
-SWAGGER = Path(os.environ.get("KFLAB_SHARED", "/work/shared")) / \
-    "upstream/kfp-api-2.16.0/v2beta1/swagger/kfp_api_single_file.swagger.json"
+SWAGGER_PARTS = ("kfp-api-2.16.0", "v2beta1", "swagger", "kfp_api_single_file.swagger.json")
 
 
 @dsl.component
@@ -59,11 +56,9 @@ def _strict(defs: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def schema() -> Any:
-    if not SWAGGER.is_file():
-        return None
     import jsonschema
 
-    doc = json.loads(SWAGGER.read_text())
+    doc = json.loads(need_upstream(*SWAGGER_PARTS).read_text())
     defs = _strict(doc["definitions"])
 
     validators: dict[str, Any] = {}
@@ -199,8 +194,6 @@ def kfp_server_api_exception() -> type[Exception]:
 
 
 def test_exchanges_match_the_kfp_2_16_schema(finished: Any, server: Any, schema: Any) -> None:
-    if schema is None:
-        pytest.skip("KFP 2.16 API schema not available (../shared/upstream/kfp-api-2.16.0)")
     seen = set()
     for method, path, status, sent, out in server.exchanges:
         if status != 200:

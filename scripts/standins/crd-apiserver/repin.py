@@ -20,7 +20,7 @@ import os
 import re
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 MIRROR = os.environ.get("KFLAB_DEBIAN_MIRROR", "http://deb.debian.org/debian")
@@ -100,7 +100,7 @@ def main(work: Path, lock: Path, main_go: Path) -> int:
         deb = files[name]
         version = run(["dpkg-deb", "-f", str(deb), "Version"]).strip()
         rows.append(f"{name} {version} {hashlib.sha256(deb.read_bytes()).hexdigest()}")
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d")
     lock.write_text("\n".join([*header, f"# pinned: {stamp} from {MIRROR} sid", *rows]) + "\n")
     print(f"repin: {lock}: {len(rows)} packages ({len(dirs)} Go packages imported)")
     return 0

@@ -12,6 +12,14 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+# kflab's own settings in the caller's shell (a mirror in KFLAB_GITHUB_URL, KFLAB_BACKEND=cluster,
+# a KFLAB_STATE...) would change what the product does under every test: the tests start from
+# the product's defaults, and a test that wants one sets it. Kept: the test suite's own knobs.
+TEST_KNOBS = ("KFLAB_SHARED", "KFLAB_STANDIN_CACHE", "KFLAB_TORCH_FIND_LINKS",
+              "KFLAB_LEARNER_ENV", "KFLAB_DEBIAN_MIRROR", "KFLAB_TEST_")
+for _name in [n for n in os.environ if n.startswith("KFLAB_") and not n.startswith(TEST_KNOBS)]:
+    del os.environ[_name]
+
 
 def _shared_root() -> Path:
     """Where the upstream test data is (the order scripts/fetch_upstream.py fills it in):

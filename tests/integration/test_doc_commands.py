@@ -1,7 +1,7 @@
 """Every shell command of the user docs, run as written (issue 33): one bash session per doc, in
 document order, as its reader runs them: a fresh HOME (so a fresh state folder, ~/.kflab), an
 80-column terminal, nothing of this test run in the environment. tests/doc_commands.py reads
-the docs; tests/unit/test_doc_commands.py fails when a command is neither run here nor marked
+the docs; tests/unit/test_doc_marks.py fails when a command is neither run here nor marked
 `<!-- needs: ... -->` in its doc.
 
 A session says who its reader is, which exit codes a command may end with (a `kflab check`

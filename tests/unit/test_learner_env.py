@@ -82,3 +82,30 @@ def test_this_run_writes_bytecode_as_a_learner_does(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-c", "import mod_here"], cwd=tmp_path, check=True,
                    env={k: v for k, v in os.environ.items()}, timeout=60)
     assert list((tmp_path / "__pycache__").glob("mod_here.*.pyc"))
+
+
+pytest_plugins = ["pytester"]
+
+
+def test_kflab_settings_of_the_callers_shell_do_not_reach_the_tests(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A contributor's mirror or backend (KFLAB_GITHUB_URL, KFLAB_BACKEND) would change what the
+    product does under every test (one test failed so in a run with a loopback mirror set):
+    tests start from the defaults; the suite's own knobs (KFLAB_SHARED, KFLAB_TEST_*) pass."""
+    monkeypatch.setenv("KFLAB_GITHUB_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("KFLAB_BACKEND", "cluster")
+    monkeypatch.setenv("KFLAB_TEST_WORKERS", "2")
+    pytester.makeconftest((REPO / "tests" / "conftest.py").read_text())
+    pytester.makepyfile(test_env="""
+import os, subprocess, sys
+
+def test_env():
+    assert "KFLAB_GITHUB_URL" not in os.environ and "KFLAB_BACKEND" not in os.environ
+    assert os.environ["KFLAB_TEST_WORKERS"] == "2"
+    code = "import os; print(os.environ.get('KFLAB_BACKEND'))"
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True).stdout.strip()
+    assert child == "None"
+""")
+    res = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert res.ret == 0, res.outlines[-20:]

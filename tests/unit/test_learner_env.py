@@ -64,9 +64,13 @@ def test_ci_runs_the_readme_command_with_debian_python_and_an_empty_home(tmp_pat
     assert got["KFLAB_TORCH_FIND_LINKS"] == (env.get("KFLAB_TORCH_FIND_LINKS") or
                                              env["PIP_FIND_LINKS"])  # torch's wheelhouse
     assert got["KFLAB_WORKERS_NOTE"] == "kept"  # the project's own knobs pass
+    # pip's download cache stays the caller's own (a laptop keeps one), outside the empty HOME
+    assert got["PIP_CACHE_DIR"] == env.get("PIP_CACHE_DIR",
+                                           f"{os.environ['HOME']}/.cache/pip")
     assert set(got) <= {"args", "python3", "home", "PATH", "HOME", "LANG", "TERM", "USER",
                         "LOGNAME", "PWD", "SHLVL", "OLDPWD", "_", "SSL_CERT_FILE",
-                        "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PIP_CERT"} | {
+                        "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PIP_CERT",
+                        "PIP_CACHE_DIR"} | {
         k for k in got if k.startswith("KFLAB_")}, sorted(got)
 
 

@@ -280,7 +280,8 @@ def test_only_wheels_fetches_no_artifact(github, tmp_path, monkeypatch):
                         lambda dest, src, extras, say, deps=True: real(dest, src, extras, say,
                                                                        deps=False))
     asked = len(github["server"].requests)
-    empty = _create([str(tmp_path / "e"), "--images-file", "/dev/null"], github)
+    (tmp_path / "none.txt").write_text("")  # an images file that names no image
+    empty = _create([str(tmp_path / "e"), "--images-file", str(tmp_path / "none.txt")], github)
     assert empty.exit_code != 0 and "--only wheels" in str(empty.exception)
     assert len(github["server"].requests) == asked and not (tmp_path / "e").exists()
     res = _create([str(tmp_path / "b"), "--only", "wheels", "--extras", ""], github)

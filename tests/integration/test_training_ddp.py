@@ -24,7 +24,7 @@ dist.destroy_process_group()
 
 def spec(n: int, argv: list[str], policy: str = "Never") -> dict:
     return {"replicas": n, "restartPolicy": policy, "template": {"spec": {"containers": [
-        {"name": "pytorch", "image": "ignored", "command": argv}]}}}
+        {"name": "pytorch", "image": "python:3.11-slim", "command": argv}]}}}
 
 
 @pytest.mark.slow

@@ -33,7 +33,7 @@ ENV_PRINTER = ("import json, os; print('ENV ' + json.dumps({k: v for k, v in os.
 
 
 def replica(n: int, argv: list[str], policy: str = "Never", env: list | None = None) -> dict:
-    container: dict = {"name": "pytorch", "image": "ignored", "command": argv}
+    container: dict = {"name": "pytorch", "image": "python:3.11-slim", "command": argv}
     if env:
         container["env"] = env
     return {"replicas": n, "restartPolicy": policy,
@@ -325,8 +325,10 @@ def test_bad_manifests_name_the_field() -> None:
     obj = json.loads(json.dumps(base))
     del obj["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0][
         "command"]
+    parsed = parse(obj)  # a container would run the image's entrypoint; a process cannot
     with pytest.raises(InputError, match="entrypoint"):
-        parse(obj)
+        for rep in parsed.replicas.values():
+            parsed.flavor.check_command(rep)
 
 
 def test_more_gpus_than_the_machine_has_is_refused(backend: LocalBackend, tmp_path: Path,

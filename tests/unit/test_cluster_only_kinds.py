@@ -31,7 +31,9 @@ def test_apply_names_a_cluster_only_kind(kind: str, kflab, state: Path,
     done = kflab("apply", "-f", str(path))
     assert done.returncode == 2, done.stdout + done.stderr
     text = " ".join(done.stderr.split())
-    assert f"{kind} runs on a cluster only" in text and "kflab up" in text, text
+    named = f"{kind} runs on a cluster only" in text or (
+        f"{kind} (" in text and "the local backend does not run" in text)
+    assert named and "kflab up" in text, text
     assert "unknown resource type" not in text and "bug in kflab" not in text
     assert not (state / "resources").exists() or not list((state / "resources").rglob("*"))
 

@@ -56,7 +56,8 @@ def doctor(as_json: bool, provider: str | None, profile_path: str | None) -> Non
     from pathlib import Path as _P
 
     from lab import config
-    from lab.doctor import Needs, as_dicts, diagnose
+    from lab.doctor import diagnose
+    from lab.doctor.rows import Needs, as_dicts
 
     if provider == "local" or (provider is None and not profile_path
                                and not _P(config.PROFILE_FILE).exists()):

@@ -26,7 +26,6 @@ from lab.backends.local.procs import iter_log
 from lab.backends.local.training import containers
 from lab.backends.local.training import status as st
 from lab.backends.local.training.env import available_for, plan_gpus
-from lab.backends.local.training.run import Supervisor
 from lab.backends.local.training.kinds import (
     KINDS,
     apply_defaults,
@@ -34,6 +33,7 @@ from lab.backends.local.training.kinds import (
     parse,
     replica_type,
 )
+from lab.backends.local.training.run import Supervisor
 from lab.errors import LabError
 from lab.state import StateError
 

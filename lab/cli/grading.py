@@ -120,10 +120,10 @@ def grade_collect(obj: Obj, paths: tuple[str, ...], csv_out: str, html_out: str,
                   rerun: bool) -> None:
     """Merge many students' grades (grade folders or grade.json files) into one CSV and one
     HTML page."""
-    from lab.scenarios import gradebook
+    from lab.scenarios import gradebook, grading
 
     if rerun:
-        for line in gradebook.rerun_all([Path(p) for p in paths], obj.state):
+        for line in grading.rerun_all([Path(p) for p in paths], obj.state):
             click.echo(line)
     grades, notes = gradebook.collect([Path(p) for p in paths])
     Path(csv_out).write_text(gradebook.csv_text([gradebook.row(g) for g in grades]))

@@ -97,7 +97,7 @@ def parse(argv: list[str]) -> _Request | None:
 
 
 def _terminal() -> bool:
-    """rich's Console.is_terminal for kflab's console (lab.ui.console: sys.stdout)."""
+    """rich's Console.is_terminal for kflab's console (lab.term.console.console: sys.stdout)."""
     compat = os.environ.get("TTY_COMPATIBLE", "")
     if compat in ("0", "1"):
         return compat == "1"

@@ -69,7 +69,7 @@ def doctor(as_json: bool, provider: str | None, profile_path: str | None) -> Non
     if as_json:
         click.echo(json.dumps(as_dicts(rows), indent=2))
     else:
-        from lab.ui import doctor_table
+        from lab.term.tables import doctor_table
 
         doctor_table(rows, title)
     if any(r.status == "fail" for r in rows):

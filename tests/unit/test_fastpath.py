@@ -330,9 +330,9 @@ def _drain(fd: int) -> bytes:
 def test_the_lines_are_what_rich_prints(
         inproc: Path, kind: str, env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
         capfd: pytest.CaptureFixture) -> None:
-    """The fast path's lines, against what lab.ui's rich console prints for the same event
+    """The fast path's lines, against what lab.term's rich console prints for the same event
     to the same terminal or pipe in the same environment (styles, no wrapping)."""
-    from lab import ui
+    from lab.term import tables as ui
 
     for name in ("COLUMNS", "LINES", "NO_COLOR", "COLORTERM", "TERM"):
         monkeypatch.delenv(name, raising=False)

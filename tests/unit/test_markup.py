@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from lab import ui
+from lab.term import tables as ui
 from lab.kube.kinds import lookup
 
 HOSTILE = ["/data/[/raw]", "[bold red]boom[/]", "[link=file:///etc/passwd]x[/link]",

@@ -69,7 +69,7 @@ def scenario_grade(obj: Obj, name: str, work: str, student: str | None,
     With --rerun, the checks read what the student's files make when run again."""
     from lab.scenarios import gradebook, grading, handin, htmlreport
     from lab.scenarios.loader import find
-    from lab.term.tables import console, esc
+    from lab.term.console import console, esc
 
     s = find(name)
     result = grading.grade(s, Path(work), obj.state, student=student,

@@ -35,7 +35,7 @@ def apply(obj: Obj, files: tuple[str, ...], validation: str, dry_run: bool) -> N
     """
     from lab.kube.conditions import FAILED_STATES, ready_message, summary_state
     from lab.kube.manifests import apply_document, plan, record_warnings, validation_mode
-    from lab.term.tables import printable
+    from lab.term.console import printable
 
     backend = obj.backend(progress=True)
     if dry_run and backend.name == "cluster":
@@ -203,7 +203,7 @@ def _failures(obj: Obj, items: list[dict[str, Any]]) -> None:
     """Below `get NAME`'s table: why each named resource failed, with its failing part's
     last log lines (a pipeline task's error) and where the whole log is."""
     from lab.backends import failures
-    from lab.term.tables import console, esc
+    from lab.term.console import console, esc
 
     backend = obj.backend()
     for o in items:

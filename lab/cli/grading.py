@@ -28,11 +28,11 @@ def progress_export(obj: Obj, names: tuple[str, ...], student: str, out: str) ->
 
     NAMES are scenario ids; without them every scenario you started is exported.
     """
-    from lab.scenarios import handin
+    from lab.scenarios import export
     from lab.scenarios.loader import find
 
     sids = [find(n).id for n in names]
-    manifest = handin.export(obj.state, sids, student, Path(out))
+    manifest = export.export(obj.state, sids, student, Path(out))
     for sid, info in manifest["scenarios"].items():
         click.echo(f"  {sid}: work folder {info['workdir']}")
     for item in manifest["left_out"]:

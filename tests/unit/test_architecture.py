@@ -214,6 +214,20 @@ def test_imports_go_down_the_stated_direction() -> None:
     assert not upward, "imports against docs/architecture.md's direction:\n" + "\n".join(upward)
 
 
+def test_the_layout_lists_the_top_of_lab_as_the_imports_go() -> None:
+    """Each entry directly under lab/ in the layout tree imports only entries below it."""
+    order = [p.removeprefix("lab/").removesuffix("/").removesuffix(".py")
+             for p in layout() if p.startswith("lab/") and p.count("/") - p.endswith("/") == 1]
+    place = {unit: i for i, unit in enumerate(order)}
+    mods = modules()
+    upward = []
+    for a, b, line in imports(mods):
+        ua, ub = a.split(".")[1:2], b.split(".")[1:2]
+        if ua and ub and ua != ub and place[ua[0]] > place[ub[0]]:
+            upward.append(f"{mods[a].relative_to(REPO)}:{line} imports {b}")
+    assert not upward, "imports up the layout tree's order:\n" + "\n".join(upward)
+
+
 @pytest.mark.parametrize(("importer", "never"), [
     ("lab.backends", ("lab.cli", "lab.providers", "lab.provision", "lab.scenarios",
                       "lab.teaching", "lab.term", "lab.webui")),

@@ -125,6 +125,34 @@ def lookup(name: str) -> Kind:
         raise LabError(f"unknown resource type '{name}'", hint=f"use one of: {known}") from None
 
 
+# Kinds users meet in Kubeflow's examples that kflab does not take, with what to do instead.
+# The Training Operator v1.9 kinds other than PyTorchJob and TFJob run on a cluster (the lab
+# installs the operator); Kubernetes' own objects are the cluster's plumbing.
+OTHER_KUBEFLOW = {"MPIJob", "XGBoostJob", "PaddleJob", "JAXJob", "MXJob"}
+KUBERNETES = {"Pod", "Service", "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job",
+              "CronJob", "ConfigMap", "Secret", "PersistentVolume", "PersistentVolumeClaim",
+              "StorageClass", "Namespace", "ServiceAccount", "Ingress"}
+
+
+def not_taken_locally(obj: dict) -> LabError | None:
+    """A clear refusal for a kind the local backend knows of but does not take, else None
+    (a kind kflab knows nothing of gets `lookup`'s unknown resource type)."""
+    kind, api = str(obj.get("kind", "")), str(obj.get("apiVersion", ""))
+    runs = "PyTorchJob, TFJob and TrainJob"
+    if kind in OTHER_KUBEFLOW:
+        return LabError(f"{kind} ({api}) is a Training Operator kind the local backend does "
+                        f"not run: it runs {runs} (and Katib, KServe, Notebook, pipelines)",
+                        hint=f"run it on a cluster (`kflab up`, or --context for yours), or "
+                             f"write the job as a {runs.replace(' and', ' or')}")
+    if kind in KUBERNETES:
+        return LabError(f"a Kubernetes {kind} is cluster plumbing the local backend has no "
+                        "use for: it has no pods, services or volumes; local workloads read "
+                        "files from the manifest's folder and listen on 127.0.0.1",
+                        hint=f"leave the {kind} out locally, or apply it on a cluster "
+                             "(`kflab up`, or --context for yours)")
+    return None
+
+
 def for_object(obj: dict) -> Kind:
     """The Kind of a manifest, checking that its apiVersion group matches."""
     kind = lookup(str(obj.get("kind", "")))

@@ -42,6 +42,14 @@ def load_manifests(path: Path) -> list[Located]:
             if not isinstance(obj.get(key), str) or not obj[key]:
                 raise doc.error((key,), "missing", hint=f"set {key}: at the top of the object")
         meta: Any = obj.get("metadata")
+        if isinstance(meta, dict) and meta.get("name") is None and meta.get("generateName"):
+            # kubectl apply refuses it too ("cannot use generate name with apply"): a
+            # generated name is for `kubectl create`, which kflab does not have
+            raise doc.error(("metadata", "name"),
+                            f"missing: generateName ({meta['generateName']!r}) is for "
+                            "`kubectl create`; apply (kubectl's too) needs a name",
+                            hint="set metadata.name (e.g. "
+                                 f"{str(meta['generateName']).rstrip('-') or 'my-object'}-1)")
         if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
             raise doc.error(("metadata", "name"), "missing",
                             hint="set metadata: {name: my-object}")

@@ -107,7 +107,7 @@ def test_apply_errors_name_file_and_field(kflab, state, tmp_path: Path) -> None:
     out = kflab("apply", "-f", str(bad))
     assert out.returncode == 2 and f"{bad}:3: field 'metadata.name': missing" in out.stderr
     bad.write_text("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n")
-    assert "unknown resource type 'Deployment'" in kflab("apply", "-f", str(bad)).stderr
+    assert "a Kubernetes Deployment is cluster plumbing" in kflab("apply", "-f", str(bad)).stderr
 
 
 def test_check_without_a_scenario(kflab, state) -> None:

@@ -1,5 +1,5 @@
-"""Katib rules replayed against upstream: each test names the rule (lab/fidelity.py) and
-the upstream source it restates, and most replay a recorded trace.
+"""Katib rules replayed against upstream: each test names the rule (lab/backends/local/
+fidelity/rules.py) and the upstream source it restates, and most replay a recorded trace.
 
 Traces (tests/data/fidelity/): the grid order recorded with optuna 3.3.0, the version Katib
 v0.19's grid service pins (scripts/record_katib_grid_trace.py); the median stopping values

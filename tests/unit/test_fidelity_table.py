@@ -1,12 +1,14 @@
-"""docs/fidelity.md and the code read the same table (lab/fidelity.py): the page is the
-table rendered; every DIFFERENT row is announced by the code for an example manifest (the
-handlers' own pure functions decide); every REFUSED row is refused naming its field;
-every SAME row names a test that exists and replays the upstream rule."""
+"""docs/fidelity.md and the code read the same table (lab/backends/local/fidelity/rules.py):
+the page is the table rendered, with the upstream examples' sweep from its stored results;
+every DIFFERENT row is announced by the code for an example manifest (the handlers' own pure
+functions decide); every REFUSED row is refused naming its field; every SAME row names a
+test that exists and replays the upstream rule."""
 
 from __future__ import annotations
 
 import ast
 import copy
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,8 +16,8 @@ from typing import Any
 import pytest
 from tuning_helpers import container, experiment
 
-from lab import fidelity
-from lab.backends.local import LocalBackend
+from lab.backends.local import LocalBackend, fidelity
+from lab.backends.local.fidelity import page
 from lab.backends.local.notebooks import spec as notebook_spec
 from lab.backends.local.serving import spec as serving_spec
 from lab.backends.local.serving.handler import differences as serving_differences
@@ -204,10 +206,53 @@ REFUSED: dict[str, Callable[[Path], Any]] = {
 }
 
 
-def test_the_page_is_the_table() -> None:
-    page = (REPO / "docs" / "fidelity.md").read_text()
-    assert page == fidelity.render(), \
-        "docs/fidelity.md is stale: python -m lab.fidelity > docs/fidelity.md"
+SWEEP = REPO / "docs" / "fidelity"
+
+
+def _stored() -> tuple[dict, dict]:
+    return (json.loads((SWEEP / "listing.json").read_text()),
+            json.loads((SWEEP / "results.json").read_text()))
+
+
+def test_the_page_is_the_table_and_the_sweep() -> None:
+    listing, results = _stored()
+    assert (REPO / "docs" / "fidelity.md").read_text() == page.render(listing, results), \
+        "docs/fidelity.md is stale: python scripts/fidelity_sweep.py render"
+
+
+def test_the_results_cover_every_listed_example_in_both_columns() -> None:
+    """The listing is every example file of the pinned trees (scripts/fidelity_sweep.py
+    `list`); a skipped example, or one run in one column only, shows here."""
+    listing, results = _stored()
+    per_tree = {t: sum(1 for k in listing["files"] if k.startswith(t + "/"))
+                for t in listing["trees"]}
+    # every file of each pinned folder, not a selection (v0.19.0, v1.9.2, v0.16.0, 2.16.0)
+    assert per_tree["katib"] == 33 and per_tree["training-operator"] == 31
+    assert per_tree["kserve"] == 71 and per_tree["notebooks"] == 3
+    assert per_tree["pipelines"] >= 20
+    ran = results["examples"]
+    missing = [(key, col) for key in listing["files"] for col in page.COLUMNS
+               if col not in ran.get(key, {})]
+    assert missing == []
+    extra = sorted(set(ran) - set(listing["files"]))
+    assert extra == []  # results of files the listing no longer has
+    for key, entry in ran.items():
+        for col, res in entry.items():
+            assert res["verdict"] in page.VERDICTS and res["reason"], (key, col)
+
+
+def test_the_counts_the_page_quotes_are_counted() -> None:
+    """Every count is computed from the results: changing one verdict changes the page."""
+    listing, results = _stored()
+    key = next(iter(listing["files"]))
+    before = page.render(listing, results)
+    changed = json.loads(json.dumps(results))
+    old = changed["examples"][key]["none"]["verdict"]
+    changed["examples"][key]["none"]["verdict"] = "wrong" if old != "wrong" else "exact"
+    after = page.render(listing, changed)
+    assert before != after
+    n = page.counts(listing, changed, "none")
+    assert f"{n['wrong']} wrong" in after
 
 
 def test_rows_are_well_formed() -> None:

@@ -302,7 +302,7 @@ def test_a_number_where_katib_takes_a_string_says_so() -> None:
 
 
 def test_a_trial_kind_with_its_own_controller_is_named() -> None:
-    """Katib's Argo Workflow, Tekton PipelineRun and TrainJob trials: refused naming the
+    """Katib's Argo Workflow, Tekton PipelineRun and MPIJob trials: refused naming the
     kind, not "no containers found"."""
     obj = experiment()
     obj["spec"]["trialTemplate"]["trialSpec"] = {
@@ -313,4 +313,5 @@ def test_a_trial_kind_with_its_own_controller_is_named() -> None:
     with pytest.raises(InputError) as err:
         tuning_spec.parse(obj)
     assert err.value.field == "spec.trialTemplate.trialSpec.kind"
-    assert "a Workflow trial (argoproj.io/v1alpha1) needs its own controller" in str(err.value)
+    assert "a trial of kind Workflow (argoproj.io/v1alpha1) needs its own controller" \
+        in str(err.value)

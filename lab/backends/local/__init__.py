@@ -28,7 +28,7 @@ from lab.backends.local.store import Store
 from lab.errors import InputError, LabError, NotFound
 from lab.kube import names
 from lab.kube.conditions import is_true
-from lab.kube.kinds import for_object, lookup
+from lab.kube.kinds import for_object, lookup, not_taken_locally
 from lab.state import StateError, state_dir
 
 # kind -> module implementing apply(backend, obj, base_dir) / delete(backend, obj) / logs(...)
@@ -78,6 +78,8 @@ class LocalBackend:
     def validate(self, obj: dict[str, Any], *, base_dir: Path) -> Any:
         """Everything `apply` checks, with no side effect: `kflab apply` runs this on every
         document before applying the first, so one bad document means nothing runs."""
+        if (refusal := not_taken_locally(obj)) is not None:
+            raise refusal
         kind = for_object(obj)
         meta = obj.get("metadata")
         if not isinstance(meta, dict) or not meta.get("name"):

@@ -45,7 +45,10 @@ def containers_of(obj: dict[str, Any]) -> Iterator[tuple[str, Any]]:
     elif kind == "Experiment":
         tt = spec.get("trialTemplate") if isinstance(spec.get("trialTemplate"), dict) else {}
         trial = tt.get("trialSpec")
-        if isinstance(trial, dict):
+        if isinstance(trial, dict) and trial.get("kind") == "TrainJob":  # its trainer's image
+            yield from (("spec.trialTemplate.trialSpec." + where, image)
+                        for where, image in containers_of(trial))
+        elif isinstance(trial, dict):
             yield from _all(trial, "spec.trialTemplate.trialSpec")
     elif kind == "InferenceService":
         pred = spec.get("predictor") if isinstance(spec.get("predictor"), dict) else {}

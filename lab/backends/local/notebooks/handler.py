@@ -23,7 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lab import fidelity, state
+from lab import state
+from lab.backends.local import fidelity
 from lab.backends.local import gpus as gpus_mod
 from lab.backends.local.gpu_devices import given
 from lab.backends.local.notebooks import containers as nb_containers

@@ -163,7 +163,7 @@ def parse(obj: dict[str, Any]) -> NotebookSpec:
 
 
 def differences(spec: NotebookSpec) -> list[tuple[str, dict[str, str]]]:
-    """The DIFFERENT rows of lab/fidelity.py this Notebook runs into (announced at apply)."""
+    """The DIFFERENT rows of fidelity/rules.py this Notebook runs into (announced at apply)."""
     found = [("notebook.image", {"value": spec.image})]
     if spec.cpus is not None:
         found.append(("notebook.cpu", {"value": str(spec.cpu_limit), "size": str(spec.cpus)}))

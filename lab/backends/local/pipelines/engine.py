@@ -436,6 +436,16 @@ class Run:
             if policy.HasField("backoff_max_duration") else 3600
         node = self._node(display, "PENDING", **parent)
         log = self.logs / f"{path}.log"
+        if (short := _gpu_shortage(container, ex_dict)) is not None:
+            # A cluster keeps the pod Pending until a node has the GPUs; none will appear
+            # here, so the task fails before it starts, saying why (as a Notebook or a
+            # training job asking for more GPUs than the machine has is refused).
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(f"kflab: task {path} {short}\n")
+            with self.log_lock:
+                self.run_log.write(f"[{path}] not started: {short}\n")
+            self._set(node, state=FAILED, start_time=stamp(), end_time=stamp())
+            return FAILED, {}
         rc, ended = 1, ""
         for attempt in range(attempts):
             with self.slots:
@@ -520,6 +530,34 @@ def _parent(scope: str) -> dict[str, str]:
     """The `parent` field of a task in a sub-DAG: the path of the DAG task it runs in (the
     KFP API's parent_task_id, as a path)."""
     return {"parent": scope} if scope else {}
+
+
+_PARAM = re.compile(r"^\{\{\$\.inputs\.parameters\['([^']+)'\]\}\}$")
+
+
+def _gpu_shortage(container: Any, executor_input: dict[str, Any]) -> str | None:
+    """Why a task asking for more GPUs than this machine has cannot start, or None. The
+    count is the container's accelerator resourceCount (a number, or an input placeholder
+    resolved as the driver does: backend/src/v2/driver/driver.go initPodSpecPatch), else
+    the older `count`."""
+    acc = container.resources.accelerator
+    raw: Any = acc.resource_count or (acc.count or "")
+    if isinstance(raw, str) and (m := _PARAM.match(raw)):
+        raw = ((executor_input.get("inputs") or {}).get("parameterValues") or {}).get(m[1])
+    try:
+        asked = int(float(raw)) if raw not in (None, "") else 0
+    except (TypeError, ValueError):
+        return None
+    if asked <= 0:
+        return None
+    from lab.backends.local import gpus
+
+    have = len(gpus.inventory())
+    if asked <= have:
+        return None
+    return (f"asks for {asked} GPU(s) (set_accelerator_limit) but {gpus.shortage(asked, have)}"
+            ": on a cluster its pod waits Pending for a node with them; run this pipeline "
+            "where GPUs are (`kflab doctor` lists them)")
 
 
 def _exit_text(rc: int) -> str:

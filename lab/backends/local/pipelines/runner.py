@@ -70,6 +70,26 @@ def _forget_modules_under(folder: Path) -> None:
             del sys.modules[name]
 
 
+def _import_error(path: Path, exc: ImportError) -> InputError:
+    """What a pipeline file's failed import needs, said so a user can act: kfp-kubernetes
+    (`from kfp import kubernetes`: PVCs, secrets, pod settings only a cluster applies) or
+    another package this installation lacks."""
+    missing = exc.name or ""
+    if missing in ("kfp.kubernetes", "kfp_kubernetes") or "'kubernetes' from 'kfp'" in str(exc):
+        return InputError(_shown(str(path)), None, "the pipeline imports kfp.kubernetes (the "
+                          "kfp-kubernetes package): its settings (PVCs, secrets, pod "
+                          "fields) need a cluster, and kfp-kubernetes is not installed here",
+                          hint="run it on the cluster backend (`kflab pipeline run --backend "
+                               "cluster`); to compile it here, pip install kfp-kubernetes")
+    if missing and not missing.startswith("kfp"):
+        top = missing.split(".")[0]
+        return InputError(_shown(str(path)), None, "importing the pipeline failed: no "
+                          f"module named '{missing}' in kflab's environment",
+                          hint=f"pip install the package that provides '{top}' into kflab's "
+                               "environment, or run the pipeline where it is installed")
+    return import_problem(exc, path)
+
+
 class _ExitCalled(BaseException):
     """os._exit() called while a pipeline file was imported (a BaseException, so that the
     file's own `except Exception` cannot swallow it)."""
@@ -146,6 +166,10 @@ def _load_module(path: Path) -> Any:
         raise InputError(str(path), None, f"importing the pipeline called sys.exit({exc.code!r})"
                          ": the file runs when kflab loads it, so nothing was run",
                          hint='move that code under `if __name__ == "__main__":`') from None
+    except ImportError as exc:
+        raise _import_error(path, exc) from exc
+
+
     except _ExitCalled as exc:
         file, line = _where(exc, path.parent)
         raise InputError(_shown(file or str(path)), None,

@@ -97,8 +97,8 @@ def parse(obj: dict[str, Any], *, base_dir: Path, root: Path) -> Custom:
     spec = obj["spec"]
     for extra in ("transformer", "explainer"):
         if spec.get(extra):
-            raise InputError(None, f"spec.{extra}", "not supported on the local backend",
-                             hint="remove it; run it on a cluster backend")
+            raise InputError(None, f"spec.{extra}", serving_spec.EXTRA_PROBLEM.format(extra),
+                             hint=serving_spec.EXTRA_HINT)
     pred = spec["predictor"]
     containers = pred["containers"]
     if not isinstance(containers, list) or not isinstance(containers[0], dict):

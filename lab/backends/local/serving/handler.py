@@ -30,7 +30,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from lab import content, fidelity, state
+from lab import content, state
+from lab.backends.local import fidelity
 from lab.backends.local.containers import images
 from lab.backends.local.procs import iter_log
 from lab.backends.local.serving import custom, runtimes
@@ -80,7 +81,7 @@ def validate(backend: Any, obj: dict[str, Any], *, base_dir: Path) -> None:
 
 
 def differences(spec: serving_spec.ServingSpec) -> list[tuple[str, dict[str, str]]]:
-    """The deliberate local differences (lab/fidelity.py) this service runs into."""
+    """The deliberate local differences (fidelity/rules.py) this service runs into."""
     out: list[tuple[str, dict[str, str]]] = []
     if spec.runtime == "kserve-mlserver":
         try:

@@ -62,6 +62,13 @@ class ServingSpec:
         return self.protocol == "grpc-v2"
 
 
+# A transformer or explainer is a second server KServe puts in front of the predictor (its
+# own image; the ingress sends requests to it, and it calls the predictor): not wired here.
+EXTRA_PROBLEM = ("a {} is not run on the local backend: KServe runs it as a second server "
+                 "(its own image) in front of the predictor")
+EXTRA_HINT = ("remove it to serve the predictor alone (`kflab predict` then calls the "
+              "predictor), or run the whole InferenceService on a cluster backend")
+
 def mirror_root(state: Path) -> Path:
     """Where remote storageUris are looked up locally: $KFLAB_MODEL_MIRROR or <state>/models."""
     env = os.environ.get(MIRROR_ENV)
@@ -88,9 +95,7 @@ def parse(obj: dict[str, Any], *, base_dir: Path, state: Path,
     pred: dict[str, Any] = spec["predictor"]
     for extra in ("transformer", "explainer"):
         if spec.get(extra):
-            raise bad(f"spec.{extra}", "not supported on the local backend",
-                      "remove it (a transformer or explainer runs its own container image); "
-                      "run it on a cluster backend")
+            raise bad(f"spec.{extra}", EXTRA_PROBLEM.format(extra), EXTRA_HINT)
     if pred.get("containers") or pred.get("workerSpec"):
         key = "containers" if pred.get("containers") else "workerSpec"
         raise bad(f"spec.predictor.{key}", "custom containers cannot run locally",

@@ -60,7 +60,7 @@ class Flavor:
     default_port: int
     default_restart: str
     operator_name: str  # the training.kubeflow.org/operator-name label value
-    fidelity_prefix: str  # the kind's rule ids in lab/fidelity.py (pytorch.*, tfjob.*)
+    fidelity_prefix: str  # the kind's rule ids in fidelity/rules.py (pytorch.*, tfjob.*)
     missing_hint: str = "add replica specs"
     running_condition = True  # the controller keeps a Running condition
     # A failed job's replicaStatuses stay as the failing reconcile counted them: the
@@ -188,7 +188,7 @@ class Flavor:
         raise NotImplementedError
 
     def differences(self, job: JobSpec) -> list[tuple[str, dict[str, str]]]:
-        """The kind's DIFFERENT rows of lab/fidelity.py this job runs into (announced)."""
+        """The kind's DIFFERENT rows of fidelity/rules.py this job runs into (announced)."""
         return []
 
     def abandoned_message(self, name: str, why: str) -> str:

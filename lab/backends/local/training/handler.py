@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lab import fidelity, signals, state
-from lab.backends.local import gpus, owners
+from lab import signals, state
+from lab.backends.local import fidelity, gpus, owners
 from lab.backends.local.owners import Lease
 from lab.backends.local.procs import iter_log
 from lab.backends.local.training import containers
@@ -133,7 +133,7 @@ def _created(sup: Supervisor) -> None:
             sup.job.flavor.fidelity_prefix:
         found.append((f"{sup.job.flavor.fidelity_prefix}.cluster-fields",
                       {"fields": ", ".join(fields)}))
-    elif fields:  # a kind without rows in lab/fidelity.py yet (TrainJob)
+    elif fields:  # a kind without rows in fidelity/rules.py yet (TrainJob)
         sup.backend.emit({"event": "message",
                           "text": f"note: ignored here (cluster only): {', '.join(fields)}"})
     if found:

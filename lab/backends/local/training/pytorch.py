@@ -80,7 +80,7 @@ class PyTorchFlavor(Flavor):
     port_name, default_port = "pytorchjob-port", 23456
     default_restart = "OnFailure"
     operator_name = "pytorchjob-controller"
-    fidelity_prefix = "pytorch"  # its rows in lab/fidelity.py
+    fidelity_prefix = "pytorch"  # its rows in fidelity/rules.py
     missing_hint = "add Master (1 replica) and/or Worker replica specs"
 
     def local_defaults(self) -> dict[str, str]:

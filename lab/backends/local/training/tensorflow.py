@@ -44,7 +44,7 @@ class TFFlavor(Flavor):
     port_name, default_port = "tfjob-port", 2222
     default_restart = "Never"
     operator_name = "tfjob-controller"
-    fidelity_prefix = "tfjob"  # its rows in lab/fidelity.py
+    fidelity_prefix = "tfjob"  # its rows in fidelity/rules.py
     missing_hint = "add replica specs: a Chief (1 replica) and Workers, or Workers alone"
 
     def parse_spec(self, job: JobSpec, spec: dict[str, Any]) -> JobSpec:

@@ -188,7 +188,7 @@ class TrainJobFlavor(Flavor):
     port_name, default_port = "node", MASTER_PORT
     default_restart = "OnFailure"
     operator_name = "trainer"
-    fidelity_prefix = ""  # no rows in lab/fidelity.py yet: notes are printed directly
+    fidelity_prefix = ""  # no rows in fidelity/rules.py yet: notes are printed directly
     running_condition = False
     own_parser = True
     counts_frozen_on_failure = False  # jobsStatus follows the JobSet (record)

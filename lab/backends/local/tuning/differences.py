@@ -1,4 +1,4 @@
-"""Which deliberate local differences (lab/fidelity.py) an Experiment runs into.
+"""Which deliberate local differences (fidelity/rules.py) an Experiment runs into.
 
 Pure: the handler announces what this returns, and the fidelity tests call it on the
 same manifests, so a difference is never silent and never claimed without cause.

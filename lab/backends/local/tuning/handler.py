@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab import fidelity, signals, state
-from lab.backends.local import gpus
+from lab import signals, state
+from lab.backends.local import fidelity, gpus
 from lab.backends.local.containers import engine as engines
 from lab.backends.local.containers import images
 from lab.backends.local.containers.engine import Engine

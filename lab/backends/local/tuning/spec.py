@@ -45,10 +45,17 @@ DEFAULT_TFEVENT_DIR = "/var/log/katib/tfevent/"
 # Katib's default metrics filter: `name=value`, value possibly signed, decimal, exponent.
 DEFAULT_FILTER = r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?)"
 DEFAULT_PRIMARY = "training-container"
-# Trial kinds run locally (a Job's container; a training job's replicas): others need their
-# own controller (Argo Workflow, Tekton PipelineRun, MPIJob's launcher, TrainJob...).
-TRIAL_KINDS = ("Job", "PyTorchJob", "TFJob")
-JOB_TRIAL_KINDS = ("PyTorchJob", "TFJob")  # every replica runs, as the operator runs them
+# Trial kinds run locally (a Job's container; a training job's replicas, a TrainJob's nodes):
+# others need their own controller (Argo Workflow, Tekton PipelineRun, MPIJob's launcher...).
+TRIAL_KINDS = ("Job", "PyTorchJob", "TFJob", "TrainJob")
+JOB_TRIAL_KINDS = ("PyTorchJob", "TFJob", "TrainJob")  # every replica runs, as its operator does
+# A TrainJob has no container list: its trainer (image, command, args, env) fills the
+# runtime's container `node` in every node pod (Trainer v2.1.0 pkg/runtime/framework/plugins/
+# torch/torch.go; manifests/base/runtimes torch_distributed.yaml names it node), and
+# Katib v0.19.0 defaults a TrainJob trial's primary pod to node index 0
+# (pkg/apis/controller/experiments/v1beta1/constants.go DefaultTrainJobPrimaryPodLabels).
+TRAINJOB_API = "trainer.kubeflow.org/v1alpha1"
+TRAINJOB_CONTAINER = "node"
 PLACEHOLDER = re.compile(r"\$\{trialParameters\.([^}]*)\}")
 META_REF = re.compile(r"^\$\{trialSpec\.(Name|Namespace|Kind|APIVersion|"
                       r"Labels\[[^\]]+\]|Annotations\[[^\]]+\])\}$")
@@ -519,18 +526,21 @@ def _template(r: _Reader, spec: dict[str, Any], params: tuple[Param, ...],
     primary = r.get(tt, "primaryContainerName", str, p, default=DEFAULT_PRIMARY)
     paths = _find_containers(trial_spec)
     tkind, api = trial_spec.get("kind"), trial_spec.get("apiVersion")
+    if tkind == "TrainJob":
+        paths = _trainjob_trainer(r, trial_spec, primary, f"{p}.trialSpec")
     if not paths or (tkind is not None and tkind not in TRIAL_KINDS):
-        if tkind not in (None, *TRIAL_KINDS):  # Argo Workflow, MPIJob, TrainJob...
-            article = "an" if str(tkind)[:1].upper() in "AEIOU" else "a"
-            raise r.fail(f"{p}.trialSpec.kind", f"{article} {tkind} trial ({api}) needs its own "
-                         "controller on a cluster: the local backend runs trials whose pod "
-                         "template it can read (a Job or a PyTorchJob/TFJob)",
+        if tkind not in (None, *TRIAL_KINDS):  # Argo Workflow, MPIJob, XGBoostJob...
+            raise r.fail(f"{p}.trialSpec.kind", f"a trial of kind {tkind} ({api}) needs its own "
+                         "controller on a cluster: the local backend runs trials of kind "
+                         "Job, PyTorchJob, TFJob or TrainJob",
                          "run this Experiment on a cluster (`kflab up`), or write the trial "
                          "as a batch/v1 Job running the same command")
         raise r.fail(f"{p}.trialSpec", "no containers found",
                      "give a Job (spec.template.spec.containers) or a training job template")
     chosen = [q for q in paths if _at(trial_spec, q).get("name") == primary] \
         if all(isinstance(_at(trial_spec, q), dict) for q in paths) else []
+    if tkind == "TrainJob":
+        chosen = paths
     if not chosen and len(paths) == 1:
         chosen = paths
     if not chosen:
@@ -566,8 +576,9 @@ def _template(r: _Reader, spec: dict[str, Any], params: tuple[Param, ...],
     del workdir  # validated only; resolved when trials start
     honoured = CONTAINER_LOCAL | (IN_CONTAINER if in_container else set())
     # a job trial's other replicas run too: their containers' cluster-only fields as well
-    for q in [cpath] + ([q for q in paths if q != cpath and q[:-1] != cpath[:-1]]
-                        if job_trial else []):
+    # (a TrainJob's trainer: the training flavour lists what it ignores, trainer.image...)
+    for q in ([cpath] if tkind != "TrainJob" else []) + (
+            [q for q in paths if q != cpath and q[:-1] != cpath[:-1]] if job_trial else []):
         other = _at(trial_spec, q)
         skip = [k for k in other if k not in honoured] if isinstance(other, dict) \
             else []
@@ -589,6 +600,29 @@ def _template(r: _Reader, spec: dict[str, Any], params: tuple[Param, ...],
     if around:
         warnings.append(f"{p}.trialSpec: {', '.join(around)}")
     return tparams, trial_spec, cpath, primary, images, in_container
+
+
+def _trainjob_trainer(r: _Reader, trial_spec: dict[str, Any], primary: str,
+                      where: str) -> list[tuple[Any, ...]]:
+    """A TrainJob trial's one "container": spec.trainer, run in the runtime's node
+    container. Katib's pod webhook finds the primary container by name in the node pod
+    (pkg/webhook/v1beta1/pod/utils.go getPrimaryContainerIndex); a name other than the
+    runtime's leaves it nothing to collect from, and the pod is refused there."""
+    if trial_spec.get("apiVersion") != TRAINJOB_API:
+        raise r.fail(f"{where}.apiVersion",
+                     f"a TrainJob trial must be {TRAINJOB_API} (Kubeflow Trainer v2.1.0), "
+                     f"got {trial_spec.get('apiVersion')!r}", f"set apiVersion: {TRAINJOB_API}")
+    spec = trial_spec.get("spec")
+    trainer = spec.get("trainer") if isinstance(spec, dict) else None
+    if not isinstance(trainer, dict):
+        raise r.fail(f"{where}.spec.trainer", "missing: a TrainJob trial runs its trainer",
+                     "add spec.trainer with command (and numNodes)")
+    if primary != TRAINJOB_CONTAINER:
+        raise r.fail("spec.trialTemplate.primaryContainerName",
+                     f"'{primary}': a TrainJob's trainer runs in the runtime's container "
+                     f"'{TRAINJOB_CONTAINER}', so Katib finds no container '{primary}' to "
+                     "collect metrics from", f"set primaryContainerName: {TRAINJOB_CONTAINER}")
+    return [("spec", "trainer")]
 
 
 def _around(trial_spec: dict[str, Any], cpath: tuple[Any, ...]) -> list[str]:

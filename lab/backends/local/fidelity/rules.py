@@ -8,8 +8,9 @@ table is used three ways, so it cannot drift from the code:
 
 - the local handlers announce every DIFFERENT row a manifest runs into with the row's own
   `announce` text (`announce()` below), and record the ids in an annotation;
-- docs/fidelity.md is rendered from it (`python -m lab.fidelity > docs/fidelity.md`), and a
-  test fails when the page and the table differ;
+- docs/fidelity.md is rendered from it (page.py, through `scripts/fidelity_sweep.py
+  render`, with the upstream examples' sweep), and a test fails when the page and a
+  re-render differ;
 - the fidelity tests exercise every row: DIFFERENT rows must be announced by an example
   manifest, REFUSED rows must be refused naming the row's field, SAME rows name the test
   that replays the upstream rule.
@@ -324,14 +325,27 @@ RULES: tuple[Rule, ...] = (
          "(Podman or Docker), entrypoint included",
          "kubernetes Container.command semantics",
          field="spec.trialTemplate.trialSpec.spec.template.spec.containers[0].command"),
+    Rule("katib.trialSpec.trainjob", "Experiment", "a TrainJob trial (trainer.kubeflow.org)",
+         "the trial controller creates the TrainJob; the webhook defaults its success and "
+         "failure conditions to the TrainJob's Complete and Failed, and its primary pod to "
+         "node index 0 (replicated job node), where the collector reads the container "
+         "named by primaryContainerName (the runtime's node container)",
+         SAME, "every node runs as the local TrainJob runs it (numNodes, PET_* env); the "
+         "trial ends with the TrainJob's Complete or Failed condition and its metrics come "
+         "from node 0; a primaryContainerName other than node is refused (Katib's pod "
+         "webhook would find no such container)",
+         f"{KATIB} pkg/apis/controller/experiments/v1beta1/experiment_defaults.go "
+         "setDefaultTrialTemplate, constants.go DefaultTrainJobSuccessCondition, "
+         "DefaultTrainJobPrimaryPodLabels; examples/v1beta1/kubeflow-trainer/"
+         "trainjob-pytorch.yaml", test="test_trainjob_trial_runs_every_node_and_reads_node_0"),
     Rule("katib.trialSpec.kind", "Experiment",
-         "trial kinds other than Job, PyTorchJob, TFJob (TrainJob, MPIJob, XGBoostJob, "
+         "trial kinds other than Job, PyTorchJob, TFJob, TrainJob (MPIJob, XGBoostJob, "
          "Argo Workflow, Tekton PipelineRun)",
          "the trial controller creates any kind named in katib-config's trialResources; "
          "that kind's own controller runs it",
-         REFUSED, "refused naming the kind: the local backend runs trials whose pod "
-         "template it reads (a Job, PyTorchJob or TFJob); write the trial as a batch/v1 "
-         "Job running the same command, or run it on a cluster",
+         REFUSED, "refused naming the kind: the local backend runs trials of kind Job, "
+         "PyTorchJob, TFJob or TrainJob; write the trial as one of those running the same "
+         "command, or run it on a cluster",
          f"{KATIB} manifests/v1beta1/installs/katib-standalone/katib-config.yaml "
          "trialResources; pkg/controller.v1beta1/trial/trial_controller.go",
          field="spec.trialTemplate.trialSpec.kind"),
@@ -612,86 +626,3 @@ def announce(backend: Any, obj: dict[str, Any],
         notes = obj["metadata"].setdefault("annotations", {})
         notes[ANNOTATION] = ",".join(dict.fromkeys(ids))
     return ids
-
-
-# --- docs/fidelity.md --------------------------------------------------------------------
-
-_LABEL = {SAME: "same", DIFFERENT: "**different**", REFUSED: "refused"}
-
-
-def _cell(value: str) -> str:
-    return value.replace("|", "\\|").replace("\n", " ")
-
-
-def render() -> str:
-    """docs/fidelity.md, from the table."""
-    out = [
-        "# Fidelity: what the local backend does like upstream, differently, or not at all",
-        "",
-        "The local backend runs the same manifests as a cluster. This page lists, per kind, "
-        "the upstream fields and behaviours a learner can observe and how the local backend "
-        "treats each: **same** (replayed against the upstream rule by a test), "
-        "**different** (a deliberate difference, announced by `kflab apply` with a `note:` "
-        "line and recorded in the `" + ANNOTATION + "` annotation), or **refused** (an "
-        "error naming the field and the fix). Upstream versions are those the lab installs "
-        "(kubeflow/manifests 26.03).",
-        "",
-        "Generated from `lab/fidelity.py` (`python -m lab.fidelity > docs/fidelity.md`); a "
-        "test keeps the two equal, and checks every row against the code.",
-        "",
-    ]
-    for kind in KINDS:
-        out += [f"## {kind} ({UPSTREAM[kind]})", "",
-                "| upstream field or behaviour | upstream | local | what the local backend "
-                "does | upstream source |",
-                "| --- | --- | --- | --- | --- |"]
-        for r in RULES:
-            if r.kind == kind:
-                out.append(f"| {_cell(r.subject)} | {_cell(r.upstream)} | {_LABEL[r.local]} "
-                           f"| {_cell(r.detail)} | {_cell(r.source)} |")
-        out.append("")
-    out += _examples()
-    return "\n".join(out)
-
-
-def _examples() -> list[str]:
-    """The upstream examples' table (lab/fidelity_examples.py)."""
-    from lab import fidelity_examples as ex
-
-    n = ex.counts()
-    out = ["## Upstream examples, run unmodified", "",
-           f"Each example of the upstream trees was applied unchanged with `kflab apply` "
-           f"({len(ex.EXAMPLES)} in all): {n[ex.EXACT]} exact, {n[ex.REFUSED]} refused "
-           f"with the reason and a way out, {n[ex.IMAGE]} need what their container image "
-           "holds (a script at an image path, a dataset download) and fail naming it. None "
-           "gave a wrong result or a crash. Katib v0.19.0 examples/v1beta1, Training Operator "
-           "v1.9.0 examples, KServe v0.16.0 docs/samples/v1beta1 (models from the sample "
-           "folder, or trained on iris where the sample only names a bucket).", "",
-           "Rows whose reason starts \"exact with the image's files\" were run the way a "
-           "cluster runs them: with the files the example's container image holds and its "
-           "dataset reachable. A developer re-runs them with the harness "
-           "`scripts/upstream_examples.py` (root, for a private mount namespace), given the "
-           "upstream trees as bare git mirrors or checkouts: `sudo .venv/bin/python "
-           "scripts/upstream_examples.py --katib KATIB_TREE --training-operator "
-           "TRAINING_OPERATOR_TREE [--only grid]` (tags v0.19.0 and v1.9.0 by default; "
-           "`--no-image` gives the earlier \"needs its image\" verdicts). It takes the image's "
-           "files from the same tree's Dockerfile (for pytorch-mnist: "
-           "examples/v1beta1/trial-images/pytorch-mnist/ at /opt/pytorch-mnist, and /katib) "
-           "and mounts them at their image paths for that run only; it writes a small "
-           "synthetic FashionMNIST in the real IDX format where mnist.py reads it "
-           "(data/FashionMNIST/raw/ beside the manifest, the trial's working folder); every "
-           "example runs unmodified (the same epochs and trial counts) with a fresh "
-           "KFLAB_STATE, and its final status is compared with what Katib v0.19.0 or the "
-           "Training Operator v1.9.0 give for the same run. mnist.py needs torchvision: the "
-           "PyPI wheel for torch 2.13 (torchvision 0.28.0) links torch's CUDA build, so its "
-           "compiled ops do not load with the CPU torch; the harness declares the two op "
-           "schemas torchvision registers unguarded (nms, qnms), and torchvision's own "
-           "Python datasets and transforms, all mnist.py uses, run unchanged.", "",
-           "| example | verdict | reason |", "| --- | --- | --- |"]
-    out += [f"| {_cell(e)} | {v} | {_cell(r)} |" for e, v, r in ex.EXAMPLES]
-    out.append("")
-    return out
-
-
-if __name__ == "__main__":
-    print(render(), end="")

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import queue
+import re
 import signal
 import threading
 import time

@@ -1,17 +1,16 @@
-"""Katib Experiment and Trial handler of the local backend: Optuna suggests, trials run as
-local processes, status follows Katib's controllers.
+"""Katib's experiment controller on the local backend, for one Experiment: trials are
+created as suggestions come, run as local processes or containers, and the status follows
+Katib's controllers.
 
-One `apply` drives the whole experiment in the foreground, like a controller loop: ask the
-sampler for at most parallelTrialCount assignments, start each trial from the primary
-container's command and args (argv, never a shell), read its metrics as it runs, tell
-the sampler, and recompute the Experiment status after every change. Every trial process
-belongs to a ChildGroup and is recorded in the experiment's lease (owners.py), so Ctrl-C,
-SIGTERM or SIGHUP -- or `kflab delete`/`down` from another terminal -- kills them all and
-marks the experiment with the reason, and a kflab killed outright leaves a record that the
-next command uses to stop them.
-
-Parts: tuning_spec (validation), tuning_search (algorithms), tuning_trials (one trial),
-tuning_metrics (collectors), tuning_status (Katib's status rules), tuning_plots (PNGs).
+One `apply` (handler.py) drives the whole experiment in the foreground, like a controller
+loop: ask the suggestion service (suggestion.py) for at most parallelTrialCount
+assignments, start each trial from the primary container's command and args (argv, never a
+shell: trials.py), read its metrics as it runs, judge how it ended (outcome.py), tell the
+suggestion service, and recompute the Experiment status after every change (status.py).
+Every trial process belongs to a ChildGroup and is recorded in the experiment's lease
+(owners.py), so Ctrl-C, SIGTERM or SIGHUP -- or `kflab delete`/`down` from another
+terminal -- kills them all and marks the experiment with the reason, and a kflab killed
+outright leaves a record that the next command uses to stop them.
 """
 
 from __future__ import annotations
@@ -33,19 +32,17 @@ from lab.backends.local import fidelity, gpus
 from lab.backends.local.containers.engine import Engine
 from lab.backends.local.owners import Lease
 from lab.backends.local.procs import ChildGroup, kill_group
-from lab.backends.local.tuning import earlystop, jobtrial, tfevent
-from lab.backends.local.tuning import search as tuning_search
+from lab.backends.local.tuning import earlystop, jobtrial, outcome
 from lab.backends.local.tuning import status as tuning_status
 from lab.backends.local.tuning import trials as tuning_trials
 from lab.backends.local.tuning.containers import pull_images, trial_engine
 from lab.backends.local.tuning.differences import differences
-from lab.backends.local.tuning.grid import KatibGrid
 from lab.backends.local.tuning.hyperband import NoSuggestion
 from lab.backends.local.tuning.jobtrial import JOB_KINDS, JobTrial
-from lab.backends.local.tuning.metrics import UNAVAILABLE, MetricLog, Tail
-from lab.backends.local.tuning.search import distribution_notes, distributions, quiet, sampler
-from lab.backends.local.tuning.space import fmt
+from lab.backends.local.tuning.metrics import UNAVAILABLE, MetricLog
 from lab.backends.local.tuning.spec import Spec
+from lab.backends.local.tuning.suggestion import Suggestions, is_float
+from lab.backends.local.tuning.trials import Running
 from lab.state import StateError
 
 # Seconds between reads of running trials' output (median stopping needs them live);
@@ -57,21 +54,9 @@ DIFFERENCES_ANNOTATION = fidelity.ANNOTATION
 
 
 @dataclass
-class Running:
-    trial: dict[str, Any]
-    proc: Any
-    tail: Tail
-    metrics: MetricLog
-    number: int  # Optuna trial number
-    started: float
-    early_stopped: bool = False
-    fmt: str = "TEXT"
-    grid_id: int | None = None  # the grid point, for grid experiments
-    events: tfevent.Collected | None = None  # TensorFlowEvent: what the collector read
-
-
-@dataclass
 class ExperimentRun:
+    """One Experiment run to completion (or restarted with the trials it has)."""
+
     backend: Any
     exp: dict[str, Any]
     spec: Spec
@@ -79,44 +64,15 @@ class ExperimentRun:
     lease: Lease
     trials: list[dict[str, Any]] = field(default_factory=list)
     active: dict[str, Running] = field(default_factory=dict)
-    exhausted: bool = False
     exits: queue.SimpleQueue[str] = field(default_factory=queue.SimpleQueue)
     group: ChildGroup | None = None
-    grid: KatibGrid | None = None
     engine: Engine | None = None  # trials are containers of their image (containers.py)
-    told: dict[str, int] = field(default_factory=dict)  # trial name -> grid id, told to Optuna
-    service: Any = None  # a SERVICES algorithm (hyperband): answers a batch per request
-    batch: list[list[dict[str, str]]] = field(default_factory=list)  # its answer, unstarted
 
     def __post_init__(self) -> None:
-        import optuna
-
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.store = self.backend.store
         self.ns = self.spec.namespace
-        self.sampler, notes = sampler(self.spec.algorithm, self.spec.settings)
-        self.spec.warnings.extend(notes)
-        self.spec.warnings.extend(distribution_notes(self.spec.params, self.spec.algorithm))
+        self.suggestions = Suggestions(self.spec)
         self.differences = differences(self.spec)
-        direction = "maximize" if self.spec.objective.type == "maximize" else "minimize"
-        with quiet():
-            self.study = optuna.create_study(direction=direction, sampler=self.sampler)
-        if self.spec.algorithm == "grid":
-            from optuna.distributions import CategoricalDistribution
-
-            seed = self.spec.settings.get("random_state")
-            self.grid = KatibGrid(self.spec.params, None if seed is None else int(seed))
-            self.dists = {name: CategoricalDistribution(vals)
-                          for name, vals in self.grid.values.items()}
-        elif self.spec.algorithm in tuning_search.SERVICES:
-            module = tuning_search.SERVICES[self.spec.algorithm]
-            self.service = module.Hyperband(
-                self.spec.settings, self.spec.params, self.spec.name,
-                self.spec.objective.type == "maximize", self.spec.objective.metric)
-            self.dists = tuning_search.recording_distributions(self.spec.params,
-                                                               self.spec.settings)
-        else:
-            self.dists = distributions(self.spec.params)
         self.parallel = self.spec.parallel
         self.engine = trial_engine(self.spec)
         self.private_metrics = self.engine is not None or self._private_metrics()
@@ -128,41 +84,7 @@ class ExperimentRun:
         self.t0 = time.monotonic()
         self.host_gpus = gpus.machine_has_gpus()
         if self.trials:
-            self._seed()
-
-    def _seed(self) -> None:
-        """A restarted experiment's earlier trials, told to the sampler as Katib's
-        suggestion services see them (every request carries all of the experiment's
-        trials: pkg/suggestion/v1beta1/internal/trial.py `Trial.convert`)."""
-        import optuna
-        from optuna.distributions import CategoricalDistribution, IntDistribution
-
-        metric_ok = ("Succeeded", "EarlyStopped")
-        for trial in self.trials:
-            given = {a["name"]: a["value"] for a in trial["spec"]["parameterAssignments"]}
-            params: dict[str, Any] = {}
-            for name, dist in self.dists.items():
-                raw = given.get(name)
-                if isinstance(dist, CategoricalDistribution):
-                    params[name] = next((c for c in dist.choices if str(c) == raw), raw)
-                elif isinstance(dist, IntDistribution):
-                    params[name] = int(float(raw or 0))
-                else:
-                    params[name] = float(raw or 0)
-            if self.grid is not None:
-                trial["_grid_id"] = next((g for g in range(len(self.grid)) if {
-                    k: str(v) for k, v in self.grid.assignment(g).items()} == given), None)
-            value = tuning_status.trial_objective(trial)
-            with quiet(), contextlib.suppress(ValueError):
-                if tuning_status.trial_state(trial) in metric_ok and _is_float(value):
-                    self.study.add_trial(optuna.trial.create_trial(
-                        params=params, distributions=self.dists, value=float(value)))
-                    if trial.get("_grid_id") is not None:
-                        self.told[trial["metadata"]["name"]] = trial["_grid_id"]
-                else:
-                    self.study.add_trial(optuna.trial.create_trial(
-                        params=params, distributions=self.dists,
-                        state=optuna.trial.TrialState.FAIL))
+            self.suggestions.seed(self.trials)
 
     def _private_metrics(self) -> bool:
         """Whether each trial gets its own folder at the File collector's path (mountns.py),
@@ -201,7 +123,7 @@ class ExperimentRun:
         """Recount and, while the experiment is not complete, apply Katib's rules."""
         reached = tuning_status.summarize(self.exp, self.trials)
         if not tuning_status.is_completed(self.exp):
-            tuning_status.update_condition(self.exp, reached, self.exhausted)
+            tuning_status.update_condition(self.exp, reached, self.suggestions.exhausted)
 
     # --- trials ----------------------------------------------------------------------------
 
@@ -216,33 +138,6 @@ class ExperimentRun:
                                maximize=self.spec.objective.type == "maximize",
                                start_step=es.start_step,
                                min_trials_required=es.min_trials_required)
-
-    def _assignments(self) -> tuple[Any, list[dict[str, str]], int | None] | None:
-        if self.service is not None:
-            from optuna.distributions import CategoricalDistribution
-
-            if not self.batch:
-                return None
-            assignments = self.batch.pop(0)
-            self.study.enqueue_trial({a["name"]: a["value"] if isinstance(
-                self.dists[a["name"]], CategoricalDistribution) else float(a["value"])
-                for a in assignments})
-            with quiet():
-                return self.study.ask(fixed_distributions=self.dists), assignments, None
-        grid_id = None
-        if self.grid is not None:
-            if len(self.trials) >= len(self.grid):
-                self.exhausted = True  # katib.grid.end: Katib would re-run points
-                return None
-            asked = [t["_grid_id"] for t in self.trials]
-            told = set(self.told.values())
-            finished = [g for g in asked if g in told]
-            grid_id = self.grid.next(finished, [g for g in asked if g not in finished])
-            self.study.enqueue_trial(self.grid.assignment(grid_id))
-        with quiet():
-            otrial = self.study.ask(fixed_distributions=self.dists)
-        return otrial, [{"name": p.name, "value": fmt(otrial.params[p.name])}
-                        for p in self.spec.params], grid_id
 
     def _gpus_for(self, name: str, asks: dict[str, int]) -> dict[str, list[str]] | None:
         """The trial's GPUs from the shared allocation (gpus.py), or None when others hold
@@ -279,7 +174,7 @@ class ExperimentRun:
                 held = [g for ids in found.values() for g in ids]
             else:
                 held = found["main"]
-        got = self._assignments()
+        got = self.suggestions.ask(self.trials)
         if got is None:
             gpus.release(self.store.root, gpus.holder_of("Trial", self.ns, name))
             return False
@@ -342,56 +237,18 @@ class ExperimentRun:
             _stop(run.proc)
 
     def finish(self, run: Running, *, rc: int, detail: str = "", killed: bool = False) -> None:
-        import optuna
-
-        for line in run.tail.read(final=True):
-            run.metrics.feed(line, run.fmt)
-        if self.spec.collector.kind == "File":
-            run.metrics = self._whole_file(run)
-        elif self.spec.collector.kind == "TensorFlowEvent":
-            run.metrics, run.events = tfevent.metric_log(
-                run.tail.path, self.spec.objective.names, self.spec.collector.filters)
-            if run.proc is not None:  # it ran: what the folder holds is its own
-                tuning_trials.record_dir_files(
-                    run.tail.path, state.path(self.store.root, "metrics-files.json"))
+        outcome.read_metrics(self.spec, run, state.path(self.store.root, "metrics-files.json"))
         trial = run.trial
-        observation = run.metrics.observation()
-        if observation is not None:
-            trial["status"]["observation"] = observation
-        trial["_reports"] = list(run.metrics.values[self.spec.objective.metric])
-        if killed:
-            ctype, detail = "Killed", detail or "stopped before it finished"
-        elif run.early_stopped:
-            rule = (trial["spec"].get("earlyStoppingRules") or [{}])[0]
-            ctype, detail = "EarlyStopped", (
-                f"its best '{rule.get('name')}' by report {rule.get('startStep')} was "
-                f"{'below' if rule.get('comparison') == 'less' else 'above'} the median "
-                f"stopping value {rule.get('value')}")
-        elif rc != 0:
-            ctype, detail = "Failed", detail or getattr(run.proc, "detail", "") or \
-                self._exit_detail(trial, rc)
-        elif run.fmt == "JSON" and run.metrics.bad_line is not None:
-            number, text = run.metrics.bad_line
-            ctype, detail = "Failed", (
-                f"line {number} of the metrics file is not a JSON object ({text!r}): Katib's "
-                "File collector stops on it (failed to parse the json object)")
-        elif tuning_status.trial_objective(trial) == UNAVAILABLE or \
-                observation is None:
-            ctype, detail = "MetricsUnavailable", self._missing(run)
-        else:
-            ctype = "Succeeded"
+        ctype, detail = outcome.ending(
+            self.spec, run, rc=rc, detail=detail, killed=killed,
+            log=lambda: self.store.run_path("Trial", trial["metadata"]["name"], self.ns)
+            / "trial.log")
         kind = ((trial.get("spec") or {}).get("runSpec") or {}).get("kind")
         tuning_status.trial_finished(trial, ctype, detail, job_kind=kind)
         value = tuning_status.trial_objective(trial)
         # Katib tells its suggestion service Succeeded and EarlyStopped trials, with their
         # objective (pkg/suggestion/v1beta1/internal/trial.py `Trial.convert`).
-        with quiet():
-            if ctype in ("Succeeded", "EarlyStopped") and _is_float(value):
-                self.study.tell(run.number, float(value))
-                if run.grid_id is not None:
-                    self.told[trial["metadata"]["name"]] = run.grid_id
-            else:
-                self.study.tell(run.number, state=optuna.trial.TrialState.FAIL)
+        self.suggestions.tell(trial["metadata"]["name"], run.number, run.grid_id, ctype, value)
         self.active.pop(trial["metadata"]["name"], None)
         if gpus.ANNOTATION in (trial["metadata"].get("annotations") or {}):
             with contextlib.suppress(StateError):
@@ -407,65 +264,6 @@ class ExperimentRun:
                            "objective": None if value == UNAVAILABLE else value,
                            "seconds": round(time.monotonic() - run.started, 2),
                            "detail": detail})
-
-    def _exit_detail(self, trial: dict[str, Any], rc: int) -> str:
-        """Why the trial failed, as `kubectl describe` of its pod would hint: the exit
-        code and the last line its process printed (e.g. a missing script)."""
-        log = self.store.run_path("Trial", trial["metadata"]["name"], self.ns) / "trial.log"
-        last = ""
-        with contextlib.suppress(OSError), open(log, "rb") as fh:
-            fh.seek(max(0, log.stat().st_size - 4096))
-            lines = [ln for ln in fh.read().decode(errors="replace").splitlines()
-                     if ln.strip()]
-            last = lines[-1].strip()[:200] if lines else ""
-        return f"process exited with code {rc}" + (f": {last}" if last else "")
-
-    def _whole_file(self, run: Running) -> MetricLog:
-        """The File collector's result, read as Katib reads it once the trial ends
-        (file-metricscollector.go CollectObservationLog: the whole file, line by line), so
-        a trial that rewrites its file (mode "w") reports what the file finally holds."""
-        final = MetricLog(self.spec.objective.names, self.spec.collector.filters)
-        try:
-            text = run.tail.path.read_bytes().decode(errors="replace")
-        except OSError:
-            return final
-        for line in text.split("\n"):
-            final.feed(line.rstrip("\r"), run.fmt)
-        return final
-
-    def _missing(self, run: Running) -> str:
-        """Why the objective is unavailable, in the learner's terms."""
-        metric = self.spec.objective.metric
-        if run.events is not None:
-            return self._missing_event(run, run.events)
-        where = "the output" if self.spec.collector.kind == "StdOut" else "the file"
-        if run.metrics.unread.get(metric):
-            return (f"'{metric}' never appeared in {where} as a string: Katib's JSON "
-                    f"collector reads only string values, write {{\"{metric}\": \"0.3\"}} "
-                    f"instead of {{\"{metric}\": 0.3}}")
-        near = run.metrics.near(metric)
-        if near is not None:
-            return (f"'{metric}' never appeared in {where}; did you mean '{near}'? The trial "
-                    f"reported '{near}', and metric names are case-sensitive: set "
-                    f"objectiveMetricName to '{near}' or print {metric}=VALUE")
-        return f"'{metric}' never appeared in {where}"
-
-    def _missing_event(self, run: Running, got: tfevent.Collected) -> str:
-        """Why no event file gave the objective (TensorFlowEvent collector)."""
-        metric, folder = self.spec.objective.metric, run.tail.path
-        text = (f"'{metric}' is in no TensorFlow event file under {folder} (Katib's "
-                "TensorFlowEvent collector matches a tag starting with the name's last part, "
-                "in a folder ending with the part before it)")
-        near = run.metrics.near(metric)
-        if near is not None:
-            text += f"; the files hold '{near}': set objectiveMetricName to '{near}'"
-        elif got.seen:
-            text += f"; the files hold {', '.join(sorted(set(got.seen))[:8])}"
-        elif got.skipped:
-            text += f"; unreadable: {'; '.join(got.skipped[:3])}"
-        else:
-            text += "; the trial wrote no event file there"
-        return text
 
     def to_start(self) -> int:
         """How many trials to create now, by Katib's count (kubeflow/katib
@@ -509,16 +307,17 @@ class ExperimentRun:
                         "finish as Katib lets them")})
             else:
                 wanted = self.to_start()
-                if self.service is not None and wanted and not self.batch and \
-                        not self.request(wanted):
+                if self.suggestions.service is not None and wanted and \
+                        not self.suggestions.batch and not self.request(wanted):
                     break  # Katib would ask again forever; said in the status
                 for _ in range(wanted):
-                    if self.exhausted or not self.start_one(group) or \
+                    if self.suggestions.exhausted or not self.start_one(group) or \
                             tuning_status.is_completed(self.exp):
                         break
                 if not self.active:
                     self.refresh()
-                    if tuning_status.is_completed(self.exp) or self.exhausted or not wanted:
+                    if tuning_status.is_completed(self.exp) or self.suggestions.exhausted \
+                            or not wanted:
                         break  # done, or nothing left to suggest and nothing running
                     continue
             with contextlib.suppress(queue.Empty):
@@ -530,10 +329,9 @@ class ExperimentRun:
         same); with none running Katib would retry forever and the Experiment would stay
         Running with no trial, so the run ends here saying so (katib.hyperband.stalled)."""
         try:
-            self.batch = self.service.suggest(count, self.trials)
+            self.suggestions.request(count, self.trials)
             return True
         except NoSuggestion as exc:
-            self.batch = []
             if self.active:
                 return True
             why = (f"Katib's {self.spec.algorithm} suggestion could not answer the request: "
@@ -608,7 +406,7 @@ class ExperimentRun:
         rows = []
         for i, t in enumerate(self.trials):
             raw = tuning_status.trial_objective(t)
-            ok = tuning_status.trial_state(t) == "Succeeded" and _is_float(raw)
+            ok = tuning_status.trial_state(t) == "Succeeded" and is_float(raw)
             rows.append((i, float(raw) if ok else None, tuning_status.trial_state(t)))
         made = []
         try:
@@ -616,7 +414,7 @@ class ExperimentRun:
                 state.path(out, "objective.png"), rows, self.spec.objective.metric,
                 self.spec.objective.type == "maximize", self.spec.name, self.spec.algorithm))
             made.append(tuning_plots.importance_plot(state.path(out, "importance.png"),
-                                                     self.study, self.spec.name,
+                                                     self.suggestions.study, self.spec.name,
                                                      self.spec.algorithm))
         except Exception as exc:  # plots are a bonus: never fail the experiment for them
             self.backend.emit({"event": "message", "text": f"plots skipped: {exc}"})
@@ -633,14 +431,6 @@ def _stop(proc: Any) -> None:
         return
     kill_group(proc.pid, grace=2.0)
     proc.wait()
-
-
-def _is_float(text: Any) -> bool:
-    try:
-        float(text)
-    except (TypeError, ValueError):
-        return False
-    return True
 
 
 def _public(trial: dict[str, Any]) -> dict[str, Any]:

@@ -24,7 +24,8 @@ from lab.backends.local.procs import ChildGroup
 from lab.backends.local.runners import ProcessRun
 from lab.backends.local.tuning import tfevent
 from lab.backends.local.tuning.metrics import MetricLog, Tail
-from lab.backends.local.tuning.spec import PLACEHOLDER, Spec, meta_source
+from lab.backends.local.tuning.spec import Spec
+from lab.backends.local.tuning.template import PLACEHOLDER, meta_source
 from lab.errors import LabError
 from lab.kube.conditions import now
 

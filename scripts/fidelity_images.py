@@ -43,6 +43,9 @@ SITE = "/usr/local/lib/python3.11/dist-packages"
 PIP = ["/usr/bin/python3", "-m", "pip", "install", "-q", "--isolated", "--no-compile",
        "--disable-pip-version-check", "--root-user-action=ignore", "--prefer-binary"]
 
+CONTAINERS_CONF = (Path(__file__).resolve().parents[1]
+                   / "tests/integration/systemd_target/containers.conf")
+
 
 @dataclass(frozen=True)
 class Standin:
@@ -234,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trees", required=True)
     ap.add_argument("--only", action="append", default=[])
     args = ap.parse_args(argv)
-    os.environ.setdefault("CONTAINERS_CONF", "/work/shared/recipes/containers.conf")
+    # the open-files cap this project's machines need (the stand-ins' copy)
+    os.environ.setdefault("CONTAINERS_CONF", str(CONTAINERS_CONF))
     if subprocess.run(["podman", "image", "exists", BASE]).returncode != 0:
         print(f"{BASE} is missing: run scripts/standins/25-workload-images.sh", file=sys.stderr)
         return 2

@@ -268,7 +268,8 @@ def environment(state: Path, column: str) -> dict[str, str]:
         env["PATH"] = path_without_engines(state.parent.parent / "path-without-engines")
     else:
         env.pop("KFLAB_CONTAINER_ENGINE", None)
-        env.setdefault("CONTAINERS_CONF", "/work/shared/recipes/containers.conf")
+        conf = REPO / "tests/integration/systemd_target/containers.conf"  # the open-files cap
+        env.setdefault("CONTAINERS_CONF", str(conf))
     return env
 
 

@@ -16,6 +16,7 @@ embedded object checked by its own apiVersion/kind). A "*" field stands for any 
 Identical subtrees share one id (a hash of their content), which keeps the file small.
 
 Usage: python scripts/gen_fields.py [--shared ../shared] [--check]
+(default --shared: $KFLAB_SHARED, ../shared, or .cache/shared from scripts/fetch_upstream.py)
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import re
 import sys
 from pathlib import Path
@@ -219,8 +219,9 @@ def render(data: dict[str, Any]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shared", type=Path,
-                        default=Path(os.environ.get("KFLAB_SHARED", REPO.parent / "shared")))
+    from fetch_upstream import shared_root  # $KFLAB_SHARED, ../shared, or the fetched copy
+
+    parser.add_argument("--shared", type=Path, default=shared_root(REPO)[0])
     parser.add_argument("--check", action="store_true",
                         help="exit 1 if lab/kube/fields.json is not what would be generated")
     args = parser.parse_args()

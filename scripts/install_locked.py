@@ -9,6 +9,15 @@ kflab itself editable with no build isolation (setuptools is locked: nothing is 
 it); torch (with the `local` extra) only when the venv has none in pyproject's tested range, so
 a GPU user's CUDA build stays; then `pip check`. A stamp records what was installed, so a second
 run with the same lock does nothing.
+
+Progress: a cold install takes minutes, so each package is named as pip gets it and as it is
+installed, "[k/N]" of the packages this run installs (on a terminal one line, rewritten in
+place; piped, a line each). pip prints nothing while it installs, so the install count comes
+from the venv itself: a package is installed once its .dist-info folder appears.
+
+KFLAB_TORCH_FIND_LINKS: a folder or URL of wheels that pip searches for torch alone (given with
+--find-links to that one install): a wheelhouse holding the CPU build, since torch==X from PyPI
+is the multi-GB CUDA build on Linux. scripts/test.sh sets it from PIP_FIND_LINKS.
 """
 
 from __future__ import annotations
@@ -20,8 +29,11 @@ import platform
 import re
 import subprocess
 import sys
+import sysconfig
+import threading
 import tomllib
 import urllib.request
+from collections import deque
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -123,6 +135,126 @@ def pip(*args: str) -> None:
         fail(f"`pip {' '.join(args[:4])} ...` failed (its output is above)")
 
 
+def _canon(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+class Progress:
+    """"[k/N] what name version" lines: rewritten in place on a terminal, one each when piped."""
+
+    def __init__(self, out=None) -> None:
+        self.out = out or sys.stdout
+        self.tty = self.out.isatty()
+        self.width = 0
+
+    def show(self, text: str) -> None:
+        if self.tty:
+            cols = max(40, os.get_terminal_size(self.out.fileno()).columns - 1)
+            self.out.write("\r\033[K" + text[:cols])
+            self.width = len(text)
+        else:
+            self.out.write(text + "\n")
+        self.out.flush()
+
+    def line(self, text: str) -> None:
+        """A line that stays (after any progress line)."""
+        self.done()
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def done(self) -> None:
+        if self.tty and self.width:
+            self.out.write("\r\033[K")
+            self.out.flush()
+        self.width = 0
+
+
+# "Collecting NAME==VERSION" from an index; "Processing .../NAME-VERSION-...whl" from a folder
+COLLECT = re.compile(r"^(?:Collecting (\S+?)==(\S+)|Processing \S*?([A-Za-z0-9][\w.]*?)-"
+                     r"(\d[^-\s/]*?)(?:-[^\s/]+\.whl|\.tar\.gz|\.zip)\b)")
+SIZE = re.compile(r"^\s+(?:Downloading|Using cached) \S+ \(([^)]+)\)")
+SATISFIED = re.compile(r"^Requirement already satisfied: (\S+?)==")
+INSTALLING = re.compile(r"^Installing collected packages: (.*)$")
+
+
+def dist_infos(site: Path) -> set[str]:
+    """The .dist-info folders in SITE (NAME-VERSION.dist-info: an upgrade makes a new one)."""
+    return {p.name for p in site.glob("*.dist-info")} if site.is_dir() else set()
+
+
+def _dist_name(folder: str) -> str:
+    return _canon(folder[:-len(".dist-info")].rsplit("-", 1)[0])
+
+
+def pip_locked(files: list[Path], site: Path, show: Progress,
+               pip_cmd: list[str] = PIP) -> tuple[int, int]:
+    """`pip install --no-deps --require-hashes` of the lock files, with a line per package as
+    pip gets it and as it is installed: (packages installed, packages already there)."""
+    total = len({_canon(m.group(1)) for f in files for m in
+                 re.finditer(r"^([A-Za-z0-9][\w.-]*)==", f.read_text(), re.M)})
+    argv = [*pip_cmd, "install", "--no-deps", "--require-hashes", "--progress-bar", "off",
+            *(a for f in files for a in ("-r", str(f)))]
+    tail: deque[str] = deque(maxlen=60)
+    got = have = 0
+    last = ""
+    todo: list[str] = []
+    stop = threading.Event()
+
+    def watch_installs() -> None:  # pip installs in the order it printed, silently
+        before = dist_infos(site)
+        shown = -1
+        while not stop.wait(0.5):
+            now = {_dist_name(f) for f in dist_infos(site) - before}
+            k = sum(1 for n in todo if _canon(n) in now)
+            if k != shown and k < len(todo):
+                show.show(f"  [{k + 1}/{len(todo)}] installing {todo[k]}")
+                shown = k
+
+    watcher = threading.Thread(target=watch_installs, daemon=True)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    pending = ""  # piped: a package's line waits for its size (one line per package)
+
+    def flush() -> None:
+        nonlocal pending
+        if pending:
+            show.show(pending)
+            pending = ""
+
+    for line in proc.stdout:
+        tail.append(line)
+        if m := COLLECT.match(line):
+            flush()
+            got += 1
+            name, version = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+            last = f"  [{got + have}/{total}] getting {_canon(name)} {version}"
+            if show.tty:
+                show.show(last)
+            else:
+                pending = last
+        elif (m := SIZE.match(line)) and last:
+            pending = ""
+            show.show(f"{last} ({m.group(1)})")
+        elif SATISFIED.match(line):
+            have += 1
+        elif m := INSTALLING.match(line):
+            flush()
+            todo = [n.strip() for n in m.group(1).split(",") if n.strip()]
+            show.line(f"  {got} package(s) downloaded or cached, {have} already installed; "
+                      f"installing {len(todo)}")
+            watcher.start()
+    rc = proc.wait()
+    flush()
+    stop.set()
+    if watcher.is_alive():
+        watcher.join()
+    show.done()
+    if rc:
+        sys.stderr.write("".join(tail))
+        fail("`pip install --no-deps --require-hashes -r ...` failed (its output is above)")
+    return len(todo), have
+
+
 def unmet(extras: list[str]) -> list[str]:
     """kflab's own requirements (core + the extras asked for) that the venv does not satisfy:
     `pip check` looks at core requirements only, never at extras."""
@@ -157,6 +289,7 @@ def main() -> int:
          *(f.read_bytes() for f in files)])).hexdigest()
     stamp = Path(sys.prefix) / ".kflab-installed"
     if stamp.is_file() and stamp.read_text() == key and torch_req is None:
+        print(f"the lock is installed already ({', '.join(extras) or 'no extras'}): nothing to do")
         return 0
     url = index_reachable()
     if url:
@@ -164,12 +297,16 @@ def main() -> int:
              "PIP_INDEX_URL / PIP_FIND_LINKS at a wheelhouse, then run this again")
     rel = [str(f.relative_to(REPO)) for f in files]
     print(f"installing the lock: {' + '.join(rel)}", flush=True)
-    pip("install", "-q", "--no-deps", "--require-hashes",
-        *(a for f in files for a in ("-r", str(f))))
+    site = Path(sysconfig.get_paths()["purelib"])
+    n, _ = pip_locked(files, site, Progress())
+    print(f"  {n} package(s) installed", flush=True)
+    print("installing kflab itself (editable, from this checkout)", flush=True)
     pip("install", "-q", "--no-deps", "--no-build-isolation", "-e", str(REPO))
     if torch_req:
-        print(torch_line, flush=True)
-        pip("install", "-q", torch_req)
+        links = os.environ.get("KFLAB_TORCH_FIND_LINKS", "").strip()
+        print(torch_line + (f" (also looking in {links})" if links else "")
+              + ": the largest package, a minute or more", flush=True)
+        pip("install", "-q", *(["--find-links", links] if links else []), torch_req)
     elif torch_line:
         print(torch_line)
     res = subprocess.run([*PIP, "check"], capture_output=True, text=True)

@@ -3,6 +3,9 @@
 # Usage: bash scripts/test.sh [pytest args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The tests run as a learner's shell does: no bytecode suppressed, no build machine's pip or
+# BLAS settings (scripts/learner-env.sh says which and why; torch keeps its wheelhouse).
+source scripts/learner-env.sh
 # Real stand-ins for what cannot be reached here (apiserver, systemd target, libvirt...):
 # each script installs (with a cache) what its tests need and exports nothing but files.
 # Those that do not use the venv run one after another in the background while setup.sh
@@ -34,6 +37,10 @@ trap 'kill -- -"$chain" 2>/dev/null || true' EXIT
 t=$SECONDS
 bash scripts/setup.sh local,dev,tf,notebooks,sdk
 echo "== setup: $((SECONDS - t)) s"
+# The upstream trees the tests read (Kubeflow manifests, CRDs, the KFP API): ../shared where it
+# is present, else fetched at their pinned commits and verified (tests/data/upstream.yaml). With
+# no network the tests that need them skip and say why; nothing else stops.
+.venv/bin/python scripts/fetch_upstream.py || echo "== upstream test data: not fetched (above); the tests that read it skip"
 chain_rc=0
 wait "$chain" || chain_rc=$?
 trap - EXIT
@@ -41,6 +48,7 @@ cat "$chain_log"
 [ "$chain_rc" = 0 ] || { echo "== stand-ins failed (exit $chain_rc): see above"; exit "$chain_rc"; }
 run_standins "${late[@]}"
 echo "== stand-ins: $((SECONDS - t_all)) s from the start of setup"
+echo "== python: $(.venv/bin/python -c 'import sys; print(sys.version.split()[0], sys._base_executable)'), $(id -un), HOME=$HOME"
 export PATH="$PWD/.venv/bin:$PATH"
 .venv/bin/ruff check lab tests bench scenarios scripts
 # Test files run on several workers (pytest-xdist), a whole file per worker (--dist loadfile):

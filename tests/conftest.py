@@ -1,4 +1,5 @@
-"""Shared fixtures: a private state folder, the ../shared test data, the CLI as a process."""
+"""Shared fixtures: a private state folder, the upstream test data, the CLI as a process; the
+run's last line (passed, failed, skipped and each skip reason with its count)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,44 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("KFLAB_SHARED", REPO.parent / "shared"))
+
+# kflab's own settings in the caller's shell (a mirror in KFLAB_GITHUB_URL, KFLAB_BACKEND=cluster,
+# a KFLAB_STATE...) would change what the product does under every test: the tests start from
+# the product's defaults, and a test that wants one sets it. Kept: the test suite's own knobs.
+TEST_KNOBS = ("KFLAB_SHARED", "KFLAB_STANDIN_CACHE", "KFLAB_TORCH_FIND_LINKS",
+              "KFLAB_LEARNER_ENV", "KFLAB_DEBIAN_MIRROR", "KFLAB_TEST_")
+for _name in [n for n in os.environ if n.startswith("KFLAB_") and not n.startswith(TEST_KNOBS)]:
+    del os.environ[_name]
+
+
+def _shared_root() -> Path:
+    """Where the upstream test data is (the order scripts/fetch_upstream.py fills it in):
+    $KFLAB_SHARED, else ../shared when it has upstream/ (CI), else .cache/shared (fetched)."""
+    if os.environ.get("KFLAB_SHARED"):
+        return Path(os.environ["KFLAB_SHARED"])
+    sibling = REPO.parent / "shared"
+    return sibling if (sibling / "upstream").is_dir() else REPO / ".cache" / "shared"
+
+
+SHARED = _shared_root()
+
+
+def upstream_missing(*parts: str) -> str | None:
+    """Why SHARED/upstream/PARTS is absent (a skip reason, the same for every test), or None."""
+    if (SHARED.joinpath("upstream", *parts)).exists():
+        return None
+    failed = SHARED / "upstream" / ".fetch-failed"
+    why = failed.read_text().strip() if failed.is_file() else \
+        "run python scripts/fetch_upstream.py (scripts/test.sh does)"
+    return f"upstream test data not found in {SHARED}/upstream: {why}"
+
+
+def need_upstream(*parts: str) -> Path:
+    """SHARED/upstream/PARTS, or a skip that says why it is missing and how to get it."""
+    why = upstream_missing(*parts)
+    if why:
+        pytest.skip(why)
+    return SHARED.joinpath("upstream", *parts)
 
 
 # The longest modules (a VM boot under TCG, every lab on the stand-in cluster, every lab's
@@ -68,9 +106,9 @@ def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def shared() -> Path:
-    """The read-only ../shared folder (upstream manifests, recipes); skip when absent."""
-    if not (SHARED / "upstream").is_dir():
-        pytest.skip(f"../shared not found at {SHARED} (set KFLAB_SHARED)")
+    """The folder holding upstream/ (the upstream manifests and API, read-only); skip when
+    absent."""
+    need_upstream()
     return SHARED
 
 
@@ -85,3 +123,36 @@ def run_kflab(*args: str, cwd: Path | None = None, env: dict[str, str] | None = 
 @pytest.fixture
 def kflab():
     return run_kflab
+
+
+def outcome_line(stats: dict[str, list]) -> str:
+    """One line for the end of the run: counts, then each distinct skip reason with its count
+    (most frequent first), so a run that skipped for want of something says what at a glance."""
+    counts = {key: len(stats.get(key, []))  # pytest's own tallies (terminalreporter.stats)
+              for key in ("passed", "failed", "error", "skipped", "xfailed", "xpassed")}
+    reasons: dict[str, int] = {}
+    for rep in stats.get("skipped", []):
+        longrepr = rep.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else \
+            str(longrepr)
+        reason = " ".join(reason.removeprefix("Skipped: ").split())
+        reasons[reason] = reasons.get(reason, 0) + 1
+    parts = [f"{counts['passed']} passed", f"{counts['failed']} failed",
+             f"{counts['skipped']} skipped"]
+    parts += [f"{counts[k]} {k}" for k in ("error", "xfailed", "xpassed") if counts[k]]
+    line = "tests: " + ", ".join(parts)
+    if reasons:
+        line += " | skip reasons: " + "; ".join(
+            f"{n}x {reason}" for reason, n in sorted(reasons.items(), key=lambda kv: (-kv[1],
+                                                                                      kv[0])))
+    return line
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The run's last line (after pytest's own summary): scripts/test.sh and CI read it."""
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller prints the line
+        return
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None or not getattr(reporter, "stats", None):
+        return
+    reporter.write_line(outcome_line(reporter.stats))

@@ -40,7 +40,7 @@ import pytest
 import yaml
 
 from lab.backends.local.procs import free_port
-from tests.conftest import SHARED
+from tests.conftest import SHARED, need_upstream
 
 CACHE = Path(os.environ.get("KFLAB_STANDIN_CACHE", "/var/cache/kflab-standins"))
 CRD_BIN = CACHE / "crd-apiserver" / "current" / "bin"
@@ -415,8 +415,7 @@ def load_upstream_crds(server: ApiServer, shared: Path) -> list[str]:
 def crd_apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
     """The v1.36 CRD API server with the upstream Kubeflow CRDs, for the whole session."""
     _need([CRD_BIN / "crd-apiserver", CRD_BIN / "etcd"], "40-crd-apiserver.sh")
-    if not (SHARED / "upstream").is_dir():
-        pytest.skip(f"../shared not found at {SHARED} (set KFLAB_SHARED): no upstream CRDs")
+    need_upstream()
     server = start_crd_apiserver(tmp_path_factory.mktemp("crd-apiserver"))
     try:
         server.extra["crds"] = load_upstream_crds(server, SHARED)

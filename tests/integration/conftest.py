@@ -67,14 +67,13 @@ def target(tmp_path_factory) -> Iterator[dict]:
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A stand-in cluster (tests/standins/cluster.py: both API servers, the stand-in
     controllers and kubelet), one per module that asks for it; a controller error fails it."""
-    from tests.conftest import SHARED
+    from tests.conftest import SHARED, need_upstream
     from tests.standins.cluster import missing_binaries, start_world
 
     if missing_binaries():
         pytest.skip(f"API-server stand-ins not built ({', '.join(missing_binaries())}): run "
                     "scripts/standins/40-crd-apiserver.sh and 41-kube-apiserver.sh")
-    if not (SHARED / "upstream").is_dir():
-        pytest.skip(f"../shared not found at {SHARED} (set KFLAB_SHARED)")
+    need_upstream()
     w = start_world(tmp_path_factory.mktemp("world"), SHARED)
     yield w
     w.stop()

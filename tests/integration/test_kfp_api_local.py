@@ -8,7 +8,6 @@ One server and one tiny one-component run per module; nothing is mocked. (No
 
 import copy
 import json
-import os
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -21,10 +20,9 @@ from kfp import compiler, dsl  # noqa: E402
 
 from lab.backends.local import LocalBackend  # noqa: E402
 from lab.webui.server import UiServer  # noqa: E402
-from tests.conftest import run_kflab  # noqa: E402
+from tests.conftest import need_upstream, run_kflab  # noqa: E402
 
-SWAGGER = Path(os.environ.get("KFLAB_SHARED", "/work/shared")) / \
-    "upstream/kfp-api-2.16.0/v2beta1/swagger/kfp_api_single_file.swagger.json"
+SWAGGER_PARTS = ("kfp-api-2.16.0", "v2beta1", "swagger", "kfp_api_single_file.swagger.json")
 
 
 @dsl.component
@@ -94,11 +92,9 @@ def _strict(defs: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def schema() -> Any:
-    if not SWAGGER.is_file():
-        return None
     import jsonschema
 
-    doc = json.loads(SWAGGER.read_text())
+    doc = json.loads(need_upstream(*SWAGGER_PARTS).read_text())
     defs = _strict(doc["definitions"])
     # what a client sends: protojson reads an int64 given as a number too (the generated
     # client sends max_concurrency=1); the server's answers must use the string form
@@ -503,8 +499,6 @@ def test_no_run_process_is_left_a_zombie(client: Any, finished: Any, server: Any
 
 
 def test_exchanges_match_the_kfp_2_16_schema(finished: Any, server: Any, schema: Any) -> None:
-    if schema is None:
-        pytest.skip("KFP 2.16 API schema not available (../shared/upstream/kfp-api-2.16.0)")
     seen = set()
     for method, path, status, sent, out in server.exchanges:
         if status != 200 and path.startswith("/apis/v2beta1/pipelines/upload"):

@@ -41,7 +41,7 @@ from lab.backends.local.procs import free_port
 from lab.config import Profile
 from lab.providers.existing import ExistingProvider
 from lab.provision import runner
-from tests.conftest import SHARED
+from tests.conftest import SHARED, need_upstream
 from tests.integration.ansible_helpers import PLAYBOOKS, REPO
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -73,8 +73,7 @@ def apiserver() -> Iterator[Path]:
     for need in (BIN / "kube-apiserver", BIN / "etcd"):
         if not need.exists():
             pytest.skip(f"{need} not built (scripts/standins/41-kube-apiserver.sh)")
-    if not UPSTREAM.is_dir():
-        pytest.skip(f"{UPSTREAM} missing (set KFLAB_SHARED)")
+    need_upstream("kubeflow-manifests-26.03")
     if os.geteuid() != 0:
         pytest.skip("needs root (runs the roles as the unprivileged user nobody)")
     root = Path(tempfile.mkdtemp(prefix="kflab-existing-api-"))

@@ -63,11 +63,12 @@ def pin_standin(arts: dict, name: str, commit: str, tree: str) -> None:
 
 @pytest.fixture(scope="module")
 def sources(target):
-    from tests.conftest import SHARED
+    from tests.conftest import need_upstream
 
-    upstream = SHARED / "upstream"
-    if not (upstream / "kubeflow-manifests-26.03").is_dir() or not shutil.which("kubectl"):
-        pytest.skip("needs ../shared/upstream and kubectl")
+    upstream = need_upstream()
+    need_upstream("kubeflow-manifests-26.03")
+    if not shutil.which("kubectl"):
+        pytest.skip("needs kubectl (scripts/standins/21-kubectl.sh)")
     tmp = target["tmp"]
     offline = tmp / "offline"
     offline.mkdir()

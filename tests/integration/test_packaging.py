@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from tests.conftest import REPO, SHARED
+from tests.conftest import REPO, need_upstream
 
 
 def _script(name: str):
@@ -128,14 +128,18 @@ def installed(built: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) 
          "-r", str(locked / "local.txt")], cwd=tmp, timeout=1200)
     run([*pip, "--no-deps", str(built["wheel"])], cwd=tmp)
     torch = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["kflab"]["torch"]
-    run([*pip, f"torch=={torch}"], cwd=tmp, timeout=1200)
+    # As scripts/setup.sh installs it: a wheelhouse with the CPU build for torch alone
+    # (KFLAB_TORCH_FIND_LINKS, set by scripts/test.sh), never a machine-wide PIP_FIND_LINKS.
+    links = os.environ.get("KFLAB_TORCH_FIND_LINKS")
+    run([*pip, *(["--find-links", links] if links else []), f"torch=={torch}"], cwd=tmp,
+        timeout=1200)
     run([str(venv / "bin" / "python"), "-m", "pip", "check"], cwd=tmp)
     home, elsewhere = tmp / "home", tmp / "elsewhere"
     home.mkdir()
     elsewhere.mkdir()
     # Nothing of the clone or of this test run: no PYTHONPATH, no KFLAB_* (state in ~/.kflab).
     keep = {k: v for k, v in os.environ.items()
-            if k in ("LANG", "LC_ALL", "TMPDIR", "PIP_CONFIG_FILE", "SSL_CERT_FILE")}
+            if k in ("LANG", "LC_ALL", "TMPDIR", "SSL_CERT_FILE")}
     kubectl = shutil.which("kubectl", path=f"{REPO / '.venv' / 'bin'}{os.pathsep}"
                                            f"{os.environ.get('PATH', '')}")
     path = [str(venv / "bin"), *([str(Path(kubectl).parent)] if kubectl else []),
@@ -225,9 +229,7 @@ def test_installed_up_dry_run_reads_its_roles(installed: dict) -> None:
 
 
 def test_installed_components_images(installed: dict) -> None:
-    upstream = SHARED / "upstream" / "kubeflow-manifests-26.03"
-    if not upstream.is_dir():
-        pytest.skip(f"../shared not found at {SHARED} (set KFLAB_SHARED)")
+    upstream = need_upstream("kubeflow-manifests-26.03")
     assert installed["kubectl"], "kubectl not found (scripts/standins/21-kubectl.sh installs it)"
     images = kflab(installed, "components", "images", "--upstream", str(upstream),
                    timeout=600).stdout.split()

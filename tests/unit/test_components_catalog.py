@@ -126,11 +126,11 @@ def test_fuzz_loader_fails_only_with_input_errors(tmp_path, doc):
 
 
 def test_footprint_cli_prints_every_component_and_a_total(tmp_path):
-    from tests.conftest import SHARED
+    from tests.conftest import need_upstream
 
-    upstream = SHARED / "upstream" / "kubeflow-manifests-26.03"
-    if not upstream.is_dir() or not shutil.which("kubectl"):
-        pytest.skip("needs ../shared/upstream and kubectl")
+    upstream = need_upstream("kubeflow-manifests-26.03")
+    if not shutil.which("kubectl"):
+        pytest.skip("needs kubectl (scripts/standins/21-kubectl.sh)")
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "KFLAB_STATE": str(tmp_path)}
     import sys
 

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
-from tests.conftest import SHARED
+from tests.conftest import need_upstream
 from tests.standins import kfp_argo
 
 # Test_toModelTasks_wf's input (trimmed to the fields NodeStatuses reads) and expected rows.
@@ -87,9 +85,7 @@ def test_fnv32a_is_go_hash_fnv() -> None:
 
 def test_task_rows_follow_the_v2beta1_schema() -> None:
     """Each rendered row validates against KFP 2.16.0's swagger, with no extra fields."""
-    swagger = SHARED / "upstream" / "kfp-api-2.16.0" / "v2beta1" / "swagger" / "run.swagger.json"
-    if not swagger.is_file():
-        pytest.skip(f"../shared not found at {SHARED} (set KFLAB_SHARED)")
+    swagger = need_upstream("kfp-api-2.16.0", "v2beta1", "swagger", "run.swagger.json")
     from jsonschema import Draft4Validator
 
     defs = json.loads(swagger.read_text())["definitions"]

@@ -33,11 +33,9 @@ wait = _load(ROLE / "files" / "kflab_wait_ready.py", "kflab_wait_ready")
 def _render_text(name: str) -> str:
     from lab.components.catalog import load
     from lab.components.render import render
-    from tests.conftest import SHARED
+    from tests.conftest import need_upstream
 
-    upstream = SHARED / "upstream" / "kubeflow-manifests-26.03"
-    if not upstream.is_dir():
-        pytest.skip(f"upstream manifests not found at {upstream} (set KFLAB_SHARED)")
+    upstream = need_upstream("kubeflow-manifests-26.03")
     return yaml.dump_all(render(load().get(name).overlay, upstream), Dumper=DUMPER,
                          sort_keys=False)
 

@@ -27,12 +27,9 @@ _cache: dict[str, list[dict[str, Any]]] = {}
 
 @pytest.fixture(scope="module")
 def upstream() -> Path:
-    from tests.conftest import SHARED
+    from tests.conftest import need_upstream
 
-    root = SHARED / "upstream" / "kubeflow-manifests-26.03"
-    if not root.is_dir():
-        pytest.skip(f"upstream manifests not found at {root} (set KFLAB_SHARED)")
-    return root
+    return need_upstream("kubeflow-manifests-26.03")
 
 
 def rendered(name: str, upstream: Path) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from lab.components.footprint import Footprint
 from lab.errors import InputError
 from lab.scenarios.loader import find, load_all
 from lab.teaching import plan, roster, sizing
-from tests.conftest import SHARED
+from tests.conftest import SHARED, upstream_missing
 
 
 def _roster(tmp_path: Path, text: str | bytes, name: str = "r.csv") -> Path:
@@ -147,8 +147,8 @@ def test_plan_says_which_labs_fit() -> None:
 
 
 @pytest.mark.slow  # ~25 s: renders the whole lab profile with kustomize for the footprint
-@pytest.mark.skipif(not (SHARED / "upstream" / "kubeflow-manifests-26.03").is_dir(),
-                    reason="../shared/upstream not found")
+@pytest.mark.skipif(bool(upstream_missing("kubeflow-manifests-26.03")),
+                    reason=upstream_missing("kubeflow-manifests-26.03") or "")
 def test_class_plan_command(tmp_path: Path) -> None:
     out = CliRunner().invoke(cli, ["--state", str(tmp_path), "class", "plan", "--students",
                                    "30", "--upstream",

@@ -97,7 +97,7 @@ def parse(argv: list[str]) -> _Request | None:
 
 
 def _terminal() -> bool:
-    """rich's Console.is_terminal for kflab's console (lab.ui.console: sys.stdout)."""
+    """rich's Console.is_terminal for kflab's console (lab.term.console.console(): sys.stdout)."""
     compat = os.environ.get("TTY_COMPATIBLE", "")
     if compat in ("0", "1"):
         return compat == "1"
@@ -111,7 +111,7 @@ def _terminal() -> bool:
 
 
 class _Console:
-    """How rich prints ui.Progress's `run-started` line to this stdout: plain when it is
+    """How rich prints term.progress.Progress's `run-started` line to this stdout: plain when it is
     not a terminal; on one, with the dim and bold styles (the only ones that line has, so
     the colour system does not matter) unless $TERM is dumb, and wrapped past the width
     (then this module does not answer)."""
@@ -314,7 +314,7 @@ def _answer(req: _Request, t0: float) -> int | None:
         run_dir = state.path(root, "runs", PLURAL, NAMESPACE, name)
         run_dir.mkdir(parents=True, exist_ok=True)
 
-        def started(tasks: list[str]) -> None:  # ui.Progress's line, as rich prints it here
+        def started(tasks: list[str]) -> None:  # term.progress.Progress's line, as rich prints it
             sys.stdout.write(console.line(time.monotonic() - t0, name, len(tasks)) or "")
             sys.stdout.flush()
 

@@ -59,8 +59,9 @@ def current(state: Path, name: str | None = None) -> tuple[Profile, dict[str, An
 def preflight(profile: Profile, host: Any = None) -> None:
     """Refuse to start when `kflab doctor` has a failing row for this profile."""
     from lab import doctor
+    from lab.doctor.rows import Needs
 
-    bad = [r for r in doctor.diagnose(doctor.Needs.from_profile(profile), host)
+    bad = [r for r in doctor.diagnose(Needs.from_profile(profile), host)
            if r.status == "fail"]
     if bad:
         raise LabError("this host is not ready for the lab: " + "; ".join(
@@ -230,6 +231,7 @@ def preview(profile: Profile, state: Path, say: Say, *, only: list[str] | None =
     check mode on the node where it exists (or from the role files where it cannot look),
     see lab.provision.preview. Nothing is recorded and nothing on the target changes."""
     from lab import doctor
+    from lab.doctor.rows import Needs
     from lab.provision import preview as pv
     from lab.provision import runner
 
@@ -240,7 +242,7 @@ def preview(profile: Profile, state: Path, say: Say, *, only: list[str] | None =
                        else f"VM {profile.name}")
     if checks:
         shown.blockers += [blocker_line(r) for r in
-                           doctor.diagnose(doctor.Needs.from_profile(profile))
+                           doctor.diagnose(Needs.from_profile(profile))
                            if r.status == "fail"]
     try:
         provider.require_tool()

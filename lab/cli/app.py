@@ -31,7 +31,7 @@ from lab.cli import (  # noqa: F401
 )
 from lab.cli.root import cli
 from lab.errors import LabError
-from lab.ui import printable
+from lab.term.console import printable
 
 __all__ = ["cli", "main"]
 
@@ -61,7 +61,7 @@ def main() -> None:
         click.echo(f"\nstopped: {signals.reason(exc)}", err=True)
         sys.exit(signals.exit_code(exc))
     except LabError as exc:
-        from lab.ui import echo_wrapped
+        from lab.term.console import echo_wrapped
 
         echo_wrapped(f"error: {printable(exc)}", err=True, indent="    ", fg="red")
         sys.exit(exc.exit_code)
@@ -82,7 +82,7 @@ def main() -> None:
 
         found = deps.diagnose(exc)  # a package missing, broken or of another version
         if found is not None:
-            from lab.ui import echo_wrapped
+            from lab.term.console import echo_wrapped
 
             echo_wrapped(f"error: {printable(found[0])}\n  fix: {printable(found[1])}",
                          err=True, indent="    ", fg="red")

@@ -28,11 +28,11 @@ def progress_export(obj: Obj, names: tuple[str, ...], student: str, out: str) ->
 
     NAMES are scenario ids; without them every scenario you started is exported.
     """
-    from lab.scenarios import handin
+    from lab.scenarios import export
     from lab.scenarios.loader import find
 
     sids = [find(n).id for n in names]
-    manifest = handin.export(obj.state, sids, student, Path(out))
+    manifest = export.export(obj.state, sids, student, Path(out))
     for sid, info in manifest["scenarios"].items():
         click.echo(f"  {sid}: work folder {info['workdir']}")
     for item in manifest["left_out"]:
@@ -69,7 +69,7 @@ def scenario_grade(obj: Obj, name: str, work: str, student: str | None,
     With --rerun, the checks read what the student's files make when run again."""
     from lab.scenarios import gradebook, grading, handin, htmlreport
     from lab.scenarios.loader import find
-    from lab.ui import console, esc
+    from lab.term.console import console, esc
 
     s = find(name)
     result = grading.grade(s, Path(work), obj.state, student=student,
@@ -120,10 +120,10 @@ def grade_collect(obj: Obj, paths: tuple[str, ...], csv_out: str, html_out: str,
                   rerun: bool) -> None:
     """Merge many students' grades (grade folders or grade.json files) into one CSV and one
     HTML page."""
-    from lab.scenarios import gradebook
+    from lab.scenarios import gradebook, grading
 
     if rerun:
-        for line in gradebook.rerun_all([Path(p) for p in paths], obj.state):
+        for line in grading.rerun_all([Path(p) for p in paths], obj.state):
             click.echo(line)
     grades, notes = gradebook.collect([Path(p) for p in paths])
     Path(csv_out).write_text(gradebook.csv_text([gradebook.row(g) for g in grades]))

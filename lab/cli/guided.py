@@ -17,7 +17,8 @@ def check(obj: Obj, wait: float) -> None:
     """Verify the current step of the scenario in progress."""
     from lab.kube.manifests import last_warnings
     from lab.scenarios import guided
-    from lab.ui import CheckWait, apply_warnings, check_lines, console, esc, text_width
+    from lab.term.checks import CheckWait, apply_warnings, check_lines
+    from lab.term.console import console, esc, text_width
 
     session = guided.active(obj.state)
     step = session.step
@@ -47,7 +48,9 @@ def _next(session: object) -> None:
     """After a step is passed or skipped: the finish summary, or the next step (announcing
     when it cannot run here)."""
     from lab.scenarios import guided
-    from lab.ui import console, esc, finish_summary, show_step, text_width
+    from lab.term.console import console, esc, text_width
+    from lab.term.steps import show_step
+    from lab.term.summaries import finish_summary
 
     assert isinstance(session, guided.Session)
     if session.finished:
@@ -66,7 +69,7 @@ def _next(session: object) -> None:
 def hint(obj: Obj) -> None:
     """Show the next hint for the current step."""
     from lab.scenarios import guided
-    from lab.ui import echo_wrapped
+    from lab.term.console import echo_wrapped
 
     session = guided.active(obj.state)
     n, total, text = guided.hint(session)
@@ -94,7 +97,7 @@ def solve(obj: Obj) -> None:
 def skip(obj: Obj) -> None:
     """Move past a step this machine cannot run (e.g. it needs a GPU); recorded as skipped."""
     from lab.scenarios import guided
-    from lab.ui import console, esc, text_width
+    from lab.term.console import console, esc, text_width
 
     session = guided.active(obj.state)
     title = session.step.title

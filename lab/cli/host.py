@@ -56,7 +56,8 @@ def doctor(as_json: bool, provider: str | None, profile_path: str | None) -> Non
     from pathlib import Path as _P
 
     from lab import config
-    from lab.doctor import Needs, as_dicts, diagnose
+    from lab.doctor import diagnose
+    from lab.doctor.rows import Needs, as_dicts
 
     if provider == "local" or (provider is None and not profile_path
                                and not _P(config.PROFILE_FILE).exists()):
@@ -68,7 +69,7 @@ def doctor(as_json: bool, provider: str | None, profile_path: str | None) -> Non
     if as_json:
         click.echo(json.dumps(as_dicts(rows), indent=2))
     else:
-        from lab.ui import doctor_table
+        from lab.term.tables import doctor_table
 
         doctor_table(rows, title)
     if any(r.status == "fail" for r in rows):

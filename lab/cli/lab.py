@@ -57,7 +57,7 @@ def up(obj: Obj, profile_path: str | None, provider: str | None, only: str | Non
     after a failure, fix the cause and run `kflab up` again.
     """
     from lab import config, lifecycle
-    from lab.ui import verify_table
+    from lab.term.tables import verify_table
 
     profile = config.resolve(profile_path, provider)
     if bundle_sha and not bundle_dir:
@@ -148,7 +148,7 @@ def status(obj: Obj, name: str | None, as_json: bool, run_verify: bool,
 
     from lab import lifecycle
     from lab.status import gather
-    from lab.ui import verify_table
+    from lab.term.tables import verify_table
 
     if run_verify:
         lifecycle.verify_again(obj.state, say if not as_json else lambda _: None, name=name,

@@ -35,7 +35,7 @@ def apply(obj: Obj, files: tuple[str, ...], validation: str, dry_run: bool) -> N
     """
     from lab.kube.conditions import FAILED_STATES, ready_message, summary_state
     from lab.kube.manifests import apply_document, plan, record_warnings, validation_mode
-    from lab.ui import printable
+    from lab.term.console import printable
 
     backend = obj.backend(progress=True)
     if dry_run and backend.name == "cluster":
@@ -163,11 +163,11 @@ def get(obj: Obj, resources: tuple[str, ...], namespace: str, all_namespaces: bo
         output: str | None, selector: str | None) -> None:
     """List resources, or show some: `kflab get runs`, `kflab get run/first-run -o yaml`,
     `kflab get trials -l katib.kubeflow.org/experiment=random`. No type: the types."""
-    from lab.ui import print_table, resource_table
+    from lab.term.tables import print_table, resource_table
 
     if not resources:
         from lab.kube.kinds import KINDS
-        from lab.ui import Column
+        from lab.term.tables import Column
 
         print_table([Column("NAME", True), Column("SHORTNAMES", True), Column("APIVERSION"),
                      Column("KIND", True)],
@@ -203,7 +203,7 @@ def _failures(obj: Obj, items: list[dict[str, Any]]) -> None:
     """Below `get NAME`'s table: why each named resource failed, with its failing part's
     last log lines (a pipeline task's error) and where the whole log is."""
     from lab.backends import failures
-    from lab.ui import console, esc
+    from lab.term.console import console, esc
 
     backend = obj.backend()
     for o in items:

@@ -37,7 +37,7 @@ class Obj:
 
         backend = get_backend(self.choice(), str(self.state))
         if progress:
-            from lab.ui import Progress
+            from lab.term.progress import Progress
 
             backend.sink = Progress()
         return backend

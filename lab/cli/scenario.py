@@ -42,7 +42,7 @@ def scenario_list(obj: Obj, as_json: bool) -> None:
                                 "progress": progress.get(s.id)}
                                for s in items], indent=2))
         return
-    from lab.ui import scenario_table
+    from lab.term.summaries import scenario_table
 
     scenario_table(items, progress, here, partly)
 
@@ -71,7 +71,7 @@ def scenario_show(obj: Obj, name: str, step_no: int | None) -> None:
     """Show a scenario's description and steps, or one step's text (--step N)."""
     from lab.scenarios import guided
     from lab.scenarios.loader import find
-    from lab.ui import scenario_overview, show_step
+    from lab.term.steps import scenario_overview, show_step
 
     s = find(name)
     if step_no is None:
@@ -93,7 +93,7 @@ def scenario_status(obj: Obj, name: str | None) -> None:
     from lab.errors import LabError
     from lab.scenarios import guided
     from lab.scenarios.loader import find
-    from lab.ui import scenario_status as show
+    from lab.term.summaries import scenario_status as show
 
     if name is None:
         session = guided.active(obj.state)
@@ -109,7 +109,7 @@ def scenario_status(obj: Obj, name: str | None) -> None:
          [session.progress["steps"].get(st.id) or {} for st in steps])
     if session.finished:
         return
-    from lab.ui import echo_wrapped
+    from lab.term.console import echo_wrapped
 
     echo_wrapped(f"Now: step {session.index + 1}, {session.step.title!r}: "
                  f"`kflab scenario show {session.scenario.id} --step {session.index + 1}` "
@@ -132,7 +132,9 @@ def _run_many(obj: Obj, names: tuple[str, ...], all_: bool, mode: str, json_out:
     from lab.scenarios import report
     from lab.scenarios.loader import find, load_all
     from lab.scenarios.runner import run_scenario
-    from lab.ui import Progress, console, esc, summary
+    from lab.term.console import console, esc
+    from lab.term.progress import Progress
+    from lab.term.summaries import summary
 
     if all_:
         scenarios = load_all()  # one that cannot run on the backend is reported skipped
@@ -207,7 +209,8 @@ def scenario_start(obj: Obj, name: str, workdir: str | None, restart: bool) -> N
     backend)."""
     from lab.scenarios import guided
     from lab.scenarios.loader import find
-    from lab.ui import console, esc, show_step, text_width
+    from lab.term.console import console, esc, text_width
+    from lab.term.steps import show_step
 
     s = find(name)
     session = guided.start(s, obj.state, Path(workdir) if workdir else None, restart=restart,

@@ -11,8 +11,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from lab import doctor
 from lab.config import Profile
+from lab.doctor import linux as doctor_linux
+from lab.doctor.rows import Host
 from lab.errors import LabError, ToolMissing
 from lab.providers.base import Capabilities, Gpu, Inventory, Say, State
 from lab.state import remove
@@ -21,7 +22,7 @@ WSL_LIB = "/usr/lib/wsl/lib"
 UNINSTALL = "/usr/local/bin/kflab-uninstall.sh"  # k3s role: k3s_uninstall
 
 
-def wsl_exe_version(host: doctor.Host, distro: str) -> int | None:
+def wsl_exe_version(host: Host, distro: str) -> int | None:
     """The WSL version (1 or 2) that Windows reports for `distro`, via wsl.exe interop.
 
     wsl.exe writes UTF-16LE; a '*' marks the default distro. None when interop is off.
@@ -46,12 +47,12 @@ def wsl_exe_version(host: doctor.Host, distro: str) -> int | None:
 class _Local:
     capabilities = Capabilities(own_machine=True)
     name = ""
-    rows_fn = staticmethod(doctor.host_rows)
+    rows_fn = staticmethod(doctor_linux.host_rows)
 
-    def __init__(self, profile: Profile, workdir: Path, host: doctor.Host | None = None) -> None:
+    def __init__(self, profile: Profile, workdir: Path, host: Host | None = None) -> None:
         self.profile = profile
         self.workdir = workdir
-        self.host = host or doctor.Host()
+        self.host = host or Host()
 
     def preflight(self) -> None:
         """The doctor's rows for this provider (`kflab up` runs it unless --force)."""
@@ -109,7 +110,7 @@ class _Local:
         return self.workdir / "kubeconfig"
 
     def gpus(self) -> list[Gpu]:
-        return [Gpu(g["name"], g["pci"], g["memory"]) for g in doctor.nvidia_gpus(self.host)]
+        return [Gpu(g["name"], g["pci"], g["memory"]) for g in doctor_linux.nvidia_gpus(self.host)]
 
     def ssh_argv(self) -> list[str]:
         return [os.environ.get("SHELL", "/bin/sh")]
@@ -125,10 +126,10 @@ class Wsl2Provider(_Local):
     name = "wsl2"
 
     def preflight(self) -> None:
-        if not doctor.is_wsl(self.host):
+        if not doctor_linux.is_wsl(self.host):
             raise LabError("wsl2: this is not a WSL distro",
                            hint="run kflab inside your WSL 2 distro, or pick another provider")
-        bad = [r for r in doctor.wsl_rows(self.host) if r.status == "fail"]
+        bad = [r for r in doctor_linux.wsl_rows(self.host) if r.status == "fail"]
         distro = self.host.env.get("WSL_DISTRO_NAME", "")
         version = wsl_exe_version(self.host, distro)
         if version == 1:
@@ -142,6 +143,6 @@ class Wsl2Provider(_Local):
         smi = self.host.root / WSL_LIB.lstrip("/") / "nvidia-smi"
         if not smi.exists():
             return []
-        host = doctor.Host(self.host.root, which=lambda name: str(smi) if name == "nvidia-smi"
+        host = Host(self.host.root, which=lambda name: str(smi) if name == "nvidia-smi"
                            else None, env=self.host.env)
-        return [Gpu(g["name"], g["pci"], g["memory"]) for g in doctor.nvidia_gpus(host)]
+        return [Gpu(g["name"], g["pci"], g["memory"]) for g in doctor_linux.nvidia_gpus(host)]

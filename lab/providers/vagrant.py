@@ -19,8 +19,10 @@ from typing import Any
 
 import jinja2
 
-from lab import content, doctor
+from lab import content
 from lab.config import VIRTUALBOX_GPU_ADVICE, Profile
+from lab.doctor import linux as doctor_linux
+from lab.doctor.rows import Host, Needs
 from lab.errors import LabError, ToolMissing
 from lab.providers.base import Capabilities, Gpu, Inventory, Say, State, ssh_argv_for
 from lab.state import remove
@@ -85,28 +87,28 @@ def render(profile: Profile, pci: list[str] | None = None, boot_timeout: int = 6
         pci=[PciDevice.parse(a) for a in pci or []], boot_timeout=boot_timeout)
 
 
-def passthrough_devices(profile: Profile, host: doctor.Host | None = None) -> list[str]:
+def passthrough_devices(profile: Profile, host: Host | None = None) -> list[str]:
     """The PCI functions to hand to the VM: each wanted GPU with its whole IOMMU group.
 
     gpu: auto takes the NVIDIA GPUs already bound to vfio-pci (a GPU the host still drives
     is left alone); an explicit list must pass the doctor's checks or nothing starts.
     """
-    host = host or doctor.Host()
+    host = host or Host()
     if profile.provider != "vagrant-libvirt" or not profile.gpu_wanted:
         return []
-    needs = doctor.Needs.from_profile(profile)
+    needs = Needs.from_profile(profile)
     if profile.gpu_pci:
-        bad = [r for r in doctor.passthrough_rows(needs, host) if r.status == "fail"]
+        bad = [r for r in doctor_linux.passthrough_rows(needs, host) if r.status == "fail"]
         if bad:
             raise LabError("GPU passthrough is not ready: " + "; ".join(
                 f"{r.name}: {r.observed}" for r in bad), hint=bad[0].advice)
         wanted = list(profile.gpu_pci)
     else:
-        wanted = [p for p in doctor.nvidia_pci_devices(host)
-                  if doctor.pci_driver(host, p) == "vfio-pci"]
+        wanted = [p for p in doctor_linux.nvidia_pci_devices(host)
+                  if doctor_linux.pci_driver(host, p) == "vfio-pci"]
     out: list[str] = []
     for addr in wanted:
-        for dev in doctor.iommu_siblings(host, addr) or [addr]:
+        for dev in doctor_linux.iommu_siblings(host, addr) or [addr]:
             if dev not in out:
                 out.append(dev)
     return out
@@ -290,7 +292,7 @@ class VagrantProvider:
             pci = json.loads((self.workdir / "gpus.json").read_text())
         except (OSError, ValueError):
             return []
-        host = doctor.Host()
+        host = Host()
         out = []
         for addr in pci:
             if host.read(f"/sys/bus/pci/devices/{addr}/class").startswith("0x03"):

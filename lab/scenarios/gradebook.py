@@ -22,7 +22,8 @@ from lab import limits
 from lab.errors import InputError, LabError
 from lab.kube.conditions import now
 from lab.scenarios.htmlpage import duration, esc, page, table, td
-from lab.scenarios.htmlreport import result_problem
+from lab.scenarios.htmlreport import render_grade, result_problem
+from lab.scenarios.plots import plot_file
 from lab.yamlio import read_json
 
 GRADE_FILE = "grade.json"
@@ -30,13 +31,6 @@ COLUMNS = ["student", "scenario", "status", "steps_passed", "steps_total", "step
            "attempts", "hints", "solved_by_solve", "time_spent_s", "time_spent", "started_at",
            "last_activity", "graded_at", "signals", "mode"]
 MAX_GRADE_BYTES = limits.MAX_GRADE_BYTES
-
-
-def plot_file(plot: dict[str, Any]) -> str:
-    """The file name of a plot in a grade folder (names come from a hand-in: made safe)."""
-    from lab.scenarios.handin import slug
-
-    return slug(f"{plot.get('experiment')}-{plot.get('name')}")
 
 
 def step_cell(step: dict[str, Any]) -> str:
@@ -133,8 +127,6 @@ def junit(result: Any, grade: dict[str, Any]) -> ET.Element:
 
 def write(grade_obj: Any, out: Path) -> dict[str, Path]:
     """Write a grade's files into `out`; returns them by kind."""
-    from lab.scenarios.htmlreport import render_grade
-
     out.mkdir(parents=True, exist_ok=True)
     data = grade_obj.to_dict()
     files = {"json": out / GRADE_FILE, "junit": out / "grade.xml", "csv": out / "grade.csv",
@@ -199,34 +191,6 @@ def load(path: Path) -> dict[str, Any]:
         raise LabError(f"{path}: field '{problem.split(':')[0]}': {problem.split(': ', 1)[1]}",
                        hint="grade the hand-in again with `kflab scenario grade`")
     return data
-
-
-def rerun_all(paths: list[Path], state_root: Path) -> list[str]:
-    """Grade again with --rerun (lab.scenarios.grading) each hand-in whose grade under
-    `paths` was made from its records, into the same grade folder; returns what was done.
-    A hand-in that is no longer where it was graded from is an error naming it: nothing of
-    the class is collected from a mix the instructor did not ask for."""
-    from lab.scenarios.grading import grade
-    from lab.scenarios.loader import find
-
-    done = []
-    for path in find_grades(paths):
-        data = load(path)
-        if data.get("mode") == "rerun":
-            continue
-        source = Path(str(data.get("handin") or ""))
-        if not str(data.get("handin") or "").startswith("/") or not source.exists():
-            raise LabError(f"{path}: its hand-in {data.get('handin')!r} is no longer there, "
-                           "so it cannot be run again",
-                           hint="put the hand-in back, or grade it again with `kflab "
-                                "scenario grade NAME --work HANDIN --rerun`")
-        result = grade(find(str(data.get("scenario"))), source, state_root,
-                       student=str(data.get("student")), rerun=True)
-        write(result, path.parent)
-        s = result.summary()
-        done.append(f"reran {result.student} / {result.scenario}: {s['status']} "
-                    f"({s['steps_passed']}/{s['steps_total']})")
-    return done
 
 
 def collect(paths: list[Path]) -> tuple[list[dict[str, Any]], list[str]]:

@@ -16,39 +16,10 @@ from lab import limits, state
 from lab.errors import InputError, LabError
 from lab.kube.conditions import now
 from lab.scenarios.htmlpage import duration, esc, page, png, table, td
+from lab.scenarios.plots import MAX_PLOT_BYTES, experiment_plots, plot_file
 from lab.yamlio import read_bytes, read_json
 
-MAX_PLOT_BYTES = 16 * 1024 * 1024  # a Katib plot the local backend draws is ~50 kB
-
-PLOTS_ANNOTATION = "kflab.dev/plots"  # written by the local backend's Katib engine
 SAVED = "report.json"
-
-
-def experiment_plots(state_root: Path) -> list[dict[str, Any]]:
-    """The PNG plots the local backend drew for the Experiments in a state folder
-    ({experiment, name, png}), read now: the sandbox that holds them is removed by the next
-    run. Records are read, never changed; only PNG files inside the state folder are read
-    (the annotation may come from a student's hand-in)."""
-    plots: list[dict[str, Any]] = []
-    root = state_root.resolve()
-    for record in sorted((root / "resources" / "experiments").glob("*/*.json")):
-        try:
-            exp = read_json(record, limit=limits.MAX_RECORD_BYTES)
-            meta = exp.get("metadata") or {}
-            raws = str((meta.get("annotations") or {}).get(PLOTS_ANNOTATION, "")).split(",")
-        except (InputError, AttributeError):
-            continue
-        for raw in filter(None, raws[:100]):
-            try:
-                path = Path(raw).resolve()
-                data = read_bytes(path, limit=MAX_PLOT_BYTES) \
-                    if path.is_relative_to(root) else b""
-            except (OSError, ValueError, InputError):
-                data = b""
-            if data.startswith(b"\x89PNG"):
-                plots.append({"experiment": str(meta.get("name", "")), "name": path.name,
-                              "png": data})
-    return plots
 
 
 def result_problem(data: Any) -> str | None:
@@ -234,8 +205,6 @@ def render_file(path: Path) -> str:
         raise LabError(f"{path}: not readable JSON ({exc.problem[:200]})",
                        hint="give a file written by `--json` or a grade folder") from None
     if isinstance(data, dict) and data.get("kind") == "kflab-grade":
-        from lab.scenarios.gradebook import plot_file
-
         plots = []
         for p in data.get("plots") or []:
             f = path.parent / "plots" / plot_file(p)

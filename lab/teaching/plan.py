@@ -78,7 +78,7 @@ def this_server(state: object, cpus: float | None, memory: float | None,
     import shutil
     from pathlib import Path
 
-    from lab.doctor import GIB as DGIB
+    from lab.doctor.rows import GIB as DGIB
 
     if memory is None:
         with open("/proc/meminfo") as fh:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from lab.scenarios import gradebook, grading, guided, handin, loader
+from lab.scenarios import export, gradebook, grading, guided, handin, loader
 from tests.conftest import run_kflab
 from tests.unit.tuning_helpers import experiment
 
@@ -175,7 +175,7 @@ def test_class_page_in_a_browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         elif who == "Cy":
             guided.solve(session)
         out = tmp_path / f"{home}.tar.gz"
-        handin.export(st, [], who, out)
+        export.export(st, [], who, out)
         g = grading.grade(scenario, out, tmp_path / "teacher")
         grades.append(gradebook.write(g, tmp_path / "grades" / handin.slug(who))["json"])
     collected, notes = gradebook.collect(grades)

@@ -22,7 +22,7 @@ from netaudit import listeners
 
 from lab.backends.local import LocalBackend
 from lab.backends.local.procs import is_running
-from lab.backends.local.training.spec import parse
+from lab.backends.local.training.kinds import parse
 from lab.errors import InputError, LabError
 from lab.state import read_json
 

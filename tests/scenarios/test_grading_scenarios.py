@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from lab.backends import get_backend
-from lab.scenarios import grading, guided, handin, loader
+from lab.scenarios import export, grading, guided, loader
 
 
 def _finish(sid: str, student_state: Path, work: Path) -> None:
@@ -31,10 +31,10 @@ def test_a_finished_kserve_student_is_complete_before_and_after_cleaning_up(
     backend = get_backend("local", str(student_state))
     try:
         _finish("kserve-serving", student_state, tmp_path / "work")
-        handin.export(student_state, [], "Kim", tmp_path / "kim.tar.gz")
+        export.export(student_state, [], "Kim", tmp_path / "kim.tar.gz")
         # The completion panel says: stop it with `kflab delete isvc iris`. Kim does.
         assert backend.delete("InferenceService", "iris")
-        handin.export(student_state, [], "Kim", tmp_path / "kim-cleaned.tar.gz")
+        export.export(student_state, [], "Kim", tmp_path / "kim-cleaned.tar.gz")
     finally:
         backend.down()  # the student closes the lab
     kept = grading.grade(scenario, tmp_path / "kim.tar.gz", state)
@@ -65,7 +65,7 @@ def test_a_finished_notebook_student_gets_their_notebook_started_again(
         _finish("notebook-to-pipeline", student_state, tmp_path / "work")
     finally:
         get_backend("local", str(student_state)).down()
-    handin.export(student_state, [], "Lee", tmp_path / "lee.tar.gz")
+    export.export(student_state, [], "Lee", tmp_path / "lee.tar.gz")
     result = grading.grade(scenario, tmp_path / "lee.tar.gz", state)
     assert any("started the student's Notebook/lab again" in n for n in result.notes), \
         result.notes

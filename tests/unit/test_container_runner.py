@@ -18,7 +18,7 @@ from lab.backends.local import workloads
 from lab.backends.local.containers import choice, cleanup, engine, images
 from lab.backends.local.containers import spec as cspec
 from lab.backends.local.runners import ContainerRun, Mount, gpu_args
-from lab.doctor import Host, container_engine_row
+from lab.doctor.rows import Host, container_engine_row
 from lab.errors import InputError, LabError
 
 PODMAN = engine.Engine("podman", "/usr/bin/podman", "4.3.1", arch="amd64")

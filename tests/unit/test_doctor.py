@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from lab.doctor import Host, Needs, diagnose, is_wsl
+from lab.doctor import diagnose
+from lab.doctor.linux import is_wsl
+from lab.doctor.rows import Host, Needs
 
 CPUINFO = "".join(f"processor\t: {i}\nflags\t\t: fpu vmx sse\n\n" for i in range(3))
 

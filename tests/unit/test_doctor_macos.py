@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lab.doctor import GIB, Host, Needs, diagnose
+from lab.doctor import diagnose
+from lab.doctor.rows import GIB, Host, Needs
 
 SYSCTL = """#!/bin/sh
 # Stand-in for macOS sysctl (mocked: no macOS here).

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from lab import doctor, lifecycle
+from lab.doctor.rows import Host, Needs, Row
 from lab.provision.preview import Change, Preview
 from tests.conftest import run_kflab
 
@@ -46,18 +47,18 @@ def test_an_existing_cluster_plan_says_the_kubeconfig_is_missing(tmp_path: Path)
 
 
 def test_the_wsl_row_always_has_advice_and_a_blocker_never_shows_empty_parentheses() -> None:
-    rows = doctor.diagnose(doctor.Needs(provider="wsl2"), doctor.Host(root=Path("/nonexistent")))
+    rows = doctor.diagnose(Needs(provider="wsl2"), Host(root=Path("/nonexistent")))
     wsl = next(r for r in rows if r.name == "wsl")
     assert wsl.status == "fail" and wsl.advice
     assert "wsl2" in wsl.advice or "WSL" in wsl.advice
-    assert lifecycle.blocker_line(doctor.Row("x", "fail", "seen", "")) == "doctor: x: seen"
+    assert lifecycle.blocker_line(Row("x", "fail", "seen", "")) == "doctor: x: seen"
 
 
 def test_virtualbox_without_vt_x_gets_no_libvirt_advice(tmp_path: Path) -> None:
     (tmp_path / "proc").mkdir()
     (tmp_path / "proc" / "cpuinfo").write_text("processor\t: 0\nflags\t\t: fpu sse2\n")
-    host = doctor.Host(root=tmp_path, which=lambda _: None, disk_free_gib=100)
-    row = next(r for r in doctor.diagnose(doctor.Needs(provider="vagrant-virtualbox"), host)
+    host = Host(root=tmp_path, which=lambda _: None, disk_free_gib=100)
+    row = next(r for r in doctor.diagnose(Needs(provider="vagrant-virtualbox"), host)
                if r.name == "virtualization")
     assert row.status == "fail" and "VT-x" in row.advice
     assert "libvirt" not in row.advice and "qemu" not in row.advice

@@ -330,9 +330,10 @@ def _drain(fd: int) -> bytes:
 def test_the_lines_are_what_rich_prints(
         inproc: Path, kind: str, env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
         capfd: pytest.CaptureFixture) -> None:
-    """The fast path's lines, against what lab.ui's rich console prints for the same event
+    """The fast path's lines, against what lab.term's rich console prints for the same event
     to the same terminal or pipe in the same environment (styles, no wrapping)."""
-    from lab import ui
+    from lab.term import console as term_console
+    from lab.term.progress import Progress
 
     for name in ("COLUMNS", "LINES", "NO_COLOR", "COLORTERM", "TERM"):
         monkeypatch.delenv(name, raising=False)
@@ -344,8 +345,8 @@ def test_the_lines_are_what_rich_prints(
             monkeypatch.setattr(sys, "stdout", tty)
             assert fastpath.answer(_argv(inproc)) == 0
             fast = _drain(main_fd)
-            monkeypatch.setattr(ui, "_console", None)
-            ui.Progress()({"event": "run-started", "run": "m", "tasks": ["make", "size"]})
+            monkeypatch.setattr(term_console, "_console", None)
+            Progress()({"event": "run-started", "run": "m", "tasks": ["make", "size"]})
             tty.write("pipelinerun/m SUCCEEDED\n")  # click.echo: no styles
             tty.flush()
             rich = _drain(main_fd)

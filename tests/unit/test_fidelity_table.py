@@ -21,7 +21,7 @@ from lab.backends.local.fidelity import page
 from lab.backends.local.notebooks import spec as notebook_spec
 from lab.backends.local.serving import spec as serving_spec
 from lab.backends.local.serving.handler import differences as serving_differences
-from lab.backends.local.training import spec as training_spec
+from lab.backends.local.training import kinds as training_kinds
 from lab.backends.local.training.handler import cluster_fields
 from lab.backends.local.tuning import spec as tuning_spec
 from lab.backends.local.tuning.differences import differences as tuning_differences
@@ -68,7 +68,7 @@ def notebooks(**container: Any) -> Callable[[Path], list[str]]:
 
 
 def _tfjob_found(obj: dict) -> list[str]:
-    job = training_spec.parse(obj)
+    job = training_kinds.parse(obj)
     rules = [rule for rule, _ in job.flavor.differences(job)]
     return rules + (["tfjob.cluster-fields"] if cluster_fields(obj, job) else [])
 
@@ -91,7 +91,7 @@ def serving(model: dict, **spec: Any) -> Callable[[Path], list[str]]:
 
 def _pytorch_fields(tmp: Path) -> list[str]:
     obj = pytorch({"image": "pytorch/pytorch:2"})
-    return ["pytorch.cluster-fields"] if cluster_fields(obj, training_spec.parse(obj)) else []
+    return ["pytorch.cluster-fields"] if cluster_fields(obj, training_kinds.parse(obj)) else []
 
 
 # DIFFERENT rows: an example the code announces the row for
@@ -189,10 +189,10 @@ REFUSED: dict[str, Callable[[Path], Any]] = {
     # a container without an image runs as a process, which needs the command
     "pytorch.command": lambda tmp: LocalBackend(str(tmp / "state")).validate(
         _pytorch_no_command(), base_dir=tmp),
-    "pytorch.valueFrom": lambda tmp: training_spec.parse(_valuefrom()),
+    "pytorch.valueFrom": lambda tmp: training_kinds.parse(_valuefrom()),
     "tfjob.command": lambda tmp: LocalBackend(str(tmp / "state")).validate(
         tfjob({"command": None}), base_dir=tmp),
-    "tfjob.valueFrom": lambda tmp: training_spec.parse(tfjob({"env": [
+    "tfjob.valueFrom": lambda tmp: training_kinds.parse(tfjob({"env": [
         {"name": "K", "valueFrom": {"secretKeyRef": {"name": "s"}}}]})),
     "notebook.gpus": lambda tmp: LocalBackend(str(tmp / "state")).validate(
         notebook(resources={"limits": {"nvidia.com/gpu": 4096}}), base_dir=tmp),

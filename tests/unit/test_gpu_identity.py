@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from lab.backends.local import LocalBackend, gpu_devices, gpus
-from lab.doctor import Host, gpu_discovery_row
+from lab.doctor.rows import Host, gpu_discovery_row
 from lab.errors import LabError
 from lab.scenarios import checks
 from lab.scenarios.availability import cannot_run_here

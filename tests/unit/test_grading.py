@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from lab.errors import LabError
-from lab.scenarios import actions, grading, handin, loader
+from lab.scenarios import actions, export, grading, handin, loader
 from tests.conftest import run_kflab
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -342,13 +342,13 @@ def test_export_refuses_bad_names_and_an_existing_target(tmp_path: Path, state: 
     with pytest.raises(LabError, match="not a usable student name"):
         handin.student_name("a\x1b[31mb")
     with pytest.raises(LabError, match="no scenario progress"):
-        handin.export(state, [], "Ada", tmp_path / "out")
+        export.export(state, [], "Ada", tmp_path / "out")
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "f").write_text("x")
     (state / "progress").mkdir()
     (state / "progress" / "x.json").write_text(json.dumps({"workdir": str(tmp_path)}))
     with pytest.raises(LabError, match="already exists"):
-        handin.export(state, ["x"], "Ada", tmp_path / "taken")
+        export.export(state, ["x"], "Ada", tmp_path / "taken")
 
 
 def test_export_from_inside_the_work_folder(kflab: Kflab, tmp_path: Path,

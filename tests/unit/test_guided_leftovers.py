@@ -95,7 +95,7 @@ def test_check_shows_only_this_steps_apply_warnings(kflab, state: Path, tmp_path
 
 def test_the_demo_summary_names_each_skipped_step_and_why(tmp_path: Path, capsys) -> None:
     from lab.scenarios.runner import ScenarioResult, StepResult
-    from lab.ui import summary
+    from lab.term.summaries import summary
 
     res = ScenarioResult("tj", "TrainJob lab", "auto", "local", "2026-01-01T00:00:00Z",
                          status="skipped")

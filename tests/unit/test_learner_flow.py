@@ -15,7 +15,8 @@ from lab.errors import LabError
 from lab.kube import jsonpath, selectors
 from lab.kube.conditions import set_condition
 from lab.kube.describe import history, render
-from lab.ui import fit_code_line, wrap
+from lab.term.console import wrap
+from lab.term.steps import fit_code_line
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SCEN = {"KFLAB_SCENARIOS": str(DATA / "scenarios")}

@@ -10,8 +10,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from lab import ui
 from lab.kube.kinds import lookup
+from lab.term import checks, tables
+from lab.term import console as term_console
+from lab.term.progress import Progress
 
 HOSTILE = ["/data/[/raw]", "[bold red]boom[/]", "[link=file:///etc/passwd]x[/link]",
            ":warning: [/]", "\x1b[2Jcleared", "back\\", "[red]"]
@@ -23,17 +25,18 @@ def screen(monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
     from rich.console import Console
 
     buf = io.StringIO()
-    monkeypatch.setattr(ui, "_console", Console(file=buf, highlight=False, emoji=False,
+    monkeypatch.setattr(term_console, "_console", Console(file=buf, highlight=False, emoji=False,
                                                width=300, color_system=None))
     return buf
 
 
 def _shown(value: str) -> str:
-    return ui.printable(value)  # control characters are shown as \xNN, the rest as written
+    # control characters are shown as \xNN, the rest as written
+    return term_console.printable(value)
 
 
 def test_progress_events_print_user_values_literally(screen: io.StringIO) -> None:
-    progress = ui.Progress()
+    progress = Progress()
     result = SimpleNamespace(ok=False, label=HOSTILE[0], observed=HOSTILE[1],
                              message=HOSTILE[2], error=HOSTILE[3], skip_reason=HOSTILE[4])
     for value in HOSTILE:
@@ -53,7 +56,7 @@ def test_progress_events_print_user_values_literally(screen: io.StringIO) -> Non
 
 
 def test_trial_table_and_resource_table(screen: io.StringIO) -> None:
-    progress = ui.Progress()
+    progress = Progress()
     progress({"event": "experiment-started", "experiment": "e", "algorithm": "[/x]",
               "max_trials": 1, "parallel": 1, "metric": "[/m]", "params": ["[/p]"]})
     progress({"event": "trial-started", "trial": "t-[/1]", "params": {"[/p]": "/data/[/raw]"}})
@@ -63,7 +66,7 @@ def test_trial_table_and_resource_table(screen: io.StringIO) -> None:
               "reason": "[/r]", "best": "t-[/1]",
               "assignments": [{"name": "[/p]", "value": "/data/[/raw]"}],
               "plots": "/tmp/[/a].png"})
-    ui.resource_table(lookup("runs"), [{"metadata": {"name": "[/n]", "namespace": "[/ns]"},
+    tables.resource_table(lookup("runs"), [{"metadata": {"name": "[/n]", "namespace": "[/ns]"},
                                          "status": {"state": "[red]X"}}], namespaces=True)
     out = screen.getvalue()
     for value in ("[/x]", "[/m]", "t-[/1]", "[/o]", "[bold]why[/bold]", "/data/[/raw]",
@@ -72,9 +75,9 @@ def test_trial_table_and_resource_table(screen: io.StringIO) -> None:
 
 
 def test_checks_and_warnings(screen: io.StringIO) -> None:
-    ui.check_lines([SimpleNamespace(ok=True, label="[/ok]", message="", observed=""),
+    checks.check_lines([SimpleNamespace(ok=True, label="[/ok]", message="", observed=""),
                     SimpleNamespace(ok=False, label="[/l]", message="[/m]", observed="[/o]")])
-    ui.apply_warnings(['f.yaml:3: unknown field "spec.[/raw]"'])
+    checks.apply_warnings(['f.yaml:3: unknown field "spec.[/raw]"'])
     out = screen.getvalue()
     for value in ("[/ok]", "[/l]", "[/m]", "[/o]", 'unknown field "spec.[/raw]"'):
         assert value in out
@@ -160,7 +163,7 @@ def test_a_scenario_run_with_markup_in_its_steps(kflab, state, tmp_path: Path) -
 def test_a_skip_reason_is_said_once_per_lab(screen: io.StringIO) -> None:
     """A lab whose steps all need a GPU: the reason once, then `(as above)` (issue 20: it was
     printed once per step and again for the lab)."""
-    progress = ui.Progress()
+    progress = Progress()
     for step in ("a", "b", "c"):
         progress({"event": "step-started", "step": step, "title": step})
         progress({"event": "step-finished",

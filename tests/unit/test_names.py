@@ -78,7 +78,7 @@ def test_manifest_names_are_checked_at_their_line(tmp_path: Path) -> None:
 def test_pytorchjob_replica_services_must_fit() -> None:
     """A valid 60-character job name still cannot run 12 workers: the Service
     `<name>-worker-11` would exceed 63 characters, as on a cluster."""
-    from lab.backends.local.training.spec import parse
+    from lab.backends.local.training.kinds import parse
 
     container = {"name": "pytorch", "command": ["python", "x.py"]}
     obj = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",

@@ -1,5 +1,5 @@
 """libvirt GPU passthrough: the doctor's IOMMU/VFIO rows and the provider's choice of PCI
-functions, against a stand-in /sys tree (doctor.Host takes a root folder)."""
+functions, against a stand-in /sys tree (Host takes a root folder)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import pytest
 
 from lab import config, doctor
 from lab.config import Profile
+from lab.doctor import linux as doctor_linux
+from lab.doctor.rows import Host, Needs
 from lab.errors import LabError
 from lab.providers.vagrant import passthrough_devices, render
 
@@ -31,25 +33,25 @@ def _pci(root: Path, addr: str, vendor: str, klass: str, device: str, group: str
         os.symlink(f"../../../bus/pci/drivers/{driver}", dev / "driver")
 
 
-def gpu_host(tmp_path: Path, audio_driver: str | None = "vfio-pci") -> doctor.Host:
+def gpu_host(tmp_path: Path, audio_driver: str | None = "vfio-pci") -> Host:
     _pci(tmp_path, "0000:01:00.0", "0x10de", "0x030000", "0x2684", "14", "vfio-pci")
     _pci(tmp_path, "0000:01:00.1", "0x10de", "0x040300", "0x22ba", "14", audio_driver)
     (tmp_path / "sys/module/vfio_pci").mkdir(parents=True)
-    return doctor.Host(root=tmp_path, which=lambda n: None, env={})
+    return Host(root=tmp_path, which=lambda n: None, env={})
 
 
 def test_passthrough_rows_pass_when_group_bound_to_vfio(tmp_path: Path) -> None:
     host = gpu_host(tmp_path)
-    rows = doctor.passthrough_rows(doctor.Needs(provider="vagrant-libvirt"), host)
+    rows = doctor_linux.passthrough_rows(Needs(provider="vagrant-libvirt"), host)
     assert [(r.name, r.status) for r in rows] == [("gpu 0000:01:00.0", "pass")]
-    every = {r.name: r for r in doctor.diagnose(doctor.Needs(provider="vagrant-libvirt"), host)}
+    every = {r.name: r for r in doctor.diagnose(Needs(provider="vagrant-libvirt"), host)}
     assert every["iommu"].status == "pass" and every["gpu 0000:01:00.0"].status == "pass"
-    assert doctor.iommu_siblings(host, "0000:01:00.0") == ["0000:01:00.0", "0000:01:00.1"]
+    assert doctor_linux.iommu_siblings(host, "0000:01:00.0") == ["0000:01:00.0", "0000:01:00.1"]
 
 
 def test_passthrough_rows_fail_when_audio_function_still_on_host_driver(tmp_path: Path) -> None:
     host = gpu_host(tmp_path, audio_driver="snd_hda_intel")
-    needs = doctor.Needs(provider="vagrant-libvirt", gpu="pci", gpu_pci=("0000:01:00.0",))
+    needs = Needs(provider="vagrant-libvirt", gpu="pci", gpu_pci=("0000:01:00.0",))
     row = {r.name: r for r in doctor.diagnose(needs, host)}["gpu 0000:01:00.0"]
     assert row.status == "fail"
     assert "0000:01:00.1=snd_hda_intel" in row.observed
@@ -64,8 +66,8 @@ def test_passthrough_rows_without_iommu(tmp_path: Path) -> None:
     (tmp_path / "proc").mkdir()
     (tmp_path / "proc/cmdline").write_text("BOOT_IMAGE=/vmlinuz root=/dev/sda1\n")
     rows = {r.name: r for r in doctor.diagnose(
-        doctor.Needs(provider="vagrant-libvirt", gpu="pci", gpu_pci=("0000:01:00.0",)),
-        doctor.Host(root=tmp_path, which=lambda n: None, env={}))}
+        Needs(provider="vagrant-libvirt", gpu="pci", gpu_pci=("0000:01:00.0",)),
+        Host(root=tmp_path, which=lambda n: None, env={}))}
     assert rows["iommu"].status == "fail" and "intel_iommu=on" in rows["iommu"].advice
     assert rows["gpu 0000:01:00.0"].status == "fail"  # not bound to vfio-pci
     assert rows["nvidia gpu"].status == "warn"  # no host driver: expected for passthrough
@@ -73,7 +75,7 @@ def test_passthrough_rows_without_iommu(tmp_path: Path) -> None:
 
 def test_needs_from_profile() -> None:
     p = Profile(provider="vagrant-libvirt", cpus=8, memory=16, gpu=("0000:01:00.0",))
-    n = doctor.Needs.from_profile(p)
+    n = Needs.from_profile(p)
     assert (n.cpus, n.memory_gib, n.gpu_pci, n.provider) == (8, 16.0, ("0000:01:00.0",),
                                                              "vagrant-libvirt")
 

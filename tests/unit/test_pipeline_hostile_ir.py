@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from lab.backends.local.pipelines import cel, engine, taskproc
+from lab.backends.local.pipelines import cel, taskproc
+from lab.backends.local.pipelines import plan as planning
 from lab.backends.local.pipelines.runner import load_spec
 from lab.errors import InputError, LabError
 
@@ -132,8 +133,8 @@ def test_hostile_ir_is_refused_before_the_run(ir: dict[str, Any], tmp_path: Path
     path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump(doc))
     spec, platform = load_spec(path)
-    with pytest.raises(engine.Refused) as err:
-        engine.plan(spec, platform)
+    with pytest.raises(planning.Refused) as err:
+        planning.plan(spec, platform)
     assert expect in str(err.value), str(err.value)
     assert "compile the pipeline again" in (err.value.hint or "")
 
@@ -141,7 +142,7 @@ def test_hostile_ir_is_refused_before_the_run(ir: dict[str, Any], tmp_path: Path
 def test_the_untouched_ir_plans(ir: dict[str, Any], tmp_path: Path) -> None:
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(ir))
     spec, platform = load_spec(tmp_path / "p.yaml")
-    assert set(engine.plan(spec, platform).programs) == {"exec-add", "exec-add-2",
+    assert set(planning.plan(spec, platform).programs) == {"exec-add", "exec-add-2",
                                                          "exec-add-3"}
 
 

@@ -1,5 +1,5 @@
 """wsl2 / host / existing providers and the doctor rows behind them, against stand-in /proc
-and /sys trees (doctor.Host takes a root folder) and a STAND-IN `wsl.exe` (a script that
+and /sys trees (doctor.rows.Host takes a root folder) and a STAND-IN `wsl.exe` (a script that
 answers like Windows' wsl.exe, in UTF-16LE): neither exists on a Linux CI machine."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from lab import doctor
 from lab.config import Profile
+from lab.doctor import linux as doctor_linux
+from lab.doctor import rows as doctor_rows
 from lab.errors import LabError
 from lab.providers.existing import ExistingProvider, extract_context
 from lab.providers.local import Wsl2Provider, wsl_exe_version
@@ -43,18 +44,18 @@ WSL2_FACTS = {
 }
 
 
-def _host(root: Path, bin_dir: Path | None = None, env: dict | None = None) -> doctor.Host:
+def _host(root: Path, bin_dir: Path | None = None, env: dict | None = None) -> doctor_rows.Host:
     def which(name: str) -> str | None:
         p = bin_dir / name if bin_dir else None
         return str(p) if p and p.exists() else None
 
-    return doctor.Host(root=root, which=which,
+    return doctor_rows.Host(root=root, which=which,
                        env=env if env is not None else {"WSL_DISTRO_NAME": "Ubuntu"})
 
 
 def test_wsl_rows_pass_on_wsl2_with_systemd_and_cuda(tmp_path: Path) -> None:
     host = _host(_tree(tmp_path, WSL2_FACTS))
-    rows = {r.name: r for r in doctor.wsl_rows(host)}
+    rows = {r.name: r for r in doctor_linux.wsl_rows(host)}
     assert {r.status for r in rows.values()} == {"pass"}
     assert "libcuda.so.1" in rows["cuda on wsl"].observed
 
@@ -65,7 +66,7 @@ def test_wsl_rows_pass_on_wsl2_with_systemd_and_cuda(tmp_path: Path) -> None:
 ])
 def test_wsl_rows_fail_with_advice(tmp_path: Path, facts: dict, row: str, advice: str) -> None:
     host = _host(_tree(tmp_path, {**WSL2_FACTS, **facts}))
-    rows = {r.name: r for r in doctor.wsl_rows(host)}
+    rows = {r.name: r for r in doctor_linux.wsl_rows(host)}
     assert rows[row].status == "fail" and advice in rows[row].advice
 
 
@@ -131,6 +132,6 @@ def test_existing_extracts_one_context_with_absolute_paths(tmp_path: Path) -> No
     prov.create(prov.profile, lambda s: None)
     assert stat.S_IMODE(prov.kubeconfig().stat().st_mode) == 0o600
     assert prov.capabilities.provisions_node is False
-    rows = doctor.existing_rows(doctor.Needs(provider="existing", kubeconfig=str(kc),
-                                             context="zzz"), doctor.Host())
+    rows = doctor_rows.existing_rows(doctor_rows.Needs(provider="existing", kubeconfig=str(kc),
+                                             context="zzz"), doctor_rows.Host())
     assert rows[0].status == "fail" and "pick one of: a" in rows[0].advice

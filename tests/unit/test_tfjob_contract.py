@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import pytest
 
 from lab.backends.local.training.env import localize, operator_env, replica_env, service_names
-from lab.backends.local.training.spec import Replica, apply_defaults, parse
+from lab.backends.local.training.kinds import apply_defaults, parse
+from lab.backends.local.training.spec import Replica
 from lab.errors import InputError
 
 

@@ -17,7 +17,7 @@ from lab.backends.local.training.env import (
     replica_env,
     visible_gpus,
 )
-from lab.backends.local.training.spec import apply_defaults, parse
+from lab.backends.local.training.kinds import apply_defaults, parse
 from lab.errors import InputError, LabError
 
 

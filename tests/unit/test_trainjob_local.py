@@ -17,8 +17,8 @@ from lab.backends.local import LocalBackend
 from lab.backends.local.training import containers
 from lab.backends.local.training import run as training_run
 from lab.backends.local.training.env import operator_env
+from lab.backends.local.training.kinds import parse
 from lab.backends.local.training.runtimes import SHIPPED
-from lab.backends.local.training.spec import parse
 from lab.errors import InputError
 
 RUNTIMES = Path("upstream/kubeflow-manifests-26.03/applications/trainer/upstream/base/runtimes")

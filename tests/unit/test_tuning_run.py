@@ -364,7 +364,7 @@ def test_cli_get_describe_and_logs(tmp_path: Path) -> None:
 
 
 def test_progress_table_renders_trials() -> None:
-    from lab.ui import TrialTable
+    from lab.term.trials import TrialTable
 
     table = TrialTable({"experiment": "e", "algorithm": "tpe", "parallel": 2, "max_trials": 3,
                         "metric": "loss", "params": ["x"]}, lambda: "0.0s")
@@ -389,7 +389,7 @@ def _text(renderable: object, width: int = 80) -> str:
 def test_progress_table_fits_80_columns_with_long_names_and_numbers() -> None:
     """Long trial names and 14-digit parameters: the row keeps name, state, value and time
     whole on one line; parameters (4 significant digits) go on a line beneath."""
-    from lab.ui import TrialTable
+    from lab.term.trials import TrialTable
 
     table = TrialTable({"experiment": "e", "algorithm": "tpe", "parallel": 2, "max_trials": 3,
                         "metric": "accuracy", "params": ["learning_rate", "weight_decay"]},
@@ -407,7 +407,7 @@ def test_progress_table_fits_80_columns_with_long_names_and_numbers() -> None:
 
 
 def test_progress_table_keeps_only_the_newest_rows() -> None:
-    from lab.ui import TrialTable
+    from lab.term.trials import TrialTable
 
     table = TrialTable({"experiment": "e", "algorithm": "random", "parallel": 1,
                         "max_trials": 40, "metric": "loss", "params": []}, lambda: "0.0s")

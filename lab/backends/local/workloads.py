@@ -19,8 +19,8 @@ from lab.backends.local.containers import images
 from lab.backends.local.containers.choice import ANNOTATION, needs_container, override
 from lab.backends.local.serving import runtime_images
 from lab.backends.local.serving.spec import image_runtime
+from lab.backends.local.training.kinds import flavor_for
 from lab.backends.local.training.runtimes import SHIPPED
-from lab.backends.local.training.spec import flavor_for
 from lab.errors import LabError
 
 

@@ -15,7 +15,9 @@ What a task's process receives is built by kfp.local's own helpers (kfp pinned a
 `executor_input_utils.construct_executor_input` / `executor_input_to_dict`,
 `placeholder_utils.replace_placeholders`, `executor_output_utils.get_outputs_for_task`,
 `importer_handler.run_importer`, `io.IOStore` and `OrchestratorUtils` (inputs of a task, a
-DAG's outputs); the process itself runs kfp's executor entry point (taskproc.py).
+DAG's outputs); the process itself runs kfp's executor entry point (taskproc.py). What the
+KFP driver and launcher add around a task is driver.py's; the run starts from a Plan that
+plan.py checked before anything ran.
 """
 
 from __future__ import annotations
@@ -28,14 +30,14 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from lab.backends.local import procs
-from lab.backends.local.pipelines import cel, taskproc
+from lab.backends.local.pipelines import cel, driver, taskproc
 from lab.backends.local.pipelines.cache import Cache, fingerprint
+from lab.backends.local.pipelines.plan import Plan
 from lab.backends.pipeline_memo import read_task_outputs, stamp
 from lab.errors import LabError
 
@@ -43,320 +45,6 @@ SUCCEEDED, FAILED, SKIPPED, CANCELED = "SUCCEEDED", "FAILED", "SKIPPED", "CANCEL
 # a task's state as MLMD records its execution (ml_metadata Execution.State names), which
 # is what a PipelineTaskFinalStatus reports on a cluster
 MLMD_STATE = {SUCCEEDED: "COMPLETE", FAILED: "FAILED", CANCELED: "CANCELED"}
-
-
-class Refused(LabError):
-    """The pipeline uses something the local backend cannot run: said before the run."""
-
-
-@dataclass
-class Plan:
-    """The compiled pipeline, checked: what each executor runs."""
-
-    spec: Any  # pipeline_spec_pb2.PipelineSpec
-    executors: dict[str, Any]
-    programs: dict[str, taskproc.Program] = field(default_factory=dict)
-    # what compiling it read: {"files": {path: sha256 or None}, "dirs": {folder: listing},
-    # "env": {name: value}} (replay.py); empty: nothing to key a memo on
-    inputs: dict[str, Any] = field(default_factory=dict)
-
-
-def plan(spec: Any, platform_spec: Any = None) -> Plan:
-    """Check everything the run would need, before anything runs (Refused says why)."""
-    from google.protobuf import json_format
-    from kfp.local import utils
-
-    try:
-        executors = {name: utils.struct_to_executor_spec(ex)
-                     for name, ex in spec.deployment_spec["executors"].items()}
-    except (json_format.ParseError, TypeError, ValueError, KeyError) as exc:
-        raise Refused(f"not a valid compiled pipeline: deploymentSpec.executors: {exc}",
-                      hint=RECOMPILE) from None
-    invalid = structure_problems(spec, executors)
-    if invalid:
-        raise Refused("not a valid compiled pipeline: " + "; ".join(invalid[:5])
-                      + (f" (and {len(invalid) - 5} more)" if len(invalid) > 5 else ""),
-                      hint=RECOMPILE)
-    out = Plan(spec, executors)
-    problems: list[str] = []
-    for label, ex in executors.items():
-        kind = ex.WhichOneof("spec")
-        if kind == "importer":
-            continue
-        if kind != "container":
-            problems.append(f"{label}: a {kind} executor has no local equivalent")
-            continue
-        program = taskproc.parse(list(ex.container.command))
-        if program is None or list(ex.container.args[:1]) != ["--executor_input"]:
-            problems.append(
-                f"{label}: a container component (image {ex.container.image}) runs an "
-                "image's command; the local backend runs no images, only lightweight "
-                "@dsl.component functions")
-            continue
-        missing = taskproc.missing_packages(program.requirements)
-        if missing:
-            problems.append(f"{label}: packages_to_install not installed here: "
-                            f"{', '.join(missing)} (the local backend downloads nothing: "
-                            "pip install them into kflab's environment)")
-        out.programs[label] = program
-    for name, comp in [*spec.components.items(), ("root", spec.root)]:
-        if comp.WhichOneof("implementation") != "dag":
-            continue
-        for tname, task in comp.dag.tasks.items():
-            if task.WhichOneof("iterator") == "artifact_iterator":
-                problems.append(f"{name}/{tname}: dsl.ParallelFor over a list of artifacts "
-                                "is not supported locally")
-    k8s = _platform_settings(platform_spec)
-    if k8s:
-        problems.append("kfp-kubernetes settings (" + ", ".join(k8s) + ") need a cluster")
-    if problems:
-        raise Refused("the local backend cannot run this pipeline: " + "; ".join(problems),
-                      hint="run it on the cluster backend, or change what is named")
-    return out
-
-
-RECOMPILE = "compile the pipeline again with kfp.compiler.Compiler().compile() (a compiled " \
-            "file is not meant to be edited by hand)"
-# Task names become folders and log files in the state folder (`<run>/<task>.<i>/`).
-_TASK_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-
-
-def structure_problems(spec: Any, executors: dict[str, Any]) -> list[str]:
-    """What makes the IR impossible to run as written, found before anything runs: unknown
-    components, executors or upstream tasks, a cycle of dependentTasks or of components,
-    task names that are not plain names, ParallelFor lists and conditions over the limits."""
-    out: list[str] = []
-    comps = dict(spec.components)
-    graph: dict[str, list[str]] = {}
-    for cname, comp in [*comps.items(), ("root", spec.root)]:
-        kind = comp.WhichOneof("implementation")
-        if kind != "dag":
-            if comp.executor_label not in executors:
-                out.append(f"components.{cname}.executorLabel: no executor "
-                           f"{comp.executor_label!r} in deploymentSpec.executors")
-            continue
-        tasks = dict(comp.dag.tasks)
-        graph[cname] = []
-        for tname, task in tasks.items():
-            where = f"{'root' if cname == 'root' else 'components.' + cname}.dag.tasks"
-            if not _TASK_NAME.match(tname) or ".." in tname:
-                out.append(f"{where}: task name {tname[:60]!r} is not a plain name (letters, "
-                           "digits, '-', '_', '.'; at most 128)")
-                continue
-            ref = task.component_ref.name
-            if ref not in comps:
-                out.append(f"{where}.{tname}.componentRef.name: no component {ref!r}")
-            else:
-                graph[cname].append(ref)
-            for dep in task.dependent_tasks:
-                if dep not in tasks:
-                    out.append(f"{where}.{tname}.dependentTasks: no task {dep!r} in this DAG")
-            condition = task.trigger_policy.condition
-            if condition:
-                try:
-                    cel.check(condition)
-                except LabError as exc:
-                    out.append(f"{where}.{tname}.triggerPolicy.condition: {exc.args[0]}")
-            if task.WhichOneof("iterator") == "parameter_iterator" and \
-                    task.parameter_iterator.items.HasField("raw"):
-                problem = _items_problem(task.parameter_iterator.items.raw)
-                if problem:
-                    out.append(f"{where}.{tname}.parameterIterator.items.raw: {problem}")
-        cycle = _cycle({n: [d for d in t.dependent_tasks if d in tasks]
-                        for n, t in tasks.items()})
-        if cycle:
-            out.append(f"{'root' if cname == 'root' else 'components.' + cname}.dag: "
-                       f"dependentTasks form a cycle: {' -> '.join(cycle)}")
-    cycle = _cycle(graph)
-    if cycle:
-        out.append(f"components: a DAG contains itself: {' -> '.join(cycle)}")
-    return out
-
-
-def _items_problem(raw: str) -> str | None:
-    """Why a ParallelFor's literal items cannot run (None when they can)."""
-    from lab import limits
-    from lab.errors import InputError
-    from lab.yamlio import load_json
-
-    try:
-        items = load_json(raw, "items")
-    except InputError as exc:
-        return exc.problem
-    if not isinstance(items, list):
-        return f"not a JSON list: {raw[:60]!r}"
-    if len(items) > limits.MAX_PARALLELFOR_ITEMS:
-        return limits.limit("a ParallelFor of", f"{len(items)} items",
-                            limits.MAX_PARALLELFOR_ITEMS, "MAX_PARALLELFOR_ITEMS")
-    return None
-
-
-def _cycle(graph: dict[str, list[str]]) -> list[str]:
-    """One cycle of the graph as a path (first node repeated at the end), or []."""
-    color: dict[str, int] = {}
-    for start in graph:
-        if color.get(start):
-            continue
-        stack: list[tuple[str, int]] = [(start, 0)]
-        path: list[str] = []
-        while stack:
-            node, i = stack.pop()
-            if i == 0:
-                color[node] = 1
-                path.append(node)
-            nexts = graph.get(node, [])
-            if i < len(nexts):
-                stack.append((node, i + 1))
-                nxt = nexts[i]
-                if color.get(nxt) == 1:
-                    return [*path[path.index(nxt):], nxt]
-                if not color.get(nxt):
-                    stack.append((nxt, 0))
-            else:
-                color[node] = 2
-                path.pop()
-    return []
-
-
-def _platform_settings(platform_spec: Any) -> list[str]:
-    if platform_spec is None:
-        return []
-    from google.protobuf import json_format
-
-    data = json_format.MessageToDict(platform_spec)
-    k8s = (data.get("platforms") or {}).get("kubernetes") or {}
-    execs = (k8s.get("deploymentSpec") or {}).get("executors") or {}
-    found = sorted({f"{label}: {', '.join(cfg)}" for label, cfg in execs.items() if cfg})
-    if (k8s.get("pipelineConfig") or {}).get("workspace"):
-        found.append("dsl.PipelineConfig's workspace: a PVC the run's tasks share")
-    return found
-
-
-def _depends(task: Any, tasks: dict[str, Any]) -> list[str]:
-    """The tasks `task` waits for: its dependent_tasks plus the producer of every task
-    output it takes, as KFP 2.16's Argo compiler adds them (backend/src/v2/compiler/
-    argocompiler/dag.go, addImplicitDependencies: a resource limit set from a task's output
-    is such an input, with no dependent_tasks entry)."""
-    deps = list(task.dependent_tasks)
-    producers = [p.task_output_parameter.producer_task for p in task.inputs.parameters.values()
-                 if p.WhichOneof("kind") == "task_output_parameter"]
-    producers += [a.task_output_artifact.producer_task for a in task.inputs.artifacts.values()
-                  if a.WhichOneof("kind") == "task_output_artifact"]
-    deps += [p for p in producers if p in tasks and p not in deps]
-    return deps
-
-
-def _upload_custom_paths(task_root: Path) -> None:
-    """An output artifact written at a path of the component's choosing (Artifact.set_path)
-    is copied to its URI, as KFP 2.16's launcher uploads it from there
-    (backend/src/v2/component/launcher_v2.go, uploadOutputArtifacts with
-    retrieveArtifactPath: the custom path when set, else the URI's local path)."""
-    import shutil
-
-    from lab import limits
-    from lab.errors import InputError
-    from lab.yamlio import read_json
-
-    try:  # written by the task's own code: capped and depth-bounded
-        data = read_json(task_root / "executor_output.json", limit=limits.MAX_RECORD_BYTES)
-    except InputError:
-        return
-    if not isinstance(data, dict):
-        return
-    for group in (data.get("artifacts") or {}).values():
-        for art in group.get("artifacts") or []:
-            src, uri = art.get("custom_path"), art.get("uri", "")
-            if not src or not uri or not Path(src).exists() or Path(uri).exists():
-                continue
-            Path(uri).parent.mkdir(parents=True, exist_ok=True)
-            if Path(src).is_dir():
-                shutil.copytree(src, uri)
-            else:
-                shutil.copyfile(src, uri)
-
-
-def _json_numbers(value: Any) -> Any:
-    """Whole numbers written as JSON integers, as the KFP backend's protojson writes a
-    protobuf Value (`1`, not Python's `1.0`): a list of ints collected from a ParallelFor
-    reaches the next component as ints, as on a cluster."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _json_numbers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_json_numbers(v) for v in value]
-    return value
-
-
-def _with_defaults(comp: Any, args: dict[str, Any]) -> dict[str, Any]:
-    """A DAG's arguments with its inputs' defaults; an optional input without a default (or
-    defaulting to None) stays unset, as the driver leaves it."""
-    from kfp.local.executor_output_utils import pb2_value_to_python
-
-    out = dict(args)
-    for name, spec in comp.input_definitions.parameters.items():
-        if name in out:
-            continue
-        if spec.HasField("default_value") and \
-                spec.default_value.WhichOneof("kind") not in (None, "null_value"):
-            out[name] = pb2_value_to_python(spec.default_value)
-        elif spec.is_optional:
-            out[name] = None  # unset: a task given it gets nothing, its own default applies
-    return out
-
-
-def _dag_outputs(comp: Any, store: Any) -> dict[str, Any]:
-    """A DAG's outputs, each resolved on its own: one whose producer did not run (a branch
-    of a dsl.If not taken) is absent, so a dsl.Collected over a loop holds the values of the
-    iterations that produced one, as on a cluster."""
-    from kfp.local.orchestrator.orchestrator_utils import OrchestratorUtils
-    from kfp.pipeline_spec import pipeline_spec_pb2
-
-    outputs: dict[str, Any] = {}
-    spec = comp.dag.outputs
-    for key, selector in spec.parameters.items():
-        one = pipeline_spec_pb2.DagOutputsSpec()
-        one.parameters[key].CopyFrom(selector)
-        with contextlib.suppress(ValueError, KeyError):
-            outputs.update(OrchestratorUtils.get_dag_outputs(dag_outputs_spec=one,
-                                                             io_store=store))
-    for key, selector in spec.artifacts.items():
-        for each in selector.artifact_selectors:  # several: dsl.OneOf, the branch that ran
-            one = pipeline_spec_pb2.DagOutputsSpec()
-            one.artifacts[key].artifact_selectors.append(each)
-            with contextlib.suppress(ValueError, KeyError):
-                outputs.update(OrchestratorUtils.get_dag_outputs(dag_outputs_spec=one,
-                                                                 io_store=store))
-                break
-    return outputs
-
-
-def _as_declared(comp: Any, args: dict[str, Any]) -> dict[str, Any]:
-    """A STRING input given another value gets its text, as KFP 2.16's driver converts it
-    (backend/src/v2/driver/resolve.go, handleParamTypeValidationAndConversion, with
-    metadata.PbValueToText): 1 -> "1", true -> "true", a list or struct -> its JSON."""
-    from kfp.pipeline_spec import pipeline_spec_pb2
-
-    string = pipeline_spec_pb2.ParameterType.STRING
-    # an optional input the driver resolved to nothing is not passed: the component's own
-    # default applies ("resolved internally within the component", resolve.go)
-    out = {k: v for k, v in args.items() if v is not None}
-    for name, spec in comp.input_definitions.parameters.items():
-        value = out.get(name)
-        if spec.parameter_type != string or value is None or isinstance(value, str):
-            continue
-        if isinstance(value, bool):
-            out[name] = "true" if value else "false"
-        elif isinstance(value, float) and value.is_integer():
-            out[name] = str(int(value))
-        else:
-            out[name] = json.dumps(value, separators=(",", ":")) if isinstance(
-                value, (list, dict)) else str(value)
-    return out
-
-
-def _artifact_types(comp: Any) -> dict[str, str]:
-    return {a: d.artifact_type.schema_title for a, d in comp.output_definitions.artifacts.items()}
 
 
 class _Tail(threading.Thread):
@@ -484,7 +172,7 @@ class Run:
         all_done = pipeline_spec_pb2.PipelineTaskSpec.TriggerPolicy.TriggerStrategy \
             .ALL_UPSTREAM_TASKS_COMPLETED
         store = io.IOStore(parent=parent)
-        for k, v in _with_defaults(comp, args).items():
+        for k, v in driver.with_defaults(comp, args).items():
             store.put_parent_input(k, v)
         tasks = dict(comp.dag.tasks)
         states: dict[str, str] = {}
@@ -496,7 +184,7 @@ class Run:
             for name, task in tasks.items():
                 if name in states or name in running:
                     continue
-                deps = _depends(task, tasks)
+                deps = driver.depends(task, tasks)
                 if not all(d in states for d in deps):
                     continue
                 completes = task.trigger_policy.strategy == all_done
@@ -528,7 +216,7 @@ class Run:
                 bad.add(name)
         if failed or self.cancel.is_set():
             return False, {}
-        return True, _dag_outputs(comp, store)
+        return True, driver.dag_outputs(comp, store)
 
     def _task_thread(self, name: str, task: Any, store: Any, suffix: str,
                      states: dict[str, str], done: queue.Queue, scope: str) -> None:
@@ -689,7 +377,7 @@ class Run:
             state = SUCCEEDED if st == status.Status.SUCCESS else FAILED
             self._set(node, state=state, end_time=stamp())
             return state, outputs if state == SUCCEEDED else {}
-        args = _as_declared(comp, args)
+        args = driver.as_declared(comp, args)
         executor_input = executor_input_utils.construct_executor_input(
             component_spec=comp, arguments=args, task_root=str(task_root),
             block_input_artifact=False)
@@ -698,7 +386,7 @@ class Run:
             # an optional input nothing was given for (an optional DAG input passed on):
             # not passed at all, the component's own default applies, as on a cluster
             del values[unset]
-        ex_dict = _json_numbers(executor_input_utils.executor_input_to_dict(
+        ex_dict = driver.json_numbers(executor_input_utils.executor_input_to_dict(
             executor_input=executor_input, component_spec=comp))
         (task_root / "executor_input.json").write_text(json.dumps(ex_dict))
         container = ex.container
@@ -725,8 +413,8 @@ class Run:
                 now = stamp()
                 hit_node = self._node(display, SKIPPED, cached=True, start_time=now,
                                       end_time=now, **parent,
-                                      outputs=read_task_outputs(hit, _artifact_types(comp)))
-                self.memo[id(hit_node)] = {"key": key, "types": _artifact_types(comp),
+                                      outputs=read_task_outputs(hit, driver.artifact_types(comp)))
+                self.memo[id(hit_node)] = {"key": key, "types": driver.artifact_types(comp),
                                            "task_root": str(hit)}
                 return SUCCEEDED, outputs  # to its DAG, a cache hit is a success
         if key is None:
@@ -787,7 +475,7 @@ class Run:
             self._set(node, state=FAILED, end_time=ended)
             return FAILED, {}
         try:
-            _upload_custom_paths(task_root)
+            driver.upload_custom_paths(task_root)
             outputs = executor_output_utils.get_outputs_for_task(
                 executor_input=executor_input, component_spec=comp)
         except Exception as exc:
@@ -797,12 +485,12 @@ class Run:
         if key is not None:
             try:
                 self.cache.put(key, task_root, self.run_id)  # type: ignore[union-attr]
-                self.memo[id(node)] = {"key": key, "types": _artifact_types(comp),
+                self.memo[id(node)] = {"key": key, "types": driver.artifact_types(comp),
                                        "task_root": str(task_root)}
             except Exception:
                 self.replayable = False
         self._set(node, state=SUCCEEDED, end_time=ended,
-                  outputs=read_task_outputs(task_root, _artifact_types(comp)))
+                  outputs=read_task_outputs(task_root, driver.artifact_types(comp)))
         return SUCCEEDED, outputs
 
     def _process(self, display: str, program: taskproc.Program, args: list[str],

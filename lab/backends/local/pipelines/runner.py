@@ -324,10 +324,12 @@ def _memo_path(obj: dict[str, Any], path: Path, store_root: Path | None) -> Path
 def prepare(obj: dict[str, Any], base_dir: Path, store_root: Path | None = None,
             *, compile_: bool = False) -> Any:
     """Load and check the pipeline before anything is replaced or run: the compiled IR, the
-    arguments, and what every task would run (engine.plan refuses what cannot run here).
+    arguments, and what every task would run (plan.py refuses what cannot run here).
     An unchanged pipeline whose last run was all cacheable is not compiled: a Replay
     (replay.py) stands for it, unless `compile_`."""
-    from lab.backends.local.pipelines import engine, replay, taskproc
+    from lab.backends.local.pipelines import replay, taskproc
+    from lab.backends.local.pipelines.plan import Refused
+    from lab.backends.local.pipelines.plan import plan as check_plan
 
     known = _prepared.get(id(obj))
     if known is not None and known[0] is obj and not (compile_ and isinstance(known[1], Replay)):
@@ -352,8 +354,8 @@ def prepare(obj: dict[str, Any], base_dir: Path, store_root: Path | None = None,
             inputs = {} if found is None else {**found, "env": read.env}  # {}: no memo
     check_arguments(ir, spec.get("arguments") or {}, str(path))
     try:
-        the_plan = engine.plan(ir, platform)
-    except engine.Refused as exc:
+        the_plan = check_plan(ir, platform)
+    except Refused as exc:
         raise InputError(str(path), None, str(exc.args[0]), hint=exc.hint) from None
     the_plan.inputs = inputs
     return _remember(obj, the_plan)

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from lab import limits
 from lab.backends.local.procs import LOOPBACK
 from lab.backends.local.training import status as st
-from lab.backends.local.training.spec import JobSpec, Replica, _err
+from lab.backends.local.training.spec import JobSpec, Replica, _err, check_command
 
 Host = Callable[[str], str]
 
@@ -126,8 +126,6 @@ class Flavor:
 
     def check_command(self, rep: Replica) -> None:
         """A replica run as a local process needs the manifest's command."""
-        from lab.backends.local.training.spec import check_command
-
         check_command(rep)
 
     def operator_env(self, job: JobSpec, rep: Replica, index: int,

@@ -1,7 +1,7 @@
 """Training jobs on the local backend: PyTorchJob and TFJob (kubeflow.org/v1, Training Operator)
 and TrainJob (trainer.kubeflow.org/v1alpha1, Kubeflow Trainer), one supervisor for all.
 
-`apply` validates and defaults the job (training_spec), plans GPUs (training_env) and runs
+`apply` validates and defaults the job (kinds.py), plans GPUs (training_env) and runs
 the supervisor (training_run) in the foreground, or with wait=False as a background process
 (`python -m lab.backends.local.training.handler`) that inherits the job's lease. Whoever
 supervises holds the lease (owners.py) and records every replica in it, so `kflab delete` /
@@ -26,14 +26,14 @@ from lab.backends.local.procs import iter_log
 from lab.backends.local.training import containers
 from lab.backends.local.training import status as st
 from lab.backends.local.training.env import available_for, plan_gpus
-from lab.backends.local.training.run import Supervisor
-from lab.backends.local.training.spec import (
+from lab.backends.local.training.kinds import (
     KINDS,
     apply_defaults,
     flavor_for,
     parse,
     replica_type,
 )
+from lab.backends.local.training.run import Supervisor
 from lab.errors import LabError
 from lab.state import StateError
 

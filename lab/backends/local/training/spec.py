@@ -1,10 +1,13 @@
-"""A Training Operator job (PyTorchJob, TFJob) read and defaulted as the operator's webhook does.
+"""A Training Operator job (PyTorchJob, TFJob, TrainJob) as read: its replicas and run policy,
+and the readers of each field the operator's webhook checks, with errors that name the field
+and the fix, before anything runs.
 
 What every kind shares (kubeflow.org/v1 ReplicaSpec and RunPolicy): replicas default to 1,
 restartPolicy to the kind's default, cleanPodPolicy to None, the job's container (named for
-the kind) gives the command, env, workingDir, GPUs and its named port. What differs per kind
-(replica types, nprocPerNode and elasticPolicy, successPolicy...) is in the kind's module
-(pytorch.py, tensorflow.py). Errors name the field and the fix, before anything runs.
+the kind) gives the command, env, workingDir, GPUs and its named port. Reading a whole
+manifest, by its kind's rules, is kinds.py's; what differs per kind (replica types,
+nprocPerNode and elasticPolicy, successPolicy...) is in the kind's module (pytorch.py,
+tensorflow.py, trainjob.py), which reads its own fields with the readers here.
 """
 
 from __future__ import annotations
@@ -12,36 +15,17 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lab import limits
 from lab.backends.local import entrypoint
 from lab.errors import InputError
 
-if TYPE_CHECKING:
-    from lab.backends.local.training.flavor import Flavor
-
 RESTART_POLICIES = ("Never", "OnFailure", "ExitCode", "Always")
 CLEAN_POD_POLICIES = ("None", "Running", "All")
 GPU_RESOURCE = "nvidia.com/gpu"
-KINDS = ("PyTorchJob", "TFJob", "TrainJob")
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 _DIGITS = re.compile(r"^[0-9]{1,18}$")
-
-
-def flavor_for(kind: str) -> Flavor:
-    """The kind's rules (replica types, env contract, status messages)."""
-    if kind == "TFJob":
-        from lab.backends.local.training.tensorflow import FLAVOR as TF
-
-        return TF
-    if kind == "TrainJob":
-        from lab.backends.local.training.trainjob import FLAVOR as TJ
-
-        return TJ
-    from lab.backends.local.training.pytorch import FLAVOR as PT
-
-    return PT
 
 
 @dataclass(frozen=True)
@@ -98,10 +82,9 @@ class JobSpec:
     dynamic_worker: bool = False  # TFJob: enableDynamicWorker
     runtime: Any = None  # TrainJob: its runtime (runtimes.Runtime)
     ignored: tuple[str, ...] = field(default=())  # fields accepted but without local effect
-
-    @property
-    def flavor(self) -> Flavor:
-        return flavor_for(self.kind)
+    # the kind's rules (a flavor.Flavor, which reads this module: so typed Any here), set by
+    # whoever read the manifest (kinds.parse, or the kind's own parser)
+    flavor: Any = field(default=None, compare=False, repr=False)
 
     @property
     def total_replicas(self) -> int:
@@ -250,97 +233,6 @@ def _port(c: dict[str, Any], where: str, port_name: str, default: int) -> int:
     return default
 
 
-def _replica(flavor: Flavor, rtype: str, raw: Any, where: str) -> Replica:
-    raw = _mapping(raw, where)
-    count = _int(raw, "replicas", where, 0,
-                 (limits.MAX_LOCAL_PROCESSES, "MAX_LOCAL_PROCESSES"))
-    policy = raw.get("restartPolicy") or flavor.default_restart
-    if policy not in RESTART_POLICIES:
-        raise _err(f"{where}.restartPolicy", f"unknown restart policy {_short(policy)}",
-                   f"use one of {', '.join(RESTART_POLICIES)}")
-    c, cwhere = _container(_mapping(raw.get("template"), f"{where}.template"), where,
-                           flavor.container)
-    wd = c.get("workingDir")
-    image = c.get("image")
-    return Replica(rtype, 1 if count is None else count, policy, _command(c, cwhere),
-                   _env(c, cwhere), str(wd) if wd else None, _gpus(c, cwhere),
-                   _port(c, cwhere, flavor.port_name, flavor.default_port),
-                   str(image) if image is not None else None, cwhere, c)
-
-
-def _check_service_names(name: str, replicas: dict[str, Replica]) -> None:
-    """The operator makes a headless Service `<job>-<type>-<index>` per replica; a Service
-    name is a DNS-1035 label of at most 63 characters, so long job names cannot run."""
-    for rep in replicas.values():
-        longest = f"{name}-{rep.type.lower()}-{max(rep.replicas - 1, 0)}"
-        if len(longest) > 63:
-            keep = 63 - (len(longest) - len(name))
-            raise _err("metadata.name", f"the replica Service '{longest}' would be "
-                       f"{len(longest)} characters long; a Service name is at most 63",
-                       f"shorten the job's name to at most {max(keep, 1)} characters")
-
-
-def replica_type(flavor: Flavor, key: Any) -> str | None:
-    """The canonical replica type for a key in any case, as the operator camel-cases them
-    (setTypeNameToCamelCase: 'worker' -> Worker, 'ps' -> PS); None when unknown."""
-    return next((t for t in flavor.replica_types if t.lower() == str(key).lower()), None)
-
-
-def parse(obj: dict[str, Any]) -> JobSpec:
-    """Validate and default a PyTorchJob or TFJob; raises InputError naming the field."""
-    flavor = flavor_for(str(obj.get("kind")))
-    if flavor.own_parser:
-        return flavor.parse_object(obj)
-    meta = obj["metadata"]
-    spec = _mapping(obj.get("spec"), "spec")
-    key = flavor.specs_key
-    raw_specs = _mapping(spec.get(key), f"spec.{key}")
-    if not raw_specs:
-        raise _err(f"spec.{key}", "missing", flavor.missing_hint)
-    replicas: dict[str, Replica] = {}
-    for rkey, raw in raw_specs.items():
-        rtype = replica_type(flavor, rkey)
-        if rtype is None:
-            raise _err(f"spec.{key}.{rkey}", "unknown replica type",
-                       f"use {', '.join(flavor.replica_types)}")
-        replicas[rtype] = _replica(flavor, rtype, raw, f"spec.{key}.{rkey}")
-    run = _mapping(spec.get("runPolicy"), "spec.runPolicy")
-    clean = run.get("cleanPodPolicy") or "None"
-    if clean not in CLEAN_POD_POLICIES:
-        raise _err("spec.runPolicy.cleanPodPolicy", f"unknown policy {_short(clean)}",
-                   f"use one of {', '.join(CLEAN_POD_POLICIES)}")
-    ignored = tuple(f"runPolicy.{k}" for k in ("schedulingPolicy", "ttlSecondsAfterFinished",
-                                                "suspend", "managedBy")
-                    if run.get(k) is not None)
-    job = JobSpec(meta["name"], meta.get("namespace", "default"), replicas,
-                  _int(run, "backoffLimit", "spec.runPolicy"),
-                  _int(run, "activeDeadlineSeconds", "spec.runPolicy", 1,
-                       (limits.INT64_MAX, "INT64_MAX")), clean, kind=flavor.kind,
-                  ignored=ignored)
-    job = flavor.parse_spec(job, spec)
-    _check_service_names(str(meta["name"]), replicas)
-    flavor.check_processes(job)
-    return job
-
-
 def with_fields(job: JobSpec, **changes: Any) -> JobSpec:
     """A copy of `job` with kind-specific fields set (JobSpec is frozen)."""
     return dataclasses.replace(job, **changes)
-
-
-def apply_defaults(obj: dict[str, Any], job: JobSpec) -> None:
-    """Write the webhook's defaults into the stored object, as `kubectl get -o yaml` shows."""
-    flavor = job.flavor
-    if flavor.own_parser:
-        flavor.apply_defaults(obj, job)
-        return
-    spec = obj.setdefault("spec", {})
-    spec.setdefault("runPolicy", {}).setdefault("cleanPodPolicy", job.clean_pod_policy)
-    specs = spec[flavor.specs_key]
-    for key in list(specs):
-        rtype = replica_type(flavor, key)
-        assert rtype is not None  # parse() refused unknown types
-        specs[rtype] = specs.pop(key)
-        specs[rtype].setdefault("replicas", job.replicas[rtype].replicas)
-        specs[rtype].setdefault("restartPolicy", job.replicas[rtype].restart_policy)
-    flavor.apply_defaults(obj, job)

@@ -235,7 +235,7 @@ class TrainJobFlavor(Flavor):
             _ignored_resources(trainer.get("resourcesPerNode"))
         job = JobSpec(meta["name"], meta.get("namespace", "default"), {NODE: node},
                       BACKOFF_LIMIT, None, "All", kind=self.kind, nproc_per_node=nproc,
-                      ignored=ignored, runtime=runtime)
+                      ignored=ignored, runtime=runtime, flavor=self)
         self.check_processes(job)
         return job
 

@@ -8,14 +8,20 @@ As Katib's pod webhook prepares a trial pod (pkg/webhook/v1beta1/pod/inject_webh
   trial writes /katib/mnist.log without any root-owned /katib on the host, trials running
   side by side never share a file, and kflab reads the file from the host folder;
 - the StdOut collector reads the container's output (the trial's log).
+
+Which engine the trials need (none: they run as local processes) and every image they run,
+pulled once for the whole experiment, are here too.
 """
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from lab.backends.local.containers import engine as engines
 from lab.backends.local.containers import images, workload
 from lab.backends.local.containers import spec as cspec
 from lab.backends.local.containers.engine import Engine
@@ -78,3 +84,34 @@ def launch(group: ChildGroup, engine: Engine, spec: Spec, runspec: dict[str, Any
             return None, source, str(exc).splitlines()[0]
         except OSError as exc:
             return None, source, f"cannot start {engine.path}: {exc.strerror}"
+
+
+def trial_engine(spec: Spec) -> Engine | None:
+    """The engine for the trials' containers (None: they are local processes); refuses,
+    naming Podman or Docker, when the image needs one that is missing or stopped."""
+    if spec.container_image is None:
+        return None
+    where, image = spec.container_image
+    return engines.require(f"experiment '{spec.name}': the trials' image {image} ({where})")
+
+
+def policies(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    """(field, image, imagePullPolicy) of every image the trials run."""
+    for where, image in spec.images:
+        if not isinstance(image, str) or not image:
+            continue
+        node: Any = spec.trial_spec
+        path = where.removeprefix("spec.trialTemplate.trialSpec").removesuffix(".image")
+        for part in filter(None, path.replace("[", ".").replace("]", "").split(".")):
+            node = node[int(part)] if part.isdigit() else node[part]
+        yield where, image, str(node.get("imagePullPolicy") or images.default_policy(image))
+
+
+def pull_images(engine: Engine, spec: Spec, emit: Any) -> None:
+    """Every image the trials run, present as its imagePullPolicy asks: pulled once for the
+    whole experiment (images.ensure remembers), never once per trial."""
+    with contextlib.suppress(LabError):  # a bad quantity fails the trial, naming it
+        if note := workload.limits_note(engine, [cspec.read(spec.container, "the trials'")]):
+            emit({"event": "message", "text": note})
+    for where, image, policy in policies(spec):
+        images.ensure(engine, image, policy, where=where, emit=emit)

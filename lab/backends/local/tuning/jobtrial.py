@@ -30,9 +30,9 @@ from lab.backends.local.procs import ChildGroup
 from lab.backends.local.runners import Mount
 from lab.backends.local.training import status as job_status
 from lab.backends.local.training.env import available_for, plan_gpus
+from lab.backends.local.training.kinds import apply_defaults, parse
 from lab.backends.local.training.run import Supervisor
-from lab.backends.local.training.spec import apply_defaults, parse
-from lab.backends.local.tuning.spec import JOB_TRIAL_KINDS
+from lab.backends.local.tuning.template import JOB_TRIAL_KINDS
 from lab.errors import LabError
 
 JOB_KINDS = JOB_TRIAL_KINDS

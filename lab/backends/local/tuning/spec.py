@@ -3,7 +3,8 @@
 The checks follow what Katib's admission webhook refuses (types, objective, feasible spaces,
 trial template references), so a file that passes here also passes on a cluster; the errors
 name the field and the fix. Fields that only matter on a cluster are collected, never
-silently dropped: the caller prints them in one warning.
+silently dropped: the caller prints them in one warning. The trial template is read in
+template.py; every field goes through reader.py's Reader.
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lab import limits
-from lab.backends.local import entrypoint
 from lab.backends.local.tuning import tfevent
 from lab.backends.local.tuning.metrics import FilterError, compile_filter
+from lab.backends.local.tuning.reader import Reader, short
 from lab.backends.local.tuning.space import Param, grid_size
-from lab.errors import InputError
+from lab.backends.local.tuning.template import read_template
 
 ALGORITHMS = ("random", "grid", "tpe", "multivariate-tpe", "cmaes", "sobol",
               "bayesianoptimization", "hyperband")
@@ -44,27 +45,6 @@ COLLECTORS = ("StdOut", "File", "TensorFlowEvent")
 DEFAULT_TFEVENT_DIR = "/var/log/katib/tfevent/"
 # Katib's default metrics filter: `name=value`, value possibly signed, decimal, exponent.
 DEFAULT_FILTER = r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?)"
-DEFAULT_PRIMARY = "training-container"
-# Trial kinds run locally (a Job's container; a training job's replicas, a TrainJob's nodes):
-# others need their own controller (Argo Workflow, Tekton PipelineRun, MPIJob's launcher...).
-TRIAL_KINDS = ("Job", "PyTorchJob", "TFJob", "TrainJob")
-JOB_TRIAL_KINDS = ("PyTorchJob", "TFJob", "TrainJob")  # every replica runs, as its operator does
-# A TrainJob has no container list: its trainer (image, command, args, env) fills the
-# runtime's container `node` in every node pod (Trainer v2.1.0 pkg/runtime/framework/plugins/
-# torch/torch.go; manifests/base/runtimes torch_distributed.yaml names it node), and
-# Katib v0.19.0 defaults a TrainJob trial's primary pod to node index 0
-# (pkg/apis/controller/experiments/v1beta1/constants.go DefaultTrainJobPrimaryPodLabels).
-TRAINJOB_API = "trainer.kubeflow.org/v1alpha1"
-TRAINJOB_CONTAINER = "node"
-PLACEHOLDER = re.compile(r"\$\{trialParameters\.([^}]*)\}")
-META_REF = re.compile(r"^\$\{trialSpec\.(Name|Namespace|Kind|APIVersion|"
-                      r"Labels\[[^\]]+\]|Annotations\[[^\]]+\])\}$")
-META_KEY = re.compile(r"^\$\{trialSpec\.(Labels|Annotations)\[([^\]]+)\]\}$")
-# Container fields a local process honours; every other one is cluster-only.
-CONTAINER_LOCAL = {"name", "command", "args", "env", "workingDir"}
-# ... and those a trial's container of its image honours too (containers/spec.py)
-IN_CONTAINER = {"image", "imagePullPolicy", "resources"}
-TEMPLATE_CLUSTER_ONLY = ("retain", "primaryPodLabels", "successCondition", "failureCondition")
 
 
 @dataclass(frozen=True)
@@ -135,48 +115,7 @@ class Spec:
         return int(text) if text.isascii() and text.isdigit() else 0
 
 
-class _Reader:
-    """Field access that raises InputError with the dotted path of the field."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-
-    def fail(self, path: str, problem: str, hint: str | None = None) -> InputError:
-        return InputError(self.source, path, problem, hint=hint)
-
-    def get(self, data: dict[str, Any], key: str, kind: type | tuple[type, ...], path: str,
-            *, required: bool = False, default: Any = None) -> Any:
-        where = f"{path}.{key}" if path else key
-        if key not in data or data[key] is None:
-            if required:
-                raise self.fail(where, "missing", f"add '{key}:' under {path or 'the object'}")
-            return default
-        value = data[key]
-        kinds = kind if isinstance(kind, tuple) else (kind,)
-        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-            names = " or ".join(k.__name__ for k in kinds)
-            raise self.fail(where, f"expected {names}, got {type(value).__name__} "
-                                   f"({_short(value)})")
-        return value
-
-    def count(self, data: dict[str, Any], key: str, path: str, *, minimum: int,
-              maximum: tuple[int, str] = (limits.INT32_MAX, "INT32_MAX")) -> int | None:
-        """An integer field; `maximum` is (limit, its name in lab/limits.py)."""
-        value = self.get(data, key, int, path)
-        if value is not None and value < minimum:
-            raise self.fail(f"{path}.{key}", f"must be >= {minimum}, got {value}")
-        if value is not None and value > maximum[0]:
-            raise self.fail(f"{path}.{key}", limits.limit(key, value, *maximum),
-                            f"set {key} to at most {maximum[0]}")
-        return value
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def katib_string(r: _Reader, raw: Any, path: str) -> str:
+def katib_string(r: Reader, raw: Any, path: str) -> str:
     """A field Katib's CRD types as a string (feasibleSpace bounds, algorithm and early
     stopping settings): the API server refuses a YAML number or boolean there, so a
     manifest that runs here runs on a cluster too."""
@@ -185,15 +124,15 @@ def katib_string(r: _Reader, raw: Any, path: str) -> str:
                                                                            type(raw).__name__)
         raise r.fail(path, f"Invalid value: \"{json_type}\": must be of type string "
                            "(Katib's API keeps it as a string; the API server refuses "
-                           f"{_short(raw)})",
+                           f"{short(raw)})",
                      f"quote it: \"{str(raw).lower() if isinstance(raw, bool) else raw}\"")
     return raw
 
 
-def _number(r: _Reader, raw: Any, path: str, *, integer: bool) -> float:
+def _number(r: Reader, raw: Any, path: str, *, integer: bool) -> float:
     """A number, given as a YAML number or (Katib's string fields) a string."""
     if isinstance(raw, bool) or not isinstance(raw, str | int | float):
-        raise r.fail(path, f"expected a number, got {type(raw).__name__} ({_short(raw)})")
+        raise r.fail(path, f"expected a number, got {type(raw).__name__} ({short(raw)})")
     try:
         value = int(str(raw)) if integer else float(str(raw))
     except ValueError:
@@ -204,11 +143,11 @@ def _number(r: _Reader, raw: Any, path: str, *, integer: bool) -> float:
     if not math.isfinite(value):
         raise r.fail(path, f"'{raw}' is not a finite number")
     if integer and abs(value) > limits.INT64_MAX:
-        raise r.fail(path, f"'{_short(raw)}' does not fit in 64 bits")
+        raise r.fail(path, f"'{short(raw)}' does not fit in 64 bits")
     return value
 
 
-def _param(r: _Reader, raw: Any, path: str) -> Param:
+def _param(r: Reader, raw: Any, path: str) -> Param:
     if not isinstance(raw, dict):
         raise r.fail(path, "a parameter must be a mapping",
                      "give name, parameterType and feasibleSpace")
@@ -273,7 +212,7 @@ def _param(r: _Reader, raw: Any, path: str) -> Param:
     return Param(name, ptype, lo, hi, step, distribution=dist)
 
 
-def _objective(r: _Reader, spec: dict[str, Any]) -> Objective:
+def _objective(r: Reader, spec: dict[str, Any]) -> Objective:
     obj = r.get(spec, "objective", dict, "spec", required=True)
     p = "spec.objective"
     otype = r.get(obj, "type", str, p, required=True)
@@ -318,7 +257,7 @@ def _objective(r: _Reader, spec: dict[str, Any]) -> Objective:
     return Objective(otype, metric, goal, tuple(additional), strategies)
 
 
-def _algorithm(r: _Reader, spec: dict[str, Any]) -> tuple[str, dict[str, str]]:
+def _algorithm(r: Reader, spec: dict[str, Any]) -> tuple[str, dict[str, str]]:
     algo = r.get(spec, "algorithm", dict, "spec", required=True)
     name = r.get(algo, "algorithmName", str, "spec.algorithm", required=True)
     if name in REFUSED:
@@ -340,7 +279,7 @@ def _algorithm(r: _Reader, spec: dict[str, Any]) -> tuple[str, dict[str, str]]:
     return name, settings
 
 
-def _collector(r: _Reader, spec: dict[str, Any]) -> Collector:
+def _collector(r: Reader, spec: dict[str, Any]) -> Collector:
     mc = r.get(spec, "metricsCollectorSpec", dict, "spec", default={})
     p = "spec.metricsCollectorSpec"
     coll = r.get(mc, "collector", dict, p, default={})
@@ -392,7 +331,7 @@ def _collector(r: _Reader, spec: dict[str, Any]) -> Collector:
     return Collector(kind, path, fmt, filters)
 
 
-def _tfevent(r: _Reader, source: dict[str, Any], filters: tuple[str, ...]) -> Collector:
+def _tfevent(r: Reader, source: dict[str, Any], filters: tuple[str, ...]) -> Collector:
     """Katib's defaults and webhook rules for the TensorFlowEvent collector: fileSystemPath
     defaults to {kind: Directory, path: /var/log/katib/tfevent/}
     (pkg/apis/controller/experiments/v1beta1/experiment_defaults.go
@@ -407,14 +346,14 @@ def _tfevent(r: _Reader, source: dict[str, Any], filters: tuple[str, ...]) -> Co
     if kind != "Directory" or not path.startswith("/"):
         raise r.fail(fp if kind != "Directory" else f"{fp}.path",
                      "the directory path where the TensorFlow event files are is required "
-                     f"(kind: Directory and an absolute path; got kind {_short(kind)}, path "
-                     f"{_short(path)})",
+                     f"(kind: Directory and an absolute path; got kind {short(kind)}, path "
+                     f"{short(path)})",
                      "e.g. fileSystemPath: {kind: Directory, path: /var/log/katib/tfevent/}, "
                      "the folder the trial's summary writer writes into")
     fmt = r.get(fsp, "format", str, fp, default="")
     if fmt:
         raise r.fail(f"{fp}.format", f"must be empty for the TensorFlowEvent collector "
-                                     f"(got {_short(fmt)})", "remove format")
+                                     f"(got {short(fmt)})", "remove format")
     if not tfevent.available():
         raise r.fail("spec.metricsCollectorSpec.collector.kind",
                      "the TensorFlowEvent collector reads event files with TensorBoard, "
@@ -422,7 +361,7 @@ def _tfevent(r: _Reader, source: dict[str, Any], filters: tuple[str, ...]) -> Co
     return Collector("TensorFlowEvent", path, "", filters)
 
 
-def _early(r: _Reader, spec: dict[str, Any]) -> EarlyStop | None:
+def _early(r: Reader, spec: dict[str, Any]) -> EarlyStop | None:
     es = r.get(spec, "earlyStopping", dict, "spec")
     if es is None:
         return None
@@ -450,220 +389,11 @@ def _early(r: _Reader, spec: dict[str, Any]) -> EarlyStop | None:
     return EarlyStop(name, **out)
 
 
-def _find_containers(node: Any, path: tuple[str | int, ...] = ()) -> list[tuple[Any, ...]]:
-    """Paths of every `containers` list in a trial spec (Job, PyTorchJob, ... alike)."""
-    found: list[tuple[Any, ...]] = []
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key == "containers" and isinstance(value, list):
-                found.extend((*path, key, i) for i in range(len(value)))
-            else:
-                found.extend(_find_containers(value, (*path, key)))
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            found.extend(_find_containers(value, (*path, i)))
-    return found
-
-
-def _dotted(path: tuple[str | int, ...]) -> str:
-    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
-
-
-def _workload_images(trial_spec: dict[str, Any], cpath: tuple[Any, ...],
-                     job_trial: bool) -> list[tuple[str, Any]]:
-    """(field, image) of the containers a trial runs: a Job's primary container, or each
-    replica's container that the Training Operator runs for a training-job trial."""
-    where = "spec.trialTemplate.trialSpec"
-    if not job_trial:
-        return [(f"{where}{_dotted(cpath)}.image", _at(trial_spec, cpath).get("image"))]
-    from lab.backends.local.workloads import containers_of
-
-    return [(f"{where}.{f}", img) for f, img in containers_of(trial_spec)]
-
-
-def _template(r: _Reader, spec: dict[str, Any], params: tuple[Param, ...],
-              warnings: list[str], runtime: str | None = None,
-              ) -> tuple[dict[str, str], dict[str, Any], tuple[Any, ...], str,
-                         list[tuple[str, Any]], tuple[str, str] | None]:
-    tt = r.get(spec, "trialTemplate", dict, "spec", required=True)
-    p = "spec.trialTemplate"
-    if "configMap" in tt:
-        raise r.fail(f"{p}.configMap", "trial templates from a ConfigMap need a cluster",
-                     "inline the template under trialTemplate.trialSpec")
-    trial_spec = r.get(tt, "trialSpec", dict, p, required=True)
-    names = {q.name for q in params}
-    tparams: dict[str, str] = {}
-    for i, tp in enumerate(r.get(tt, "trialParameters", list, p, default=[])):
-        tpp = f"{p}.trialParameters[{i}]"
-        if not isinstance(tp, dict):
-            raise r.fail(tpp, "expected a mapping with name and reference")
-        tname = r.get(tp, "name", str, tpp, required=True)
-        ref = r.get(tp, "reference", str, tpp, required=True)
-        if tname in tparams:
-            raise r.fail(f"{tpp}.name", f"duplicate trial parameter '{tname}'")
-        if ref in tparams.values():
-            raise r.fail(f"{tpp}.reference", f"'{ref}' is referenced twice",
-                         "each parameter is referenced by one trial parameter")
-        if ref not in names and not META_REF.match(ref):
-            raise r.fail(f"{tpp}.reference", f"'{ref}' is not a parameter of the experiment",
-                         f"reference one of: {', '.join(sorted(names))}")
-        _check_meta_ref(r, f"{tpp}.reference", ref, trial_spec)
-        tparams[tname] = ref
-    used: set[str] = set()
-    for text in _strings(trial_spec):
-        for m in PLACEHOLDER.finditer(text):
-            if m.group(1) not in tparams:
-                raise r.fail(f"{p}.trialSpec", f"'${{trialParameters.{m.group(1)}}}' is used "
-                                               "but not declared",
-                             f"add {{name: {m.group(1)}, reference: <parameter>}} to "
-                             "trialTemplate.trialParameters")
-            used.add(m.group(1))
-    for i, tname in enumerate(tparams):
-        if tname not in used:
-            raise r.fail(f"{p}.trialParameters[{i}].name",
-                         f"'{tname}' is never used in trialSpec",
-                         f"put ${{trialParameters.{tname}}} in the command, or remove it")
-    primary = r.get(tt, "primaryContainerName", str, p, default=DEFAULT_PRIMARY)
-    paths = _find_containers(trial_spec)
-    tkind, api = trial_spec.get("kind"), trial_spec.get("apiVersion")
-    if tkind == "TrainJob":
-        paths = _trainjob_trainer(r, trial_spec, primary, f"{p}.trialSpec")
-    if not paths or (tkind is not None and tkind not in TRIAL_KINDS):
-        if tkind not in (None, *TRIAL_KINDS):  # Argo Workflow, MPIJob, XGBoostJob...
-            raise r.fail(f"{p}.trialSpec.kind", f"a trial of kind {tkind} ({api}) needs its own "
-                         "controller on a cluster: the local backend runs trials of kind "
-                         "Job, PyTorchJob, TFJob or TrainJob",
-                         "run this Experiment on a cluster (`kflab up`), or write the trial "
-                         "as a batch/v1 Job running the same command")
-        raise r.fail(f"{p}.trialSpec", "no containers found",
-                     "give a Job (spec.template.spec.containers) or a training job template")
-    chosen = [q for q in paths if _at(trial_spec, q).get("name") == primary] \
-        if all(isinstance(_at(trial_spec, q), dict) for q in paths) else []
-    if tkind == "TrainJob":
-        chosen = paths
-    if not chosen and len(paths) == 1:
-        chosen = paths
-    if not chosen:
-        raise r.fail(f"{p}.primaryContainerName", f"no container named '{primary}'",
-                     "set primaryContainerName to the training container's name")
-    cpath = chosen[0]
-    container = _at(trial_spec, cpath)
-    where = f"{p}.trialSpec{_dotted(cpath)}"
-    if not isinstance(container, dict):
-        raise r.fail(where, "a container must be a mapping")
-    command = r.get(container, "command", list, where)
-    args = r.get(container, "args", list, where, default=[])
-    job_trial = tkind in JOB_TRIAL_KINDS
-    images = _workload_images(trial_spec, cpath, job_trial)
-    from lab.backends.local.containers.choice import ANNOTATION, needs_container
-
-    in_container = needs_container(
-        images, {"metadata": {"annotations": {ANNOTATION: runtime} if runtime else {}}})
-    if not command and in_container is None:
-        raise r.fail(f"{where}.command", entrypoint.problem(container),
-                     entrypoint.hint(container, "python3", "/path/to/train.py"))
-    for key, seq in (("command", command), ("args", args)):
-        for i, a in enumerate(seq):
-            if isinstance(a, bool) or not isinstance(a, str | int | float):
-                raise r.fail(f"{where}.{key}[{i}]", f"expected a string, got {type(a).__name__}")
-    env = r.get(container, "env", list, where, default=[])
-    for i, e in enumerate(env):
-        if not isinstance(e, dict) or not isinstance(e.get("name"), str):
-            raise r.fail(f"{where}.env[{i}]", "expected {name: ..., value: ...}")
-        if "valueFrom" in e:
-            warnings.append(f"{where}.env[{i}].valueFrom ({e['name']}): needs a cluster, unset")
-    workdir = r.get(container, "workingDir", str, where)
-    del workdir  # validated only; resolved when trials start
-    honoured = CONTAINER_LOCAL | (IN_CONTAINER if in_container else set())
-    # a job trial's other replicas run too: their containers' cluster-only fields as well
-    # (a TrainJob's trainer: the training flavour lists what it ignores, trainer.image...)
-    for q in ([cpath] if tkind != "TrainJob" else []) + (
-            [q for q in paths if q != cpath and q[:-1] != cpath[:-1]] if job_trial else []):
-        other = _at(trial_spec, q)
-        skip = [k for k in other if k not in honoured] if isinstance(other, dict) \
-            else []
-        if skip:
-            warnings.append(f"{p}.trialSpec{_dotted(q)}: {', '.join(sorted(skip))}")
-    # A training job's replicas all run (tuning/jobtrial.py); other containers of the
-    # primary's own pod (sidecars) do not.
-    others = [_dotted(q) for q in paths if q != cpath
-              and (not job_trial or q[:-1] == cpath[:-1])]
-    if others:
-        warnings.append(f"{p}.trialSpec: only the primary container '{primary}' runs; "
-                        f"not {', '.join(others)}")
-    for key in TEMPLATE_CLUSTER_ONLY:
-        if key in tt:
-            warnings.append(f"{p}.{key}")
-    # A job trial's replicas, restart policies and run policy are the training
-    # supervisor's to honour (it names what it ignores itself).
-    around = [] if job_trial else _around(trial_spec, cpath)
-    if around:
-        warnings.append(f"{p}.trialSpec: {', '.join(around)}")
-    return tparams, trial_spec, cpath, primary, images, in_container
-
-
-def _trainjob_trainer(r: _Reader, trial_spec: dict[str, Any], primary: str,
-                      where: str) -> list[tuple[Any, ...]]:
-    """A TrainJob trial's one "container": spec.trainer, run in the runtime's node
-    container. Katib's pod webhook finds the primary container by name in the node pod
-    (pkg/webhook/v1beta1/pod/utils.go getPrimaryContainerIndex); a name other than the
-    runtime's leaves it nothing to collect from, and the pod is refused there."""
-    if trial_spec.get("apiVersion") != TRAINJOB_API:
-        raise r.fail(f"{where}.apiVersion",
-                     f"a TrainJob trial must be {TRAINJOB_API} (Kubeflow Trainer v2.1.0), "
-                     f"got {trial_spec.get('apiVersion')!r}", f"set apiVersion: {TRAINJOB_API}")
-    spec = trial_spec.get("spec")
-    trainer = spec.get("trainer") if isinstance(spec, dict) else None
-    if not isinstance(trainer, dict):
-        raise r.fail(f"{where}.spec.trainer", "missing: a TrainJob trial runs its trainer",
-                     "add spec.trainer with command (and numNodes)")
-    if primary != TRAINJOB_CONTAINER:
-        raise r.fail("spec.trialTemplate.primaryContainerName",
-                     f"'{primary}': a TrainJob's trainer runs in the runtime's container "
-                     f"'{TRAINJOB_CONTAINER}', so Katib finds no container '{primary}' to "
-                     "collect metrics from", f"set primaryContainerName: {TRAINJOB_CONTAINER}")
-    return [("spec", "trainer")]
-
-
-def _around(trial_spec: dict[str, Any], cpath: tuple[Any, ...]) -> list[str]:
-    """Fields beside the path to the primary container (Job's backoffLimit, the pod's
-    restartPolicy, volumes, nodeSelector, a replica's `replicas`...): cluster-only."""
-    out = []
-    for depth in range(len(cpath) - 1):  # down to the pod spec holding `containers`
-        node = _at(trial_spec, cpath[:depth])
-        if not isinstance(node, dict):
-            continue
-        for key, value in node.items():
-            if key == cpath[depth] or (depth == 0 and key in ("apiVersion", "kind",
-                                                             "metadata")):
-                continue
-            if _find_containers(value):  # another replica: reported with the containers
-                continue
-            out.append(_dotted((*cpath[:depth], key))[1:])
-    return out
-
-
-def _at(node: Any, path: tuple[Any, ...]) -> Any:
-    for key in path:
-        node = node[key]
-    return node
-
-
-def _strings(node: Any) -> list[str]:
-    if isinstance(node, str):
-        return [node]
-    if isinstance(node, dict):
-        return [s for v in node.values() for s in _strings(v)]
-    if isinstance(node, list):
-        return [s for v in node for s in _strings(v)]
-    return []
-
-
 def parse(obj: dict[str, Any]) -> Spec:
     """Validate an Experiment object; raise InputError naming the first bad field."""
     meta = obj.get("metadata") or {}
     name, namespace = str(meta.get("name", "")), str(meta.get("namespace", "default"))
-    r = _Reader(f"experiment '{name}'")
+    r = Reader(f"experiment '{name}'")
     if not re.match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", name) or len(name) > 40:
         raise r.fail("metadata.name", f"'{name}' is not a valid name",
                      "use lower-case letters, digits and '-', at most 40 characters")
@@ -711,7 +441,7 @@ def parse(obj: dict[str, Any]) -> Spec:
                      "collector, which apply median stopping")
     from lab.backends.local.containers.choice import override
 
-    tparams, trial_spec, cpath, primary, images, in_container = _template(
+    tparams, trial_spec, cpath, primary, images, in_container = read_template(
         r, spec, params, warnings, override(obj))
     from lab.backends.local.tuning.search import check_settings
 
@@ -732,28 +462,3 @@ def parse(obj: dict[str, Any]) -> Spec:
     return Spec(name, namespace, objective, algorithm, settings, params, parallel, max_trials,
                 max_failed, collector, early, tparams, trial_spec, cpath, primary, warnings,
                 in_container, tuple(images))
-
-
-def meta_source(trial_spec: dict[str, Any], group: str) -> dict[str, Any]:
-    """The trial spec's own labels or annotations: Katib's generator reads
-    `${trialSpec.Labels[k]}` from the trialSpec's metadata, not the Experiment's
-    (pkg/controller.v1beta1/experiment/manifest/generator.go applyParameters)."""
-    meta = trial_spec.get("metadata") if isinstance(trial_spec.get("metadata"), dict) else {}
-    found = meta.get("labels" if group == "Labels" else "annotations")
-    return found if isinstance(found, dict) else {}
-
-
-def _check_meta_ref(r: Any, where: str, ref: str, trial_spec: dict[str, Any]) -> None:
-    """A label or annotation key the trial spec lacks: Katib's controller fails every
-    trial's creation ('illegal reference of trial metadata'), so the Experiment would never
-    run a trial; refused here with that reason."""
-    m = META_KEY.match(ref)
-    if m is None:
-        return
-    group, key = m.group(1), m.group(2)
-    if key not in meta_source(trial_spec, group):
-        what = "Label" if group == "Labels" else "Annotation"
-        raise r.fail(where, f"illegal reference of trial metadata: {ref}; failed to fetch "
-                            f"{what}: {key} (Katib's controller would create no trial)",
-                     f"add {key} under trialTemplate.trialSpec.metadata."
-                     f"{group.lower()}, or reference another key")

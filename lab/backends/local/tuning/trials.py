@@ -22,8 +22,10 @@ from lab.backends.local.containers.engine import Engine
 from lab.backends.local.gpu_devices import given
 from lab.backends.local.procs import ChildGroup
 from lab.backends.local.runners import ProcessRun
-from lab.backends.local.tuning.metrics import Tail
-from lab.backends.local.tuning.spec import PLACEHOLDER, Spec, meta_source
+from lab.backends.local.tuning import tfevent
+from lab.backends.local.tuning.metrics import MetricLog, Tail
+from lab.backends.local.tuning.spec import Spec
+from lab.backends.local.tuning.template import PLACEHOLDER, meta_source
 from lab.errors import LabError
 from lab.kube.conditions import now
 
@@ -112,6 +114,22 @@ class Launched:
 
 
 MOUNTNS = Path(__file__).with_name("mountns.py")
+
+
+@dataclass
+class Running:
+    """A trial the experiment's controller runs: its process, output, metrics so far."""
+
+    trial: dict[str, Any]
+    proc: Any
+    tail: Tail
+    metrics: MetricLog
+    number: int  # Optuna trial number
+    started: float
+    early_stopped: bool = False
+    fmt: str = "TEXT"
+    grid_id: int | None = None  # the grid point, for grid experiments
+    events: tfevent.Collected | None = None  # TensorFlowEvent: what the collector read
 
 
 def launch(group: ChildGroup, spec: Spec, runspec: dict[str, Any], name: str, log: Path,

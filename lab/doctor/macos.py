@@ -3,14 +3,15 @@
 A Mac runs the local backend (kfp.local, Optuna, torch on CPU, KServe's model server) and,
 on an Intel Mac, a VirtualBox VM. libvirt and the `host` provider are Linux-only, WSL is
 Windows-only, and no GPU reaches a lab from a Mac (no NVIDIA GPU, no passthrough in
-VirtualBox). Facts come from `sysctl` through Host.run, the seam the Linux probes use too.
+VirtualBox). Facts come from `sysctl` through Host.run, the seam the Linux probes use too
+(rows.py).
 """
 
 from __future__ import annotations
 
 import os
 
-from lab.doctor import (
+from lab.doctor.rows import (
     GIB,
     Host,
     Needs,
@@ -50,7 +51,7 @@ def _memory_gib(host: Host) -> float:
     return int(raw) / GIB if raw.isdigit() else 0.0
 
 
-def diagnose_macos(needs: Needs, host: Host) -> list[Row]:
+def diagnose(needs: Needs, host: Host) -> list[Row]:
     fit = providers(host.machine)
     chip = "Apple silicon" if host.machine in APPLE_SILICON else "Intel"
     applies = [name for name, (ok, _) in fit.items() if ok]

@@ -350,17 +350,10 @@ class _Owner:
         self.saved = False  # the record written: this process owns the run
 
     def __enter__(self) -> _Owner:
-        import fcntl
+        from lab import state
 
-        self.lock_file.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
-                     0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            return self
-        self.fd = fd
+        fd = state.try_hold(self.lock_file)
+        self.fd = -1 if fd is None else fd
         return self
 
     def quiet(self) -> bool:

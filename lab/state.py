@@ -242,6 +242,23 @@ def held(lock: Path) -> Iterator[None]:
         os.close(fd)
 
 
+def try_hold(lock: Path) -> int | None:
+    """The descriptor of an exclusive flock on `lock` (created 0600) when no other process
+    holds it, else None; for a role one process takes until it exits (closing the
+    descriptor, or the process's death, gives it up)."""
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise io_error(exc, lock, "lock") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
 def in_use(lock: Path) -> bool:
     """Whether a live process holds the flock on `lock` (False when there is no such file)."""
     try:

@@ -301,21 +301,8 @@ class RecurringRuns:
         """Whether this server schedules: it holds kfp-api/scheduler.lock."""
         if self._lock_fd is not None:
             return True
-        try:
-            import fcntl
-            import os
-        except ImportError:  # no flock (Windows without WSL): schedule anyway
-            return True
-        path = state.path(self.api.dir, "scheduler.lock")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            return False
-        self._lock_fd = fd
-        return True
+        self._lock_fd = state.try_hold(state.path(self.api.dir, "scheduler.lock"))
+        return self._lock_fd is not None
 
     def _loop(self) -> None:
         while not self._stopped.is_set():

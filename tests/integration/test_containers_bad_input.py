@@ -16,6 +16,7 @@ import sys
 import tarfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -143,12 +144,12 @@ def test_an_image_for_another_architecture_is_refused(state: Path, tmp_path: Pat
         podman("rmi", "-f", image)
 
 
-def test_signals_stop_the_containers(state: Path, tmp_path: Path, monkeypatch) -> None:
-    """Ctrl-C (SIGINT) on `kflab apply` of a job whose replicas are containers: the job is
-    marked Failed naming the signal, and no container or network is left."""
-    use_podman(monkeypatch, PYTHON)
+def _apply_sleeping_job(state: Path, tmp_path: Path, name: str,
+                        **popen: Any) -> subprocess.Popen:
+    """`kflab apply` started as a user starts it, on a Master + Worker job whose replicas
+    (containers of PYTHON) sleep ten minutes."""
     doc = job(PYTHON)
-    doc["metadata"]["name"] = "sleepy"
+    doc["metadata"]["name"] = name
     c = doc["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
     c["command"] = ["python3", "-c", "import time; print('up', flush=True); time.sleep(600)"]
     doc["spec"]["pytorchReplicaSpecs"]["Worker"] = doc["spec"]["pytorchReplicaSpecs"][
@@ -156,9 +157,16 @@ def test_signals_stop_the_containers(state: Path, tmp_path: Path, monkeypatch) -
     (tmp_path / "job.yaml").write_text(yaml.safe_dump(doc))
     env = {**os.environ, "KFLAB_STATE": str(state), "CONTAINERS_CONF": str(CONF),
            "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    proc = subprocess.Popen([sys.executable, "-m", "lab.cli", "apply", "-f",
-                             str(tmp_path / "job.yaml")], env=env, cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen([sys.executable, "-m", "lab.cli", "apply", "-f",
+                             str(tmp_path / "job.yaml")], env=env, cwd=tmp_path, **popen)
+
+
+def test_signals_stop_the_containers(state: Path, tmp_path: Path, monkeypatch) -> None:
+    """Ctrl-C (SIGINT) on `kflab apply` of a job whose replicas are containers: the job is
+    marked Failed naming the signal, and no container or network is left."""
+    use_podman(monkeypatch, PYTHON)
+    proc = _apply_sleeping_job(state, tmp_path, "sleepy", stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and len(leftovers(state)["containers"]) < 2:
@@ -185,18 +193,8 @@ def test_a_killed_owner_leaves_no_container(state: Path, tmp_path: Path, monkeyp
     as containers: the next command that looks finds the owner dead, marks the job Failed
     and removes the containers and the network by their labels."""
     use_podman(monkeypatch, PYTHON)
-    doc = job(PYTHON)
-    doc["metadata"]["name"] = "orphans"
-    c = doc["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
-    c["command"] = ["python3", "-c", "import time; print('up', flush=True); time.sleep(600)"]
-    doc["spec"]["pytorchReplicaSpecs"]["Worker"] = doc["spec"]["pytorchReplicaSpecs"][
-        "Master"]
-    (tmp_path / "job.yaml").write_text(yaml.safe_dump(doc))
-    env = {**os.environ, "KFLAB_STATE": str(state), "CONTAINERS_CONF": str(CONF),
-           "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    proc = subprocess.Popen([sys.executable, "-m", "lab.cli", "apply", "-f",
-                             str(tmp_path / "job.yaml")], env=env, cwd=tmp_path,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = _apply_sleeping_job(state, tmp_path, "orphans", stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and len(leftovers(state)["containers"]) < 2:

@@ -110,9 +110,23 @@ def test_the_guided_loop_as_a_learner(learner: dict) -> None:
     assert nxt.returncode == 1 and "No successful run named 'five-models' yet" in nxt.stdout, \
         nxt.stdout + nxt.stderr
 
-    # Bytecode was written where the learner's own modules live, as on a laptop.
+    # Bytecode is written where the learner's own modules live, as on a laptop (kflab itself
+    # compiles a pipeline's modules from source: replay.SourceOnly), so the learner's own
+    # `python -c "import components"` leaves a .pyc; a run after an edit is still a new run.
+    tried = as_learner(learner, str(KFLAB.parent / "python"), "-c", "import components",
+                       cwd=work)
+    assert tried.returncode == 0, tried.stdout + tried.stderr
     assert list((work / "__pycache__").glob("components.*.pyc")), sorted(
         p.name for p in work.rglob("*"))
+    pipe = work / "pipeline.py"
+    as_learner(learner, "kflab", "pipeline", "run", "pipeline.py", "--name", "first", cwd=work)
+    edited = as_learner(learner, "sh", "-c", "echo 'syntax error (' >> pipeline.py", cwd=work)
+    assert edited.returncode == 0, edited.stderr
+    stale = as_learner(learner, "kflab", "pipeline", "run", "pipeline.py", "--name", "first",
+                       cwd=work)
+    assert stale.returncode != 0 and "SUCCEEDED" not in stale.stdout, stale.stdout
+    assert "pipeline.py" in stale.stdout + stale.stderr, stale.stdout + stale.stderr
+    assert pipe.read_text().endswith("syntax error (\n")
     # Everything in the learner's HOME is theirs: nothing was written as another user.
     strangers = [str(p) for p in [home, *home.rglob("*")]
                  if p.lstat().st_uid != learner["uid"]]

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
 
 from lab.cli.root import Obj, cli, pass_obj
+from lab.errors import LabError
 
 _class_opt = click.option("--class", "class_name", default="class", show_default=True,
                           help="The class's name (prefixes every student's namespace).")
@@ -162,6 +164,11 @@ def class_delete(obj: Obj, class_name: str, yes: bool, kubeconfig: str | None,
     from lab.teaching import class_
 
     if not yes:
+        if not sys.stdin.isatty():  # click would read EOF and say only "aborted"
+            raise LabError(f"class delete asks before deleting class {class_name!r}, and "
+                           "there is no terminal to answer",
+                           hint=f"run `kflab class delete --class {class_name} --yes` to delete "
+                                "without asking")
         click.confirm(f"delete class {class_name!r} and everything its students made?",
                       abort=True)
     kube, _, _ = class_.instructor_cluster(obj.state, kubeconfig, context)

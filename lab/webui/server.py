@@ -105,6 +105,7 @@ class UiServer:
         self.host = f"http://127.0.0.1:{self.port}"
         self.url = f"{self.host}/?token={self.token}"
         self._thread: threading.Thread | None = None
+        self._serving = False  # serve_forever started (in a thread or here)
         self._codes: dict[str, float] = {}  # one-time code -> when it expires (monotonic)
         self._codes_lock = threading.Lock()
         self._launch_files: list[Path] = []
@@ -147,12 +148,14 @@ class UiServer:
             self.api.start()  # the recurring runs' scheduler
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True,
                                         name="kflab-ui")
+        self._serving = True
         self._thread.start()
         return self
 
     def serve_forever(self) -> None:
         if self.api is not None:
             self.api.start()
+        self._serving = True
         self.httpd.serve_forever()
 
     def wait(self) -> None:
@@ -164,7 +167,8 @@ class UiServer:
         self.watcher.close()  # ends the open event streams
         if self.api is not None:
             self.api.close()
-        self.httpd.shutdown()
+        if self._serving:  # shutdown() waits for serve_forever's loop: never, if none ran
+            self.httpd.shutdown()
         self.httpd.server_close()
         for path in self._launch_files:
             with contextlib.suppress(OSError):

@@ -386,3 +386,16 @@ def test_a_damaged_api_record_is_left_out_not_a_500(ui: UiServer, content: bytes
     assert status == 200 and "runs" not in json.loads(body), body[:300]  # none: left out
     (folder / "bad.json").write_bytes(content)
     assert _raw(ui, "GET", API + "/runs/bad", {})[0] == 404
+
+
+def test_a_server_never_started_stops_at_once(tmp_path: Path) -> None:
+    """stop() on a server whose start failed or never came (an error between the two):
+    socketserver's shutdown() would wait forever for a loop that never ran."""
+    import threading
+
+    server = UiServer(LocalBackend(str(tmp_path)), tmp_path)
+    done = threading.Event()
+    threading.Thread(target=lambda: (server.stop(), done.set()), daemon=True).start()
+    assert done.wait(10), "stop() hung on a server that was never started"
+    with pytest.raises(OSError):  # its socket is closed: the port is given back
+        http.client.HTTPConnection("127.0.0.1", server.port, timeout=2).request("GET", "/")

@@ -170,14 +170,22 @@ def verify_table(result: Any) -> None:
     passed = len(result.rows) - len(result.failed)
     title = (f"verify ({result.when()}): {passed}/{len(result.rows)} passed"
              + ("" if result.ok else f"; failed: {', '.join(r.name for r in result.failed)}"))
-    table = Table(title=esc(title), header_style="bold", title_justify="left")
-    for col in ("check", "result", "time", "what ran / what failed, and where to look"):
-        table.add_column(col, overflow="fold")
-    for row in result.rows:
-        text = esc(row.message) + (f"\n[dim]→ {esc(row.hint)}[/]" if row.hint else "")
-        table.add_row(cell(row.name), "[green]✔ pass[/]" if row.ok else "[red]✘ fail[/]",
-                      f"{row.seconds:.0f}s", text)
-    console().print(table)
+    if not console().is_terminal:  # piped: plain columns, one line per check, as doctor's
+        console().print(esc(title), soft_wrap=True)
+        print_table([Column("CHECK", key=True), Column("RESULT"), Column("TIME"),
+                     Column("DETAIL")],
+                    [[r.name, "pass" if r.ok else "fail", f"{r.seconds:.0f}s",
+                      r.message + (f" (fix: {r.hint})" if r.hint else "")]
+                     for r in result.rows])
+    else:
+        table = Table(title=esc(title), header_style="bold", title_justify="left")
+        for col in ("check", "result", "time", "what ran / what failed, and where to look"):
+            table.add_column(col, overflow="fold")
+        for row in result.rows:
+            text = esc(row.message) + (f"\n[dim]→ {esc(row.hint)}[/]" if row.hint else "")
+            table.add_row(cell(row.name), "[green]✔ pass[/]" if row.ok else "[red]✘ fail[/]",
+                          f"{row.seconds:.0f}s", text)
+        console().print(table)
     if not result.ok:
         console().print("[dim]→ `kflab debug bundle` writes one tar.gz with the logs, events "
                         "and pods of the kubeflow and lab namespaces (secrets redacted) to "

@@ -40,6 +40,9 @@ def test_up_ends_with_the_verify_table(lab: dict) -> None:
     assert res.returncode == 0, res.stdout + res.stderr
     assert "verify (" in res.stdout and "2/2 passed" in res.stdout
     assert "Experiment Succeeded, 2 trials" in res.stdout
+    # piped: plain columns, one line per check, nothing drawn (as doctor and get print)
+    assert not set("│┃━─┏┡└╭") & set(res.stdout), res.stdout
+    assert any(line.split()[:2] == ["katib", "pass"] for line in res.stdout.splitlines())
     # the closing line says how long each phase took; the record keeps it
     assert "is up (" in res.stdout and "kubeflow " in res.stdout and "verify " in res.stdout
     rec = json.loads((lab["lab"] / "lab.json").read_text())

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from lab.backends.cluster import ClusterBackend
+from tests.conftest import REPO
 
 pytestmark = [pytest.mark.integration]
 NS = "tj-lab"
@@ -76,3 +77,54 @@ def test_trainjob_on_the_cluster_and_the_sdk_reads_it(world: Any, tmp_path: Path
     done = client.wait_for_job_status(name, timeout=300, polling_interval=1)
     assert (done.status, done.num_nodes) == ("Complete", 2)
     assert any("SDK RANK 1 OF 2" in line for line in client.get_job_logs(name, step="node-1"))
+
+
+def index_seen() -> None:
+    """A CustomTrainer function: the index a `pip install` on this node would use."""
+    import os
+
+    print("INDEX", os.environ.get("PIP_INDEX_URL"), os.environ.get("PIP_TRUSTED_HOST"))
+
+
+def test_the_sdk_step_gives_its_nodes_the_class_index(world: Any, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 35: the TrainJob lab's SDK step pip-installs scikit-learn on each node; in an
+    offline class that must come from the class index `kflab up --bundle` installed, not
+    PyPI. The lab's own train_sdk.py (node_env) reads the index through the learner's
+    kubeconfig and hands it to the nodes as pip's environment; without one, nothing."""
+    pytest.importorskip("kubeflow.trainer")
+    pytest.importorskip("torch")
+    import importlib.util
+
+    from kubeflow.common.types import KubernetesBackendConfig
+    from kubeflow.trainer import CustomTrainer, TrainerClient
+
+    from lab.backends.cluster.pipelines.index import HOST, URL
+    from lab.kube.objects import Ref, delete
+    from lab.teaching import pipindex
+
+    spec = importlib.util.spec_from_file_location(
+        "train_sdk", REPO / "scenarios/distributed-training-trainjob/assets/train_sdk.py")
+    lab_script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lab_script)
+    monkeypatch.setenv("KFLAB_BACKEND", "cluster")
+    monkeypatch.setenv("KUBECONFIG", str(world.kubeconfig))
+    monkeypatch.delenv("KFLAB_PIP_INDEX_URL", raising=False)
+    monkeypatch.delenv("KFLAB_CONTEXT", raising=False)
+    kube = world.kube()
+    assert lab_script.node_env() is None  # no class index: pip uses PyPI, as anywhere
+    pipindex.install(kube, {"image": "localhost/kflab/pip-index:0123456789abcdef",
+                            "python": "3.11", "platform": "linux/amd64",
+                            "packages": {"scikit-learn": ["1.7.2"]}})
+    try:
+        env = lab_script.node_env()
+        assert env == {"PIP_INDEX_URL": URL, "PIP_TRUSTED_HOST": HOST}
+        client = TrainerClient(KubernetesBackendConfig(namespace=NS,
+                                                       config_file=str(world.kubeconfig)))
+        name = client.train(trainer=CustomTrainer(func=index_seen, num_nodes=1, env=env))
+        done = client.wait_for_job_status(name, timeout=300, polling_interval=1)
+        assert done.status == "Complete"
+        assert f"INDEX {URL} {HOST}" in list(client.get_job_logs(name, step="node-0"))
+    finally:
+        for kind, api in (("ConfigMap", "v1"), ("Deployment", "apps/v1"), ("Service", "v1")):
+            delete(kube, Ref(api, kind, "kflab-pip-index", "kubeflow"), missing_ok=True)

@@ -25,7 +25,8 @@ def train_digits(epochs: int = 15, batch_size: int = 32, lr: float = 0.05) -> No
 
     try:
         import sklearn  # noqa: F401 - the data set ships with scikit-learn
-    except ImportError:  # the runtime's image has torch only: a pod installs it first
+    except ImportError:  # the runtime's image has torch only: a pod installs it first, from
+        # the lab's package index when node_env() gave one (pip reads PIP_INDEX_URL)
         subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "scikit-learn"],
                        check=True)
 
@@ -96,6 +97,16 @@ def client_for_this_lab():
     return trainer_client()
 
 
+def node_env() -> dict[str, str] | None:
+    """On a cluster: the lab's package index for train_digits' `pip install` (an offline
+    class's cluster has no PyPI); None here, where nothing is installed."""
+    if os.environ.get("KFLAB_BACKEND") != "cluster":
+        return None
+    from lab.sdk import pip_env
+
+    return pip_env(os.environ.get("KUBECONFIG"), os.environ.get("KFLAB_CONTEXT")) or None
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", type=int, default=3)
@@ -105,7 +116,7 @@ def main() -> None:
     client = client_for_this_lab()
     name = client.train(trainer=CustomTrainer(func=train_digits,
                                               func_args={"epochs": args.epochs},
-                                              num_nodes=args.nodes))
+                                              num_nodes=args.nodes, env=node_env()))
     print(f"TrainJob {name} created; waiting for it to complete")
     job = client.wait_for_job_status(name, timeout=900, polling_interval=2)
     results = [json.loads(line.split("RESULT ", 1)[1])

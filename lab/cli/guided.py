@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from lab.cli.root import Obj, cli, pass_obj
+
+if TYPE_CHECKING:
+    from lab.scenarios.guided import Session
 
 
 @cli.command()
@@ -20,7 +24,7 @@ def check(obj: Obj, wait: float) -> None:
     from lab.term.checks import CheckWait, apply_warnings, check_lines
     from lab.term.console import console, esc, text_width
 
-    session = guided.active(obj.state)
+    session = _session(obj)
     step = session.step
     missing = guided.unmet(session)
     if missing is not None:
@@ -42,6 +46,21 @@ def check(obj: Obj, wait: float) -> None:
         sys.exit(1)
     console().print(f"[green]Step '{esc(step.title)}' passed.[/]", width=text_width())
     _next(session)
+
+
+def _session(obj: Obj) -> Session:
+    """The lab of this folder, else the one started last -- then named, so a learner in
+    another folder sees which lab answers."""
+    from pathlib import Path
+
+    from lab.scenarios import guided
+    from lab.term.console import echo_wrapped
+
+    session = guided.active(obj.state)
+    if not Path.cwd().resolve().is_relative_to(session.workdir.resolve()):
+        echo_wrapped(f"(lab {session.scenario.id}, the one started last; its files are in "
+                     f"{session.workdir})")
+    return session
 
 
 def _next(session: object) -> None:
@@ -71,7 +90,7 @@ def hint(obj: Obj) -> None:
     from lab.scenarios import guided
     from lab.term.console import echo_wrapped
 
-    session = guided.active(obj.state)
+    session = _session(obj)
     n, total, text = guided.hint(session)
     if text is None:
         echo_wrapped("No more hints for this step. `kflab solve` shows the reference solution.")
@@ -86,7 +105,7 @@ def solve(obj: Obj) -> None:
     """Run the reference solution of the current step, then check it."""
     from lab.scenarios import guided
 
-    session = guided.active(obj.state)
+    session = _session(obj)
     for line in guided.solve(session):
         click.echo(f"  {line}")
     click.get_current_context().invoke(check)
@@ -99,7 +118,7 @@ def skip(obj: Obj) -> None:
     from lab.scenarios import guided
     from lab.term.console import console, esc, text_width
 
-    session = guided.active(obj.state)
+    session = _session(obj)
     title = session.step.title
     why = guided.skip(session)
     console().print(f"[yellow]Skipped '{esc(title)}'[/]: {esc(why)}", width=text_width())

@@ -156,6 +156,9 @@ def start(scenario: Scenario, state_root: Path, workdir: Path | None, *, restart
                      "--restart --workdir DIR begins again elsewhere")
     progress["workdir"] = str(locate_workdir(progress, state_root))
     copy_assets(scenario, Path(progress["workdir"]))
+    if (other := _other_in_progress(state_root, scenario.id)) is not None:
+        notes.append(f"{other[0]} stays in progress: `kflab check` in {other[1]} checks it, "
+                     "anywhere else this lab")
     session = Session(scenario, progress, state_root, notes)
     session.save()
     _active_file(state_root).write_text(scenario.id)
@@ -172,12 +175,16 @@ def where_now(state_root: Path) -> dict[str, str] | None:
         return None
 
 
-def active(state_root: Path) -> Session:
-    """The scenario the learner is working on."""
+def active(state_root: Path, cwd: Path | None = None) -> Session:
+    """The scenario the learner is working on: the one whose work folder holds the current
+    folder (as git finds its repository), else the one started last."""
+    sid = lab_of_folder(state_root, cwd or Path.cwd())
     path = _active_file(state_root)
-    if not path.exists():
-        raise LabError("no scenario in progress", hint="start one with `kflab scenario start NAME`")
-    sid = path.read_text().strip()
+    if sid is None:
+        if not path.exists():
+            raise LabError("no scenario in progress",
+                           hint="start one with `kflab scenario start NAME`")
+        sid = path.read_text().strip()
     progress = read_json(_progress_file(state_root, sid), fix=RESTART)
     if progress is None:
         raise LabError(f"progress of '{sid}' is missing", hint=f"run `kflab scenario start {sid}`")
@@ -296,6 +303,44 @@ def progress_of(state_root: Path, sid: str) -> dict[str, Any] | None:
         return read_json(_progress_file(state_root, sid), fix=RESTART)
     except (LabError, OSError):
         return None
+
+
+def _other_in_progress(state_root: Path, sid: str) -> tuple[str, Path] | None:
+    """The lab started last before `sid`, with its folder, when it is not finished."""
+    other = active_id(state_root)
+    if other is None or other == sid:
+        return None
+    try:
+        progress = read_json(_progress_file(state_root, other), fix=RESTART)
+        if not isinstance(progress, dict) or int(progress.get("current", 0)) >= len(
+                loader.find(other).steps):
+            return None
+        return other, locate_workdir(progress, state_root)
+    except (LabError, OSError, ValueError, TypeError):
+        return None
+
+
+def lab_of_folder(state_root: Path, folder: Path) -> str | None:
+    """The started scenario whose work folder is `folder` or holds it (the innermost when
+    folders nest), None when it is in none; a progress file that cannot be read is passed
+    over here (the commands that read it say what is wrong)."""
+    try:
+        here = folder.resolve()
+        files = sorted(state.path(state_root, "progress").glob("*.json"))
+    except OSError:
+        return None
+    best: tuple[int, str] | None = None
+    for file in files:
+        try:
+            progress = read_json(file, fix=RESTART)
+            if not isinstance(progress, dict) or not progress.get("workdir"):
+                continue
+            workdir = locate_workdir(progress, state_root).resolve()
+        except (LabError, OSError, ValueError):
+            continue
+        if here.is_relative_to(workdir) and (best is None or len(workdir.parts) > best[0]):
+            best = (len(workdir.parts), file.stem)
+    return best[1] if best else None
 
 
 def active_id(state_root: Path) -> str | None:

@@ -101,3 +101,36 @@ def test_reports_json_and_junit(state: Path, tmp_path: Path, scenarios_env) -> N
     assert [s.get("errors") for s in suites] == ["0", "1"]
     err = suites[1].find("testcase[@name='count']/error")
     assert err is not None and "exited with 4" in err.get("message", "")
+
+
+def test_the_folder_says_which_lab_answers(kflab, state: Path, tmp_path: Path) -> None:
+    """Two labs started, one after the other: `kflab check` in the first one's folder checks
+    the first (as git finds its repository from the folder), anywhere else the one started
+    last, named with its folder; starting the second says the first stays in progress."""
+    import shutil
+
+    labs = tmp_path / "labs"  # hello-files, and a copy of it under another id
+    shutil.copytree(DATA / "hello-files", labs / "hello-files")
+    shutil.copytree(DATA / "hello-files", labs / "hello-again")
+    spec = labs / "hello-again" / "scenario.yaml"
+    spec.write_text(spec.read_text().replace("id: hello-files", "id: hello-again", 1))
+    scenarios_env = {"KFLAB_SCENARIOS": str(labs)}
+    first, second = tmp_path / "first", tmp_path / "second"
+    kflab("scenario", "start", "hello-files", "--workdir", str(first), env=scenarios_env)
+    other = kflab("scenario", "start", "hello-again", "--workdir", str(second), env=scenarios_env)
+    assert other.returncode == 0, other.stdout + other.stderr
+    assert "hello-files stays in progress" in " ".join(other.stdout.split()), other.stdout
+
+    here = kflab("check", "--wait", "0", cwd=first, env=scenarios_env)
+    assert "greeting.txt must contain 'hello'" in here.stdout, here.stdout
+    assert "started last" not in here.stdout
+    (first / "greeting.txt").write_text("hello\n")
+    assert kflab("check", cwd=first, env=scenarios_env).returncode == 0
+    progress = json.loads((state / "progress" / "hello-files.json").read_text())
+    assert progress["current"] == 1  # the first lab moved on, from its own folder
+
+    elsewhere = kflab("check", "--wait", "0", cwd=tmp_path, env=scenarios_env)
+    text = " ".join(elsewhere.stdout.split())
+    assert f"(lab hello-again, the one started last; its files are in {second})" in text, text
+    again = json.loads((state / "progress" / "hello-again.json").read_text())
+    assert again["steps"]["greet"]["attempts"] == 1  # this check was the second lab's

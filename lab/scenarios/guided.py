@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -238,6 +239,8 @@ def solve(session: Session) -> list[str]:
     try:
         done = [line for text in solve_step(session.step, session.context())
                 for line in text.splitlines()]
+    except LabError as exc:
+        raise _with_starting_files(exc, session) from exc
     finally:
         if saved is None:
             os.environ.pop(hashchain.SOLVE_ENV, None)
@@ -246,6 +249,30 @@ def solve(session: Session) -> list[str]:
     session.step_record()["solved"] = True
     session.save()
     return done
+
+
+def _with_starting_files(exc: LabError, session: Session) -> LabError:
+    """A failed solution that ran the learner's own files (step 1 of a lab often runs the
+    starting file as it is): the error, with which of them differ from the lab's starting
+    files and the command that takes a starting copy back."""
+    assets = session.scenario.root / "assets"
+    changed = []
+    for asset in sorted(assets.rglob("*")) if assets.is_dir() else []:
+        mine = session.workdir / asset.relative_to(assets)
+        try:
+            if asset.is_file() and mine.is_file() and mine.read_bytes() != asset.read_bytes():
+                changed.append((asset, mine))
+        except OSError:
+            continue
+    if not changed:
+        return exc
+    names = ", ".join(str(m.relative_to(session.workdir)) for _, m in changed)
+    asset, mine = changed[0]
+    hint = (f"the solution runs your files, and {names} differ(s) from the lab's starting "
+            f"files: fix {'it' if len(changed) == 1 else 'them'}, or take the starting copy "
+            f"back (keep yours first if you want it): cp {shlex.quote(str(asset))} "
+            f"{shlex.quote(str(mine))}")
+    return LabError(str(exc), hint=f"{exc.hint}; or {hint}" if exc.hint else hint)
 
 
 def unmet(session: Session, index: int | None = None) -> str | None:

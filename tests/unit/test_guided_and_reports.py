@@ -134,3 +134,26 @@ def test_the_folder_says_which_lab_answers(kflab, state: Path, tmp_path: Path) -
     assert f"(lab hello-again, the one started last; its files are in {second})" in text, text
     again = json.loads((state / "progress" / "hello-again.json").read_text())
     assert again["steps"]["greet"]["attempts"] == 1  # this check was the second lab's
+
+
+def test_a_solution_that_runs_a_broken_learner_file_says_how_to_get_it_back(
+        kflab, state: Path, tmp_path: Path) -> None:
+    """pipeline-classifiers' step 1 is solved by running the learner's own pipeline.py: with
+    a syntax error in it, `kflab solve` fails -- and says which file differs from the lab's
+    starting files and the command that takes the starting copy back; that command works."""
+    import shlex
+
+    work = tmp_path / "pc"
+    assert kflab("scenario", "start", "pipeline-classifiers", "--workdir",
+                 str(work)).returncode == 0
+    (work / "pipeline.py").write_text((work / "pipeline.py").read_text() + "\nsyntax error (\n")
+    solve = kflab("solve", cwd=work)
+    text = " ".join((solve.stdout + solve.stderr).split())
+    assert solve.returncode == 2, text
+    assert "pipeline.py" in text and "differ(s) from the lab's starting files" in text, text
+    cp = text.split("cp ", 1)[1].split()[:2]
+    assert Path(cp[1]) == work / "pipeline.py", cp
+    Path(shlex.split(" ".join(cp))[1]).write_bytes(Path(shlex.split(" ".join(cp))[0])
+                                                   .read_bytes())
+    again = kflab("solve", cwd=work)
+    assert again.returncode == 0 and "passed" in again.stdout, again.stdout + again.stderr

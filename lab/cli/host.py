@@ -71,7 +71,11 @@ def doctor(as_json: bool, provider: str | None, profile_path: str | None) -> Non
     else:
         from lab.term.tables import doctor_table
 
-        doctor_table(rows, title)
+        failed = [r.name for r in rows if r.status == "fail"]
+        warned = any(r.status == "warn" for r in rows)
+        verdict = (f"not ready: {', '.join(failed)}" if failed else
+                   "ready, with warnings" if warned else "ready")
+        doctor_table(rows, f"{title}: {verdict}")
     if any(r.status == "fail" for r in rows):
         sys.exit(1)
 

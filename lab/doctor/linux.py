@@ -187,7 +187,7 @@ def _virtualization_row(host: Host, needs: Needs) -> Row:
         return Row("virtualization", "fail", "cpu flag none",
                    "enable VT-x/AMD-V in the firmware (BIOS/UEFI): VirtualBox needs it for "
                    "a 64-bit VM; inside a VM, turn on nested virtualization on its host")
-    if flags and kvm:
+    if kvm:  # libvirt's KVM needs /dev/kvm; a VM with nested KVM may hide the cpu flag
         return Row("virtualization", "pass", observed)
     fallback = ("or, without KVM, run the VM emulated: `vagrant: {libvirt_driver: qemu, "
                 "cpu_model: qemu64}` in lab.yaml (provider vagrant-libvirt; works, slowly: "
@@ -195,7 +195,9 @@ def _virtualization_row(host: Host, needs: Needs) -> Row:
     if needs.software_vm:
         return Row("virtualization", "warn", observed + "; libvirt_driver qemu (emulated)",
                    "the VM is emulated: expect an install several times slower than with KVM")
-    advice = f"enable VT-x/AMD-V in the firmware (and load kvm_intel/kvm_amd), {fallback}"
+    advice = (f"load kvm_intel/kvm_amd (`sudo modprobe kvm_{'intel' if flags == 'vmx' else 'amd'}`"
+              f"), {fallback}" if flags else
+              f"enable VT-x/AMD-V in the firmware (and load kvm_intel/kvm_amd), {fallback}")
     return Row("virtualization", "fail" if needs.provider.startswith("vagrant") else "warn",
                observed, advice)
 

@@ -130,3 +130,31 @@ def test_host_provider_never_asks_for_vagrant(tmp_path: Path) -> None:
         assert "vagrant" not in r and "vm providers" not in r
         assert r["virtualization"].status == "pass"
         assert not any("vagrant" in (x.advice + x.observed).lower() for x in r.values())
+
+
+def test_dev_kvm_is_enough_without_the_cpu_flag(tmp_path: Path) -> None:
+    """A VM with nested KVM may hide vmx/svm from /proc/cpuinfo yet give /dev/kvm, which is
+    what libvirt uses: the row passes (it warned "cpu flag none, /dev/kvm present" and
+    advised the firmware). With the flag but no /dev/kvm, the advice is to load the module."""
+    host = fake_host(tmp_path, tools=("vagrant", "virsh"))
+    (host.root / "proc/cpuinfo").write_text(
+        (host.root / "proc/cpuinfo").read_text().replace(" vmx", "").replace(" svm", ""))
+    assert rows(host, provider="vagrant-libvirt")["virtualization"].status == "pass"
+    assert rows(host)["virtualization"].status == "pass"
+    (host.root / "proc/cpuinfo").write_text("processor\t: 0\nflags\t\t: fpu vmx sse\n")
+    (host.root / "dev/kvm").unlink()
+    row = rows(host, provider="vagrant-libvirt")["virtualization"]
+    assert row.status == "fail" and "sudo modprobe kvm_intel" in row.advice, row
+
+
+def test_doctor_says_ready_or_what_is_not(kflab) -> None:
+    """The first line says the verdict: `ready`, `ready, with warnings` or `not ready: ROW`."""
+    import json
+
+    first = kflab("doctor").stdout.splitlines()[0]
+    found = json.loads(kflab("doctor", "--json").stdout)
+    failed = [r["name"] for r in found if r["status"] == "fail"]
+    warned = any(r["status"] == "warn" for r in found)
+    want = (f"not ready: {', '.join(failed)}" if failed else
+            "ready, with warnings" if warned else "ready")
+    assert first == f"kflab doctor (local: {want})", (first, found)

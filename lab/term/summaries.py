@@ -95,14 +95,18 @@ def scenario_status(session: Any, statuses: list[str], records: list[dict[str, A
     out.print(f"  work folder: {esc(session.workdir)}", soft_wrap=True)
     out.print(f"  backend: {esc(session.backend_choice.name)}    started: "
               f"{esc(session.progress.get('started_at', '?'))}", width=text_width())
+    rows = [[str(i), step.title, st, str(rec.get("attempts", 0) or ""),
+             f"{rec.get('hints', 0)}/{len(step.hints)}" if step.hints else ""]
+            for i, (step, st, rec) in enumerate(zip(s.steps, statuses, records, strict=True), 1)]
+    headers = ("#", "STEP", "STATUS", "CHECKED", "HINTS")  # CHECKED: `kflab check` runs
+    if not out.is_terminal:  # piped: one line per step, as `get` prints, for grep and scripts
+        print_table([Column(h, key=h in ("#", "STATUS")) for h in headers], rows)
+        return
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("#", "STEP", "STATUS", "CHECKS", "HINTS"):
+    for col in headers:
         table.add_column(col, no_wrap=col in ("#", "STATUS"))
-    for i, (step, st, rec) in enumerate(zip(s.steps, statuses, records, strict=True), 1):
-        attempts = rec.get("attempts", 0)
-        table.add_row(str(i), cell(step.title), STEP_MARK.get(st, esc(st)),
-                      str(attempts) if attempts else "", f"{rec.get('hints', 0)}/"
-                      f"{len(step.hints)}" if step.hints else "")
+    for row in rows:
+        table.add_row(row[0], cell(row[1]), STEP_MARK.get(row[2], esc(row[2])), *row[3:])
     out.print(table, width=text_width())
 
 

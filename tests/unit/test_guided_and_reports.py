@@ -157,3 +157,20 @@ def test_a_solution_that_runs_a_broken_learner_file_says_how_to_get_it_back(
                                                    .read_bytes())
     again = kflab("solve", cwd=work)
     assert again.returncode == 0 and "passed" in again.stdout, again.stdout + again.stderr
+
+
+def test_piped_status_keeps_each_step_on_one_line(kflab, state: Path, tmp_path: Path,
+                                                  scenarios_env) -> None:
+    """`kflab scenario status | grep ...`: piped, a step's row is one line however narrow
+    the terminal the pipe started from (a newcomer saw a row split in two at 80 columns)."""
+    kflab("scenario", "start", "hello-files", "--workdir", str(tmp_path / "w"),
+          env=scenarios_env)
+    out = kflab("scenario", "status", env={**scenarios_env, "COLUMNS": "30"}).stdout
+    titles = [step.title for step in loader.load_scenario(DATA / "hello-files").steps]
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["#", "STEP"])
+    assert lines[header].split() == ["#", "STEP", "STATUS", "CHECKED", "HINTS"], out
+    rows = lines[header + 1:header + 1 + len(titles)]
+    assert lines[header + 1 + len(titles)].startswith("Now: step 1"), out
+    for n, (row, title) in enumerate(zip(rows, titles, strict=True), 1):
+        assert row.startswith(str(n)) and title in row, out

@@ -100,7 +100,9 @@ def scenario_status(session: Any, statuses: list[str], records: list[dict[str, A
             for i, (step, st, rec) in enumerate(zip(s.steps, statuses, records, strict=True), 1)]
     headers = ("#", "STEP", "STATUS", "CHECKED", "HINTS")  # CHECKED: `kflab check` runs
     if not out.is_terminal:  # piped: one line per step, as `get` prints, for grep and scripts
-        print_table([Column(h, key=h in ("#", "STATUS")) for h in headers], rows)
+        plain = {"solved": "solved (kflab solve)", "todo": "to do"}
+        print_table([Column(h, key=h in ("#", "STATUS")) for h in headers],
+                    [[*r[:2], plain.get(r[2], r[2]), *r[3:]] for r in rows])
         return
     table = Table(box=None, header_style="bold", pad_edge=False)
     for col in headers:

@@ -114,7 +114,7 @@ def checked_name(kind: str, name: str, param: str = "NAME") -> str:
 
     problem = name_problem(kind, name)
     if problem is not None:
-        raise click.BadParameter(f"not a valid {kind} name: {problem}; {name_hint(kind)}",
+        raise click.BadParameter(f"not a valid {kind} name: {problem}; {name_hint(kind, name)}",
                                  param_hint=param)
     return name
 

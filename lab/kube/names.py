@@ -109,8 +109,14 @@ def namespace_problem(namespace: object) -> str | None:
     return f"{_shown(namespace)} " + "; ".join(problems) if problems else None
 
 
-def name_hint(kind: str) -> str:
+def name_hint(kind: str, name: object = None) -> str:
+    """How to write a valid name for `kind`: the name given, made valid, when that is close
+    (first_run -> first-run), else the rule with an example."""
     rule = rule_for(kind)
+    if isinstance(name, str) and name.strip():
+        fixed = slug(name, kind, fallback="")
+        if fixed and fixed != name and not rule.problems(fixed):
+            return f"try {fixed!r}"
     start = "a letter" if rule.format == "dns1035-label" else "a letter or digit"
     dots = ", '-' and '.'" if rule.format == "dns1123-subdomain" else " and '-'"
     return (f"use at most {rule.max_len} lower-case letters, digits{dots}, starting with "
@@ -136,7 +142,8 @@ def check_kind_name(kind: str, name: object, *, file: str | None = None,
     """Return `name` if it is valid for `kind`; raise InputError naming the field if not."""
     problem = name_problem(kind, name)
     if problem is not None:
-        raise InputError(file, field, f"invalid {kind} name: {problem}", hint=name_hint(kind))
+        raise InputError(file, field, f"invalid {kind} name: {problem}",
+                         hint=name_hint(kind, name))
     return name  # type: ignore[return-value]
 
 

@@ -91,3 +91,17 @@ def test_pytorchjob_replica_services_must_fit() -> None:
     assert err.value.field == "metadata.name" and "at most 53" in str(err.value)
     obj["metadata"]["name"] = "j" * 53
     assert parse(obj).name == "j" * 53
+
+
+def test_a_near_miss_name_is_answered_with_its_valid_spelling(kflab, tmp_path) -> None:
+    """`--name first_run` (a learner's first guess): the error says the rule once and
+    offers 'first-run'; a name with nothing to keep still gets the rule and an example."""
+    from lab.kube.names import name_hint
+
+    (tmp_path / "p.py").write_text("")
+    done = kflab("pipeline", "run", str(tmp_path / "p.py"), "--name", "first_run")
+    text = " ".join(done.stderr.split())
+    assert done.returncode == 2 and "try 'first-run'" in text, text
+    assert text.count("lower-case letters") == 1, text
+    assert name_hint("PipelineRun", "___").endswith("e.g. my-pipelinerun")
+    assert name_hint("PipelineRun", "Model.V2") == "try 'model-v2'"

@@ -15,7 +15,8 @@ then does everything as before -- on anything else:
   not starting with '-'); `--no-cache`, `--context`, `--help`, `--opt=value` never answer;
 - another backend possible: $KFLAB_CONTEXT, $KFLAB_BACKEND other than local, a ./lab.yaml,
   a lab recorded by `kflab up` in the state folder;
-- a terminal narrower than the progress line (rich would wrap it); otherwise the lines are
+- a terminal narrower than a progress line (rich would wrap it); otherwise the lines (the
+  run's, then one per task reused from the cache, SKIPPED as KFP shows a cache hit) are
   printed as rich prints them there (its styles on a terminal, plain text to a pipe);
 - no memo, or one whose files, folders' import names, environment variables, interpreter,
   $PYTHONPATH, kfp or kflab changed (replay.py's docstring lists what a memo keys on), or a
@@ -145,6 +146,20 @@ class _Console:
             return (f"\x1b[2m{elapsed:6.1f}s\x1b[0m     pipeline run \x1b[1m{run}\x1b[0m: "
                     f"{tasks} tasks\n")
         return f"{elapsed:6.1f}s     pipeline run {run}: {tasks} tasks\n"
+
+    def task_line(self, elapsed: float, ev: dict[str, Any]) -> str | None:
+        """term.progress.Progress's line for a task reused from the cache, as printed;
+        None where rich would wrap it."""
+        from lab.backends.pipeline_memo import cached_text
+
+        words = cached_text(ev)
+        plain = f"{elapsed:6.1f}s       task {ev['task']} {ev['state']} {words}"
+        if self.terminal and len(plain) > self.width:
+            return None
+        if self.styled:
+            return (f"\x1b[2m{elapsed:6.1f}s\x1b[0m       task {ev['task']} {ev['state']} "
+                    f"\x1b[2m{words}\x1b[0m\n")
+        return plain + "\n"
 
 
 def _local_backend(req: _Request) -> bool:
@@ -300,9 +315,14 @@ def _answer(req: _Request, t0: float) -> int | None:
         created = now()
         details = pipeline_memo.details(
             memo, lambda key: pipeline_memo.cached(root, state.path(folder, f"{key}.json")),
-            pipeline_memo.stamp())
+            pipeline_memo.stamp(),
+            lambda key: pipeline_memo.origin(root, state.path(folder, f"{key}.json")))
         if details is None:
             return None
+        told = [{"task": node["display_name"], "state": node["state"],
+                 **pipeline_memo.cached_event(node)} for node in details if node.get("cached")]
+        if any(console.task_line(0.0, ev) is None for ev in told):
+            return None  # rich would wrap a task's line on this terminal
         # all known: from here on, what the backend's apply writes, in its order
         owner.save()
         if old is not None:
@@ -316,6 +336,8 @@ def _answer(req: _Request, t0: float) -> int | None:
 
         def started(tasks: list[str]) -> None:  # term.progress.Progress's line, as rich prints it
             sys.stdout.write(console.line(time.monotonic() - t0, name, len(tasks)) or "")
+            for ev in told:  # each task reused from the cache, one line each
+                sys.stdout.write(console.task_line(time.monotonic() - t0, ev) or "")
             sys.stdout.flush()
 
         def save(record: dict[str, Any]) -> None:  # the store's put

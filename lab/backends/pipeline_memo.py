@@ -35,6 +35,7 @@ from lab.kube.conditions import now
 
 MEMO_VERSION = 2  # 2: the pipeline file always listed, folders' import names, interpreter
 SKIPPED = "SKIPPED"  # a task reused from the cache, as the KFP API reports it
+TASK_LOG = "main.log"  # an execution's log, kept in its task folder (cache.py says why)
 
 
 def stamp() -> str:
@@ -230,6 +231,25 @@ def cached(store_root: Path, entry_file: Path) -> Path | None:
     return folder
 
 
+def origin(store_root: Path, entry_file: Path) -> dict[str, str] | None:
+    """Where the execution a cache entry names ran: {"run": its run's name (absent for an
+    entry written before runs were named), "run_id", "task": its path in that run}, as a
+    cache hit's `cached_from` records it (MLMD's `cached_execution_id` on a cluster); None
+    when the entry is unreadable or its folder is not a run's task folder."""
+    found = entry(entry_file)
+    if found is None or not found.get("run_id"):
+        return None
+    run_id = found["run_id"]
+    folder = Path(found["task_root"])
+    for base in folder.parents:
+        if base.name == run_id:
+            out = {"run_id": run_id, "task": folder.relative_to(base).as_posix()}
+            if isinstance(found.get("run"), str) and found["run"]:
+                out["run"] = found["run"]
+            return out
+    return None
+
+
 def referenced_runs(root: Path) -> set[str]:
     """Run ids that some cache entry still needs (their task folders are kept)."""
     base = state.path(root, "pipeline-cache")
@@ -265,10 +285,11 @@ def read_task_outputs(task_root: Path, types: dict[str, str]) -> dict[str, Any] 
 # --- the replayed run ------------------------------------------------------------------------
 
 def details(memo: dict[str, Any], lookup: Callable[[str], Path | None],
-            when: str) -> list[dict[str, Any]] | None:
+            when: str, source: Callable[[str], dict[str, str] | None] | None = None
+            ) -> list[dict[str, Any]] | None:
     """The run's task_details, or None when some cache entry is gone or names another
     execution (the run then goes through the engine). `lookup(key)`: the task folder the
-    cache entry `key` names, or None."""
+    cache entry `key` names, or None; `source(key)`: the execution it names (`origin`)."""
     out: list[dict[str, Any]] = []
     for task in memo.get("tasks") or []:
         node = {"display_name": task["display_name"], "state": task["state"],
@@ -279,10 +300,29 @@ def details(memo: dict[str, Any], lookup: Callable[[str], Path | None],
                 return None
             node.update(state=SKIPPED, cached=True,
                         outputs=read_task_outputs(hit, task.get("types") or {}))
+            came = source(task["key"]) if source is not None else None
+            if came:
+                node["cached_from"] = came
         if task.get("timed"):
             node.update(start_time=when, end_time=when)
         out.append(node)
     return out
+
+
+def cached_event(node: dict[str, Any]) -> dict[str, Any]:
+    """What a `task-finished` event adds for a task reused from the cache: `cached`, and
+    `from`, the name of the run whose execution it reused (when known)."""
+    if not node.get("cached"):
+        return {}
+    came = node.get("cached_from")
+    run = came.get("run") if isinstance(came, dict) else None
+    return {"cached": True, **({"from": run} if isinstance(run, str) and run else {})}
+
+
+def cached_text(ev: dict[str, Any]) -> str:
+    """The words after `SKIPPED` on a cached task's progress line (term.progress and the
+    start-up fast path print the same)."""
+    return f"(cached, from run {ev['from']})" if ev.get("from") else "(cached)"
 
 
 def artifacts_root(store_root: Path, namespace: str) -> Path:

@@ -10,7 +10,8 @@ KFP's `parent_task_id` names it by id; `task_path` below) and what KFP keeps in 
 `outputs.parameters`, `outputs.metrics` and `outputs.artifacts` (name -> type, uri, local
 path, exists, metadata). A task reused from KFP's cache has the state the KFP API gives it,
 SKIPPED, with the reused outputs; the local backend adds `cached: true` (MLMD's CACHED
-execution state on a cluster) and, for `kflab ui`, the run's own `start_time` and `end_time`
+execution state on a cluster) and `cached_from` (the execution reused: `run`, `run_id`, `task`;
+MLMD's `cached_execution_id`), and, for `kflab ui`, the run's own `start_time` and `end_time`
 to the millisecond and the pipeline's nested DAGs (`graph`: lab/backends/pipeline_graph.py).
 The local backend fills it from the executor outputs of its tasks; the cluster backend from
 the KFP API and ML Metadata, with artifacts fetched from the object store into the state

@@ -103,9 +103,13 @@ def history(obj: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                                f"task {name} started"))
             if task.get("end_time"):
                 state = str(task.get("state", ""))
+                came = task.get("cached_from") if isinstance(task.get("cached_from"),
+                                                              dict) else {}
+                why = "" if not task.get("cached") else (
+                    f" (cached, from run {came['run']})" if came.get("run") else " (cached)")
                 events.append((str(task["end_time"]),
                                "Warning" if state in ("FAILED", "CANCELED") else "Normal",
-                               f"Task{state.title()}", f"task {name} {state}"))
+                               f"Task{state.title()}", f"task {name} {state}{why}"))
         if status.get("finished_at"):
             state = str(status.get("state", ""))
             msg = ((status.get("error") or {}).get("message") or f"run {state}")

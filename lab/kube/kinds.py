@@ -39,7 +39,8 @@ GPUS_ANNOTATION = "kflab.dev/gpus"
 KINDS: tuple[Kind, ...] = (
     Kind("PipelineRun", "kflab.dev", "v1", "pipelineruns", ("run", "runs", "pipelinerun", "pr"),
          (("STATE", "status.state"),
-          ("TASKS", "length(status.run_details.task_details[?state=='SUCCEEDED'])"),
+          # tasks done: those that ran and those reused from the cache (SKIPPED, cached)
+          ("TASKS", "length(status.run_details.task_details[?state=='SUCCEEDED' || cached])"),
           ("PIPELINE", "status.pipeline_name"))),
     Kind("Experiment", "kubeflow.org", "v1beta1", "experiments", ("experiment", "exp"),
          (LAST_CONDITION, ("TRIALS", "status.trials || `0`"),

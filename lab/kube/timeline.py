@@ -39,8 +39,14 @@ def render(obj: dict[str, Any]) -> list[str]:
         label = "CACHED" if task.get("cached") else str(task.get("state", ""))
         out.append(f"  {str(task.get('display_name')).ljust(name_w)}  |{bar.ljust(WIDTH)}| "
                    f"{s - start:6.1f}s +{e - s:5.1f}s  {label}")
-    peak = max(sum(1 for _, s2, e2 in rows if s2 <= s < (e2 or end))  # type: ignore[operator]
-               for _, s, _ in rows)
-    out.append(f"  at most {peak} task(s) at once; "
-               f"{sum(1 for t, _, _ in rows if t.get('cached'))} from the cache")
+    # a cache hit (SKIPPED, cached) runs nothing, nor does a task skipped by its condition
+    ran = [r for r in rows if not r[0].get("cached") and r[0].get("state") != "SKIPPED"]
+    reused = sum(1 for t, _, _ in rows if t.get("cached"))
+    if not ran:
+        out.append("  no task ran" + (f": {reused} reused from the cache (SKIPPED, cached)"
+                                      if reused else ""))
+        return out
+    peak = max(sum(1 for _, s2, e2 in ran if s2 <= s < (e2 or end))  # type: ignore[operator]
+               for _, s, _ in ran)
+    out.append(f"  at most {max(peak, 1)} task(s) at once; {reused} from the cache")
     return out

@@ -42,6 +42,13 @@ class Progress:
                       f"{len(ev['tasks'])} tasks")
         elif kind == "task-started":
             self.task_t0[ev["task"]] = time.monotonic()
+        elif kind == "task-finished" and ev.get("cached"):
+            # KFP's SKIPPED for a cache hit (v2beta1 RuntimeState: "skipped, for example,
+            # due to caching"); lab/fastpath.py prints the same line, unstyled but for dim
+            from lab.backends.pipeline_memo import cached_text
+
+            out.print(f"{self._elapsed()}       task {esc(ev['task'])} {esc(ev['state'])} "
+                      f"[dim]{esc(cached_text(ev))}[/]")
         elif kind == "task-finished":
             took = time.monotonic() - self.task_t0.get(ev["task"], time.monotonic())
             color = "green" if ev["state"] == "SUCCEEDED" else "red"

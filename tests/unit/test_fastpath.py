@@ -118,8 +118,11 @@ def test_the_fast_path_answers_as_the_normal_path_does(project: Path) -> None:
     assert normal.returncode == fast.returncode == 0, fast.stderr
     assert fast.stderr == normal.stderr == ""
     # the same lines (piped; the elapsed time aside), the same record
+    # one line per task reused from the cache, SKIPPED as KFP shows a cache hit (issue 33)
     assert _lines(fast.stdout) == _lines(normal.stdout) == [
-        "<elapsed>     pipeline run m: 2 tasks", "pipelinerun/m SUCCEEDED"]
+        "<elapsed>     pipeline run m: 2 tasks",
+        "<elapsed>       task make SKIPPED (cached, from run m)",
+        "<elapsed>       task size SKIPPED (cached, from run m)", "pipelinerun/m SUCCEEDED"]
     assert _same_shape(after) == _same_shape(before)
     assert after["status"]["run_id"] != before["status"]["run_id"]
     assert [t["cached"] for t in after["status"]["run_details"]["task_details"]] == [True] * 2
@@ -323,7 +326,7 @@ def _drain(fd: int) -> bytes:
 
 @pytest.mark.parametrize(("kind", "env"), [
     ("pty", {"TERM": "xterm-256color"}), ("pty", {"TERM": "dumb"}),
-    ("pty", {"TERM": "xterm", "NO_COLOR": "1"}), ("pty", {"TERM": "xterm", "COLUMNS": "40"}),
+    ("pty", {"TERM": "xterm", "NO_COLOR": "1"}), ("pty", {"TERM": "xterm", "COLUMNS": "60"}),
     ("pty", {"TERM": "xterm", "TTY_COMPATIBLE": "0"}), ("pipe", {"TERM": "xterm"}),
     ("pipe", {"TERM": "xterm", "FORCE_COLOR": "1"}), ("pipe", {"TTY_COMPATIBLE": "1"}),
 ])
@@ -346,7 +349,11 @@ def test_the_lines_are_what_rich_prints(
             assert fastpath.answer(_argv(inproc)) == 0
             fast = _drain(main_fd)
             monkeypatch.setattr(term_console, "_console", None)
-            Progress()({"event": "run-started", "run": "m", "tasks": ["make", "size"]})
+            progress = Progress()
+            progress({"event": "run-started", "run": "m", "tasks": ["make", "size"]})
+            for task in ("make", "size"):
+                progress({"event": "task-finished", "task": task, "state": "SKIPPED",
+                          "cached": True, "from": "m"})
             tty.write("pipelinerun/m SUCCEEDED\n")  # click.echo: no styles
             tty.flush()
             rich = _drain(main_fd)
@@ -361,11 +368,12 @@ def test_the_lines_are_what_rich_prints(
     assert capfd.readouterr().out == ""
 
 
+@pytest.mark.parametrize("columns", ["30", "45"])  # 45: the run's line fits, a task's not
 def test_a_terminal_too_narrow_for_the_line_goes_to_the_normal_path(
-        inproc: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """rich would wrap the line there: not mirrored, the normal path prints it."""
+        inproc: Path, monkeypatch: pytest.MonkeyPatch, columns: str) -> None:
+    """rich would wrap a line there: not mirrored, the normal path prints it."""
     monkeypatch.setenv("TERM", "xterm")
-    monkeypatch.setenv("COLUMNS", "30")
+    monkeypatch.setenv("COLUMNS", columns)
     before = _snapshot(inproc / "state")
     main_fd, sub_fd = os.openpty()
     try:

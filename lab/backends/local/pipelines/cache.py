@@ -15,6 +15,13 @@ An entry names the task folder of the execution that wrote it (its executor inpu
 output, its artifacts). A run deleted with `kflab delete` keeps the task folders that an
 entry still names (KFP keeps artifacts when a run is deleted, too); an entry whose folder or
 files are gone is a miss and is removed, so the cache never hands out a missing file.
+
+An entry also names the run that made it (its name, as the API's display name) and keeps
+the task's log beside its outputs (`<task folder>/main.log`, as Argo's archiveLogs keeps a
+pod's log as `main.log` beside its artifacts: the KFP manifests turn it on, in
+third-party/argo/base/workflow-controller-configmap-patch.yaml): a cache hit's record points
+to the execution it reused (MLMD's `cached_execution_id`, backend/src/v2/metadata/client.go),
+and `kflab logs` finds that execution's log there even after its run was deleted or run again.
 """
 
 from __future__ import annotations
@@ -22,11 +29,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 from lab import state
-from lab.backends.pipeline_memo import cache_folder, cached, referenced_runs
+from lab.backends.pipeline_memo import TASK_LOG, cache_folder, cached, origin, referenced_runs
 
 __all__ = ["Cache", "fingerprint", "referenced_runs"]
 
@@ -76,13 +84,23 @@ class Cache:
                 state.remove(self.root, self._file(key))
         return folder
 
-    def put(self, key: str, task_root: Path, run_id: str) -> None:
+    def origin(self, key: str) -> dict[str, str] | None:
+        """The execution the entry `key` names: its run (name, id) and task path."""
+        return origin(self.root, self._file(key))
+
+    def put(self, key: str, task_root: Path, run_id: str, run: str = "",
+            log: Path | None = None) -> None:
         """Record a successful execution, with the artifact files it wrote (a Metrics
-        artifact, say, writes none: its values are metadata)."""
+        artifact, say, writes none: its values are metadata), the run's name, and a copy
+        of its log kept in its folder (a copy, not a hard link: hand-ins and archives keep
+        regular files only)."""
+        if log is not None and log.is_file():
+            with contextlib.suppress(OSError):
+                shutil.copyfile(log, task_root / TASK_LOG, follow_symlinks=False)
         ex_in = json.loads((task_root / "executor_input.json").read_text())
         files = [a.get("uri", "") for g in ((ex_in.get("outputs") or {}).get("artifacts")
                                             or {}).values() for a in g.get("artifacts", [])]
         self.folder.mkdir(parents=True, exist_ok=True)
         state.write_json(self._file(key), {
-            "task_root": str(task_root), "run_id": run_id,
+            "task_root": str(task_root), "run_id": run_id, "run": run,
             "files": [f for f in files if f and Path(f).exists()]})

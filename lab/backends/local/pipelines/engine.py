@@ -38,7 +38,7 @@ from lab.backends.local import procs
 from lab.backends.local.pipelines import cel, driver, taskproc
 from lab.backends.local.pipelines.cache import Cache, fingerprint
 from lab.backends.local.pipelines.plan import Plan
-from lab.backends.pipeline_memo import read_task_outputs, stamp
+from lab.backends.pipeline_memo import cached_event, read_task_outputs, stamp
 from lab.errors import LabError
 
 SUCCEEDED, FAILED, SKIPPED, CANCELED = "SUCCEEDED", "FAILED", "SKIPPED", "CANCELED"
@@ -132,6 +132,16 @@ class Run:
                 ev["state"] = st
             with contextlib.suppress(Exception):
                 self.sink(ev)
+
+    def _finished(self, node: dict[str, Any]) -> None:
+        """A task that ends as it is recorded (a cache hit): told to the sink as one that
+        finished, with where its result came from."""
+        if self.sink is None:
+            return
+        ev = {"event": "task-finished", "task": node["display_name"], "state": node["state"],
+              **cached_event(node)}
+        with contextlib.suppress(Exception):
+            self.sink(ev)
 
     def _changed(self) -> None:
         with self.lock, contextlib.suppress(Exception):
@@ -410,12 +420,16 @@ class Run:
             if hit is not None and outputs is not None:
                 # KFP's API reports a task reused from the cache as SKIPPED (v2beta1
                 # RuntimeState: "skipped, for example, due to caching"); MLMD keeps CACHED
+                # and names the execution it reused (MLMD's cached_execution_id: cache.py)
                 now = stamp()
+                came = self.cache.origin(key)
                 hit_node = self._node(display, SKIPPED, cached=True, start_time=now,
                                       end_time=now, **parent,
+                                      **({"cached_from": came} if came else {}),
                                       outputs=read_task_outputs(hit, driver.artifact_types(comp)))
                 self.memo[id(hit_node)] = {"key": key, "types": driver.artifact_types(comp),
                                            "task_root": str(hit)}
+                self._finished(hit_node)
                 return SUCCEEDED, outputs  # to its DAG, a cache hit is a success
         if key is None:
             self.replayable = False  # caching off for this task: it runs every time
@@ -484,7 +498,8 @@ class Run:
             return FAILED, {}
         if key is not None:
             try:
-                self.cache.put(key, task_root, self.run_id)  # type: ignore[union-attr]
+                self.cache.put(key, task_root, self.run_id,  # type: ignore[union-attr]
+                               run=self.display_name, log=log)
                 self.memo[id(node)] = {"key": key, "types": driver.artifact_types(comp),
                                        "task_root": str(task_root)}
             except Exception:

@@ -469,7 +469,8 @@ def _memorize(obj: dict[str, Any], plan: Any, the_run: Any, base_dir: Path,
         for node in the_run.details:
             entry = the_run.memo.get(id(node))
             extra = {k: v for k, v in node.items() if k not in (
-                "display_name", "state", "outputs", "start_time", "end_time", "cached")}
+                "display_name", "state", "outputs", "start_time", "end_time", "cached",
+                "cached_from")}
             tasks.append({"display_name": node["display_name"], "state": node["state"],
                           "extra": extra, "timed": "start_time" in node, **(entry or {})})
     roots: dict[str, set[str]] = {}
@@ -502,13 +503,17 @@ def _replay(obj: dict[str, Any], rep: Replay, run_dir: Path, save: Callable[[dic
     cache = Cache(store_root, meta.get("namespace", "default"),
                   str(memo.get("pipeline_name") or ""))
     created = now()
-    details = pipeline_memo.details(memo, cache.get, pipeline_memo.stamp())
+    details = pipeline_memo.details(memo, cache.get, pipeline_memo.stamp(), cache.origin)
     if details is None:
         return None
 
     def started(tasks: list[str]) -> None:
         if sink:
             sink({"event": "run-started", "run": meta["name"], "tasks": tasks})
+            for node in details:  # each one reused from the cache, as the engine tells it
+                if node.get("cached"):
+                    sink({"event": "task-finished", "task": node["display_name"],
+                          "state": node["state"], **pipeline_memo.cached_event(node)})
 
     pipeline_memo.write_replay(obj, memo, details, store_root=store_root, run_dir=run_dir,
                                parallelism=int(spec.get("parallelism")

@@ -99,23 +99,45 @@ def _here(gpus: GpuView, assume: frozenset[str], advice: bool) -> StepNeeds:
     return unmet
 
 
+def _blocked(scenario: Scenario, gpus: GpuView, assume: frozenset[str],
+             advice: bool) -> list[tuple[int, str, str | None, int]]:
+    """(number, title, its own unmet need or None, the step whose need it inherits) of each
+    step skipped here, by `skip_reason`."""
+    own = _here(gpus, assume, advice)
+    out: list[tuple[int, str, str | None, int]] = []
+    origin = 0
+    for n, step in enumerate(scenario.steps, 1):
+        mine = own(step)
+        if skip_reason(step, f"step {origin}" if origin else None, lambda _, m=mine: m):
+            origin = n if mine else origin
+            out.append((n, step.title, mine, origin))
+    return out
+
+
 def blocked_steps(scenario: Scenario, gpus: GpuView = _local_gpus,
                   assume: frozenset[str] = frozenset(),
                   advice: bool = True) -> list[tuple[int, str, str]]:
     """The steps this machine cannot run: (number from 1, title, why), `why` being the
     step's own unmet need or "builds on step N" for one skipped after step N's."""
-    own = _here(gpus, assume, advice)
-    out: list[tuple[int, str, str]] = []
-    origin: int | None = None
-    for n, step in enumerate(scenario.steps, 1):
-        mine = own(step)
-        why = skip_reason(step, f"builds on step {origin}" if origin else None,
-                          lambda _, mine=mine: mine)
-        if mine:
-            origin = n
+    return [(n, title, why or f"builds on step {origin}")
+            for n, title, why, origin in _blocked(scenario, gpus, assume, advice)]
+
+
+def _said(blocked: list[tuple[int, str, str | None, int]]) -> str:
+    """"step 1 (T) needs X; steps 2-3 build on it"."""
+    parts: list[str] = []
+    inherited: list[int] = []
+    for i, (n, title, why, origin) in enumerate(blocked):
         if why:
-            out.append((n, step.title, why))
-    return out
+            parts.append(f"step {n} ({title}) {why}")
+            continue
+        inherited.append(n)
+        nxt = blocked[i + 1] if i + 1 < len(blocked) else None
+        if nxt is None or nxt[2] or nxt[3] != origin:
+            verb = "builds" if len(inherited) == 1 else "build"
+            parts.append(f"{_numbers(inherited)} {verb} on step {origin}")
+            inherited = []
+    return "; ".join(parts)
 
 
 def _extras_wanted(scenario: Scenario) -> list[str]:
@@ -152,18 +174,18 @@ def cannot_run_here(scenario: Scenario, gpus: GpuView = _local_gpus) -> str | No
     which steps do run ("steps 1-3 run here; step 4 (...) needs ..."), and which would with
     the missing extras, with the one command that installs them. Skips are decided by
     `skip_reason`, the rule every run of the scenario follows."""
-    blocked = blocked_steps(scenario, gpus, advice=False)
+    blocked = _blocked(scenario, gpus, frozenset(), advice=False)
     if not blocked:
         return None
     wanted = _extras_wanted(scenario)
     gained: list[int] = []
     if wanted:
-        still = {b[0] for b in blocked_steps(scenario, gpus, frozenset(wanted), advice=False)}
-        gained = [n for n, _, _ in blocked if n not in still]
+        still = {b[0] for b in _blocked(scenario, gpus, frozenset(wanted), advice=False)}
+        gained = [b[0] for b in blocked if b[0] not in still]
     if len(scenario.steps) == 1:
-        said = blocked[0][2]
+        said = blocked[0][2] or ""
     else:
-        said = "; ".join(f"step {n} ({title}) {why}" for n, title, why in blocked)
+        said = _said(blocked)
         runnable = [n for n in range(1, len(scenario.steps) + 1)
                     if n not in {b[0] for b in blocked}]
         if runnable:

@@ -11,6 +11,7 @@ after a command has already failed.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -74,6 +75,12 @@ def _installed(dist: str) -> str | None:
         return None
 
 
+def extras() -> list[str]:
+    """kflab's extras for users (dev left out), in pyproject's order; [] without metadata."""
+    found = [extra for _, extra in requirements().values() if extra and extra != "dev"]
+    return list(dict.fromkeys(found))
+
+
 def installed_extras() -> list[str]:
     """The extras whose every base-named requirement is installed, in pyproject's order."""
     extras: dict[str, bool] = {}
@@ -84,15 +91,54 @@ def installed_extras() -> list[str]:
 
 
 def repair(extra: str | None = None) -> str:
-    """The command that installs kflab's locked environment (with `extra` added)."""
+    """The command that installs kflab's locked environment again: every extra installed now,
+    so nothing the learner has goes missing. A missing `extra` is `install_extras`' job."""
+    if extra and extra not in installed_extras():
+        return install_extras(extra)
     clone = content.clone()
     extras = installed_extras()
-    if extra and extra not in extras:
-        extras.append(extra)
     if clone is not None:
-        where = "" if Path.cwd().resolve() == clone else f"cd {clone} && "
-        return f"{where}bash scripts/setup.sh" + (f" {','.join(extras)}" if extras else "")
-    return f"pip install 'kflab[{','.join(extras)}]'" if extras else "pip install kflab"
+        return f"{_cd(clone)}bash scripts/setup.sh" + (f" {','.join(extras)}" if extras else "")
+    return _pip(extras)
+
+
+def install_extras(*extras: str) -> str:
+    """The one command that adds kflab's `extras` (tf, notebooks, sdk) to this installation;
+    every message about a missing extra says it. From a clone (scripts/setup.sh beside the
+    package), setup.sh with `local` and only those extras: it installs the locked versions on
+    top of what is there, and removes nothing. Otherwise pip, from where kflab came."""
+    clone = content.clone()
+    if clone is not None:
+        return f"{_cd(clone)}bash scripts/setup.sh {','.join(dict.fromkeys(['local', *extras]))}"
+    return _pip(list(dict.fromkeys(extras)))
+
+
+def _cd(clone: Path) -> str:
+    return "" if Path.cwd().resolve() == clone.resolve() else f"cd {clone} && "
+
+
+def _pip(extras: list[str]) -> str:
+    """pip's command for kflab with `extras`: by name when kflab came from an index (pip
+    records no direct_url.json then, PEP 610), else from the wheel or folder it came from --
+    a bare name would fetch whatever PyPI calls kflab, not this kflab."""
+    name = f"kflab[{','.join(extras)}]" if extras else "kflab"
+    url = _installed_from()
+    return f"pip install '{name} @ {url}'" if url else f"pip install '{name}'"
+
+
+def _installed_from() -> str | None:
+    """The URL kflab was installed from (a wheel file, a folder), or None from an index."""
+    try:
+        raw = metadata.distribution("kflab").read_text("direct_url.json")
+    except metadata.PackageNotFoundError:
+        return None
+    if not raw:
+        return None
+    try:
+        url = json.loads(raw).get("url")
+    except (ValueError, AttributeError):
+        return None
+    return url if isinstance(url, str) and url else None
 
 
 def _distribution(module: str) -> str:

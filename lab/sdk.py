@@ -1,4 +1,4 @@
-"""The Kubeflow SDK (`pip install 'kflab[sdk]'`) with kflab's labs.
+"""The Kubeflow SDK (kflab's `sdk` extra) with kflab's labs.
 
 `trainer_client()` is a `kubeflow.trainer.TrainerClient` whose TrainJobs run locally, multi-
 node, as `kflab apply` runs them; against the lab's cluster use the SDK's own

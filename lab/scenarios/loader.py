@@ -186,7 +186,7 @@ class _Validator:
             hints=tuple(hints),
             solve=tuple(self.action(a, (*path, "solve", i)) for i, a in enumerate(solve)),
             checks=tuple(self.check(c, (*path, "checks", i)) for i, c in enumerate(checks)),
-            needs=tuple(self.check(c, (*path, "needs", i)) for i, c in enumerate(needs)),
+            needs=tuple(self.need(c, (*path, "needs", i)) for i, c in enumerate(needs)),
         )
 
     def where(self, path: PathKey) -> str:
@@ -232,7 +232,27 @@ class _Validator:
                 raise self.fail((*path, name), f"kflab does not read the kind '{value}'",
                                 f"use one of: {', '.join(k.kind for k in KINDS)}") from None
 
-    def check(self, raw: Any, path: PathKey) -> Check:
+    def need(self, raw: Any, path: PathKey) -> Check:
+        """A step's precondition: a check, plus `extra` (tf, notebooks, sdk) for a need that
+        kflab's extra meets, so messages give the one command that installs it."""
+        need = self.check(raw, path, extra_keys={"extra"})
+        if "extra" not in need.params:
+            return need
+        from lab.deps import extras
+        from lab.scenarios.availability import imported_modules
+
+        extra = self.get(need.params, "extra", str, path)
+        known = extras()
+        if known and extra not in known:
+            raise self.fail((*path, "extra"), f"kflab has no extra '{extra}'",
+                            _suggest(extra, known))
+        if imported_modules(need) is None:
+            raise self.fail((*path, "extra"), "only a need that imports modules can name an "
+                            "extra", 'give it argv: [python, -c, "import a, b"], or remove extra')
+        return need
+
+    def check(self, raw: Any, path: PathKey, extra_keys: frozenset[str] | set[str] =
+              frozenset()) -> Check:
         if not isinstance(raw, dict):
             raise self.fail(path, "a check must be a mapping", "start with 'type:'")
         ctype = self.get(raw, "type", str, path)
@@ -240,7 +260,7 @@ class _Validator:
             raise self.fail((*path, "type"), f"unknown check type '{ctype}'",
                             _suggest(ctype, CHECK_TYPES))
         spec = CHECK_TYPES[ctype]
-        self.known_keys(raw, COMMON_FIELDS | set(spec.fields), path)
+        self.known_keys(raw, COMMON_FIELDS | set(spec.fields) | extra_keys, path)
         message = self.get(raw, "message", str, path)
         timeout = self.get(raw, "timeout", (int, float), path, required=False,
                            default=DEFAULT_TIMEOUT)

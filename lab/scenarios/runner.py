@@ -18,7 +18,7 @@ from lab import state
 from lab.backends import Choice, get_backend
 from lab.errors import LabError
 from lab.kube.conditions import now
-from lab.scenarios import actions, checks
+from lab.scenarios import actions, availability, checks
 from lab.scenarios.context import Context, tool_env
 from lab.scenarios.model import Scenario, Step
 
@@ -106,8 +106,17 @@ def run_checks(step: Step, ctx: Context, *, wait: bool, budget: float | None = N
 
 
 def unmet_needs(step: Step, ctx: Context) -> str | None:
-    """Why a step cannot run here (its first precondition that does not hold), or None."""
+    """Why a step cannot run here (its first precondition that does not hold), or None. A
+    need for one of kflab's extras is answered as `scenario list` answers it
+    (availability.import_unmet: kflab's own Python, which runs the step's commands too), with
+    the command that installs the extra."""
+    from lab.scenarios.availability import import_unmet
+
     for need in step.needs:
+        if need.params.get("extra"):
+            if why := import_unmet(need):
+                return why
+            continue
         outcome = checks.evaluate(need, ctx, wait=False)
         if not outcome.ok:
             return f"{need.message} ({outcome.observed})"
@@ -215,7 +224,8 @@ def _run_in(scenario: Scenario, sandbox_state: Path, workdir: Path, mode: str,
             if sink:
                 sink({"event": "step-started", "step": step.id, "title": step.title})
             t0 = time.monotonic()
-            skip_reason = skip_reason or unmet_needs(step, ctx)
+            skip_reason = availability.skip_reason(step, skip_reason,
+                                                   lambda s: unmet_needs(s, ctx))
             if skip_reason:
                 res.skip_reason = skip_reason
                 if sink:

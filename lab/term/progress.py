@@ -20,8 +20,10 @@ class Progress:
         self.task_t0: dict[str, float] = {}
         self.trials: TrialTable | None = None
         self.pulls: PullBar | None = None
-        # Skip reasons already printed: a lab whose steps all need a GPU says why once.
+        # Skip reasons printed, and the last one: a lab whose steps all need a GPU says why
+        # once; "as above" stands only for the very reason just above it.
         self.said_skips: set[str] = set()
+        self.last_skip: str | None = None
 
     def _elapsed(self) -> str:
         return f"[dim]{time.monotonic() - self.t0:6.1f}s[/]"
@@ -77,10 +79,11 @@ class Progress:
             if res.error:
                 hanging("           ", f"[red]{esc(res.error)}[/]")
             why = getattr(res, "skip_reason", None)
-            if why and why in self.said_skips:
+            if why and why == self.last_skip:
                 out.print(f"{self._elapsed()}   [yellow]- skipped (as above)[/]")
             elif why:
                 self.said_skips.add(why)
+                self.last_skip = why
                 out.print(f"{self._elapsed()}   [yellow]- skipped: {esc(why)}[/]")
         elif kind == "log":  # a line of a training replica's output, streamed live
             out.print(f"[dim]{esc(ev['replica'])} |[/] {esc(ev['line'])}", soft_wrap=True)

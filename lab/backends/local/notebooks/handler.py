@@ -30,6 +30,7 @@ from lab.backends.local.gpu_devices import given
 from lab.backends.local.notebooks import containers as nb_containers
 from lab.backends.local.notebooks import spec as nb_spec
 from lab.backends.local.procs import LOOPBACK, free_port, iter_log
+from lab.deps import install_extras
 from lab.errors import InputError, LabError, NotFound
 from lab.kube.conditions import now
 from lab.state import ENV_VAR as STATE_ENV
@@ -64,7 +65,7 @@ def _jupyterlab() -> None:
 
     if importlib.util.find_spec("jupyterlab") is None:
         raise LabError("JupyterLab is not installed: the local backend runs each Notebook as "
-                       "a JupyterLab server", hint="pip install 'kflab[notebooks]'")
+                       "a JupyterLab server", hint=install_extras("notebooks"))
 
 
 def _plan_gpus(parsed: nb_spec.NotebookSpec) -> tuple[list[str], bool]:

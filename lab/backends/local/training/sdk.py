@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.backends.local.training.runtimes import CLUSTER_RUNTIME, GROUP, SHIPPED
+from lab.deps import install_extras
 from lab.errors import LabError
 
 VERSION = "v1alpha1"
@@ -275,7 +276,7 @@ def trainer_client(namespace: str = "default", *, state: str | None = None,
         from kubeflow.trainer.backends.kubernetes.backend import KubernetesBackend
     except ImportError:
         raise LabError("the Kubeflow SDK is not installed",
-                       hint="pip install 'kflab[sdk]' (or: pip install kubeflow==0.5.0)") from None
+                       hint=install_extras("sdk")) from None
     from lab.backends.local import LocalBackend
 
     local = LocalBackend(state)

@@ -20,6 +20,7 @@ from lab.backends.local.tuning.metrics import FilterError, compile_filter
 from lab.backends.local.tuning.reader import Reader, short
 from lab.backends.local.tuning.space import Param, grid_size
 from lab.backends.local.tuning.template import read_template
+from lab.deps import install_extras
 
 ALGORITHMS = ("random", "grid", "tpe", "multivariate-tpe", "cmaes", "sobol",
               "bayesianoptimization", "hyperband")
@@ -357,7 +358,7 @@ def _tfevent(r: Reader, source: dict[str, Any], filters: tuple[str, ...]) -> Col
     if not tfevent.available():
         raise r.fail("spec.metricsCollectorSpec.collector.kind",
                      "the TensorFlowEvent collector reads event files with TensorBoard, "
-                     "which is not installed", f"install the tf extra: {tfevent.EXTRA}")
+                     "which is not installed", f"install the tf extra: {install_extras('tf')}")
     return Collector("TensorFlowEvent", path, "", filters)
 
 

@@ -39,9 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from lab.backends.local.tuning.metrics import MetricLog
+from lab.deps import install_extras
 from lab.errors import LabError
-
-EXTRA = "pip install 'kflab[tf]'"
 
 
 @dataclass(frozen=True)
@@ -73,7 +72,7 @@ def _loader() -> tuple[Any, Any, Any, Any]:
     except ImportError as exc:
         raise LabError(f"the TensorFlowEvent metrics collector reads event files with "
                        f"TensorBoard, which is not installed ({exc})",
-                       hint=f"install the tf extra: {EXTRA}") from None
+                       hint=f"install the tf extra: {install_extras('tf')}") from None
     logging.getLogger("tensorboard").setLevel(logging.ERROR)
     return EventAccumulator, SCALARS, TENSORS, make_ndarray
 

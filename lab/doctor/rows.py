@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lab.deps import install_extras
+
 GIB = 1024**3
 
 
@@ -150,7 +152,7 @@ def gpu_discovery_row(host: Host, nvidia_here: bool) -> Row:
         missing_nvml = "nvidia-ml-py" in found.why
         status = "warn" if nvidia_here and (missing_nvml or not found.value) else "pass"
         return Row("gpu discovery", status, f"no GPU for local workloads: {found.why}",
-                   gpu_devices.EXTRA if missing_nvml and nvidia_here else "")
+                   install_extras("local") if missing_nvml and nvidia_here else "")
     observed = "; ".join(g.describe() for g in found.devices)
     if found.why:
         observed += f" ({found.why})"
@@ -192,7 +194,7 @@ def local_backend_row() -> Row:
                if importlib.util.find_spec(m) is None]
     return Row("local backend", "pass" if not missing else "warn",
                "ML stack installed" if not missing else f"missing: {', '.join(missing)}",
-               "" if not missing else "pip install 'kflab[local]'")
+               "" if not missing else install_extras("local"))
 
 
 def as_dicts(rows: list[Row]) -> list[dict[str, str]]:

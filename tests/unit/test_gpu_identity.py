@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from lab.backends.local import LocalBackend, gpu_devices, gpus
+from lab.deps import install_extras
 from lab.doctor.rows import Host, gpu_discovery_row
 from lab.errors import LabError
 from lab.scenarios import checks
@@ -352,11 +353,11 @@ def test_without_nvml_the_refusal_and_doctor_say_why_and_name_the_extra(
     with pytest.raises(LabError) as exc:
         backend.apply(job("j"), base_dir=tmp_path)
     assert "but this machine has 0: nvidia-ml-py is not installed" in str(exc.value)
-    assert "pip install 'kflab[local]'" in str(exc.value)
+    assert install_extras("local") in str(exc.value)  # setup.sh in a clone, else pip
     smi = Host(root=tmp_path, which=lambda name: None, env={})
     row = gpu_discovery_row(smi, nvidia_here=True)  # nvidia-smi lists a GPU
     assert row.status == "warn" and "nvidia-ml-py is not installed" in row.observed
-    assert row.advice == "pip install 'kflab[local]'"
+    assert row.advice == install_extras("local")
     assert gpu_discovery_row(smi, nvidia_here=False).status == "pass"  # a CPU-only machine
 
 
@@ -394,4 +395,4 @@ def test_bf16_steps_need_compute_capability_8(tmp_path: Path, state: Path,
     nvml.absent(monkeypatch)
     why = cannot_run_here(gpu_check) or ""
     assert "(0 GPU(s) here: nvidia-ml-py is not installed" in why
-    assert why.endswith("pip install 'kflab[local]')")
+    assert why.endswith(f"{install_extras('local')})")

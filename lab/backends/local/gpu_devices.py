@@ -42,12 +42,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lab.deps import install_extras
 from lab.errors import LabError
 
 VARIABLE = "CUDA_VISIBLE_DEVICES"
 GIVEN = "KFLAB_GIVEN_GPUS"  # what kflab set CUDA_VISIBLE_DEVICES to in a workload it started
 NO_GPU_WORDS = ("none", "void", "NoDevFiles")  # a whole value meaning "no GPU", on purpose
-EXTRA = "pip install 'kflab[local]'"
 BF16 = (8, 0)  # bf16 matrix units: compute capability 8.0 (Ampere) or newer
 
 
@@ -170,7 +170,7 @@ def machine() -> Machine:
                  "the NVIDIA driver is loaded, so this machine may well have GPUs")
         return Machine(why=f"nvidia-ml-py is not installed, so kflab cannot ask NVML which "
                            f"GPUs this machine has ({where}); it comes with kflab's `local` "
-                           f"extra: {EXTRA}")
+                           f"extra: {install_extras('local')}")
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as exc:

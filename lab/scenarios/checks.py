@@ -18,7 +18,7 @@ import jmespath
 import jmespath.exceptions
 
 from lab import limits
-from lab.errors import InputError
+from lab.errors import InputError, LabError
 from lab.kube.conditions import get_condition
 from lab.kube.kinds import lookup
 from lab.scenarios import prediction
@@ -64,8 +64,28 @@ def _fetch(ctx: Context, p: dict[str, Any]) -> tuple[Any, str | None]:
         return {"items": ctx.backend.list(kind.kind, ns)}, None
     obj = ctx.backend.get(kind.kind, p["name"], ns)
     if obj is None:
-        return None, f"{kind.kind} '{p['name']}' does not exist"
+        return None, f"{kind.kind} '{p['name']}' does not exist" + _others(ctx, kind.kind,
+                                                                         p["name"], ns)
     return obj, None
+
+
+def _others(ctx: Context, kind: str, name: str, ns: str) -> str:
+    """What there is instead of a missing `name`: the near miss a typo made ('frist-run'
+    for 'first-run'), else the names there are (a few), so a learner sees the difference."""
+    import difflib
+
+    try:
+        names = sorted(str((o.get("metadata") or {}).get("name")) for o in
+                       ctx.backend.list(kind, ns))
+    except (LabError, OSError):
+        return ""
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.75)
+    if close:
+        return f" (there is '{close[0]}': the step asks for '{name}')"
+    if names:
+        more = f" and {len(names) - 4} more" if len(names) > 4 else ""
+        return f" (there is {', '.join(repr(n) for n in names[:4])}{more})"
+    return ""
 
 
 def _condition(ctx: Context, p: dict[str, Any]) -> Outcome:
@@ -150,7 +170,8 @@ def _pipeline_run(ctx: Context, p: dict[str, Any]) -> Outcome:
 
     run = ctx.backend.get(shapes.PIPELINE_RUN, p["name"], p.get("namespace", "default"))
     if run is None:
-        return Outcome(False, f"no pipeline run named '{p['name']}'")
+        return Outcome(False, f"no pipeline run named '{p['name']}'" + _others(
+            ctx, shapes.PIPELINE_RUN, p["name"], p.get("namespace", "default")))
     state = shapes.state(run)
     want = p.get("state", "SUCCEEDED")
     if state != want:
@@ -262,8 +283,6 @@ def _json_file(ctx: Context, p: dict[str, Any]) -> Outcome:
 
 def _logs(ctx: Context, p: dict[str, Any]) -> Outcome:
     """Every listed replica's log has a line matching `contains` (e.g. each rank reported)."""
-    from lab.errors import LabError
-
     kind = lookup(p["kind"]).kind
     missing = []
     for replica in p["replicas"]:

@@ -36,8 +36,14 @@ def ui_cmd(obj: Obj, port: int, no_browser: bool, api_token: bool) -> None:
         # The browser gets a 0600 file that trades a one-time code for the cookie, never
         # the token: a command line is readable by every local user (/proc/PID/cmdline).
         opener = server.launch_file(state.path(obj.state, "ui"))
-        threading.Thread(target=webbrowser.open, args=(opener.as_uri(),), daemon=True,
-                         name="kflab-ui-browser").start()
+
+        def open_it() -> None:
+            if not webbrowser.open(opener.as_uri()):  # a server, a container, no $DISPLAY
+                click.echo(f"no web browser found here: open the kflab ui address above in "
+                           f"yours (from another machine: ssh -L {server.port}:127.0.0.1:"
+                           f"{server.port} THIS-HOST first)", err=True)
+
+        threading.Thread(target=open_it, daemon=True, name="kflab-ui-browser").start()
     try:
         server.wait()
     except KeyboardInterrupt:

@@ -12,6 +12,7 @@ import http.client
 import json
 import os
 import re
+import select
 import signal
 import stat
 import subprocess
@@ -126,3 +127,25 @@ def test_a_code_works_once_and_not_for_the_api(tmp_path: Path) -> None:
         assert get(f"/?code={expired}") == 403
     finally:
         ui.stop()
+
+
+def test_no_browser_here_is_said(tmp_path: Path) -> None:
+    """A headless machine (BROWSER names no program, no $DISPLAY): `kflab ui` says it found
+    no browser and how to reach the address, and keeps serving until Ctrl-C."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    env.update(PYTHONPATH=str(REPO), BROWSER=str(tmp_path / "no-such-browser"))
+    proc = subprocess.Popen([sys.executable, "-m", "lab.cli", "--state", str(tmp_path / "s"),
+                             "ui"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    try:
+        assert proc.stderr is not None
+        said = ""
+        deadline = time.monotonic() + 60
+        while "no web browser found here" not in said:
+            assert time.monotonic() < deadline and proc.poll() is None, said
+            if select.select([proc.stderr], [], [], 1.0)[0]:  # never blocks past the deadline
+                said += proc.stderr.readline()
+        assert "ssh -L" in said and proc.poll() is None, said
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 0

@@ -40,8 +40,22 @@ REPO = Path(__file__).resolve().parent.parent
 PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
 
 
+def say(msg: str, file: object = None) -> None:
+    """A line of progress; on a terminal wrapped between words, continuation lines indented
+    (a long path must not be cut in the middle at 80 columns)."""
+    out = file or sys.stdout
+    if out.isatty():  # type: ignore[attr-defined]
+        import shutil
+        import textwrap
+
+        width = max(40, shutil.get_terminal_size().columns - 1)
+        msg = "\n".join(textwrap.wrap(msg, width, subsequent_indent="    ",
+                                      break_long_words=False, break_on_hyphens=False)) or msg
+    print(msg, file=out, flush=True)
+
+
 def fail(msg: str) -> None:
-    print(f"setup.sh: {msg}", file=sys.stderr)
+    say(f"setup.sh: {msg}", file=sys.stderr)
     raise SystemExit(1)
 
 
@@ -289,26 +303,26 @@ def main() -> int:
          *(f.read_bytes() for f in files)])).hexdigest()
     stamp = Path(sys.prefix) / ".kflab-installed"
     if stamp.is_file() and stamp.read_text() == key and torch_req is None:
-        print(f"the lock is installed already ({', '.join(extras) or 'no extras'}): nothing to do")
+        say(f"the lock is installed already ({', '.join(extras) or 'no extras'}): nothing to do")
         return 0
     url = index_reachable()
     if url:
         fail(f"cannot reach the package index {url} (no network?): connect, or point "
              "PIP_INDEX_URL / PIP_FIND_LINKS at a wheelhouse, then run this again")
     rel = [str(f.relative_to(REPO)) for f in files]
-    print(f"installing the lock: {' + '.join(rel)}", flush=True)
+    say(f"installing the lock: {' + '.join(rel)}")
     site = Path(sysconfig.get_paths()["purelib"])
     n, _ = pip_locked(files, site, Progress())
-    print(f"  {n} package(s) installed", flush=True)
-    print("installing kflab itself (editable, from this checkout)", flush=True)
+    say(f"  {n} package(s) installed")
+    say("installing kflab itself (editable, from this checkout)")
     pip("install", "-q", "--no-deps", "--no-build-isolation", "-e", str(REPO))
     if torch_req:
         links = os.environ.get("KFLAB_TORCH_FIND_LINKS", "").strip()
-        print(torch_line + (f" (also looking in {links})" if links else "")
-              + ": the largest package, a minute or more", flush=True)
+        say(torch_line + (f" (also looking in {links})" if links else "")
+            + ": the largest package, a minute or more")
         pip("install", "-q", *(["--find-links", links] if links else []), torch_req)
     elif torch_line:
-        print(torch_line)
+        say(torch_line)
     res = subprocess.run([*PIP, "check"], capture_output=True, text=True)
     if res.returncode:
         sys.stderr.write(res.stdout)

@@ -27,5 +27,6 @@ fi
   || die "$venv was made by an unsupported Python: remove it (rm -rf $venv) and run this again"
 "$venv/bin/python" scripts/install_locked.py "$extras"
 echo "installed: $("$venv/bin/kflab" version | head -n 1)"
-echo "activate with: source $venv/bin/activate   (kflab version lists the engines and pins)"
+echo "activate with: source $venv/bin/activate"
+echo "(then kflab version lists the engines and pins)"
 echo "setup.sh: done in $(took) (extras: $extras)"

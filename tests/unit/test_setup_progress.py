@@ -93,3 +93,26 @@ def test_setup_ends_with_the_time_it_took(tmp_path: Path) -> None:
                        "nothing to do", lines
     assert lines[-1].startswith("setup.sh: done in ") and lines[-1].endswith(
         f" s (extras: {extras})"), lines
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:  # a terminal (a real pty is not needed to see the wrapping)
+        return True
+
+
+def test_progress_lines_wrap_between_words_on_a_terminal(monkeypatch) -> None:
+    """At 80 columns a newcomer saw `(also looking in /opt/wheel` / `s)`: on a terminal a
+    line breaks between words, never inside a path; piped it stays one line."""
+    monkeypatch.setenv("COLUMNS", "40")
+    msg = ("torch 2.13.0 (CPU build) (also looking in /opt/wheels/torch-cpu-mirror): the "
+           "largest package, a minute or more")
+    out = _Tty()
+    install_locked.say(msg, file=out)
+    lines = out.getvalue().splitlines()
+    assert len(lines) > 1 and all(len(line) <= 39 or " " not in line.strip()
+                                  for line in lines), lines
+    assert " ".join(w for line in lines for w in line.split()) == msg
+    assert "/opt/wheels/torch-cpu-mirror):" in out.getvalue()
+    piped = io.StringIO()
+    install_locked.say(msg, file=piped)
+    assert piped.getvalue() == msg + "\n"

@@ -38,7 +38,7 @@ class Progress:
             what = " ".join(map(str, args)) if isinstance(args, list) else (
                 args if isinstance(args, str) else ", ".join(f"{k}={v}" for k, v in args.items()
                                                              if k != "arguments"))
-            out.print(f"{self._elapsed()}   [cyan]{esc(ev['verb'])}[/] {esc(what)}")
+            hanging(f"{self._elapsed()}   [cyan]{esc(ev['verb'])}[/] ", esc(what))
         elif kind == "run-started":
             out.print(f"{self._elapsed()}     pipeline run [bold]{esc(ev['run'])}[/]: "
                       f"{len(ev['tasks'])} tasks")
@@ -84,7 +84,7 @@ class Progress:
             elif why:
                 self.said_skips.add(why)
                 self.last_skip = why
-                out.print(f"{self._elapsed()}   [yellow]- skipped: {esc(why)}[/]")
+                hanging(f"{self._elapsed()}   [yellow]- skipped:[/] ", f"[yellow]{esc(why)}[/]")
         elif kind == "log":  # a line of a training replica's output, streamed live
             out.print(f"[dim]{esc(ev['replica'])} |[/] {esc(ev['line'])}", soft_wrap=True)
         elif kind == "message":

@@ -61,6 +61,7 @@ def show_step(session: Any, index: int | None = None) -> None:
     """A step of a guided scenario in a panel (the current one unless `index`), then what
     the learner can do next."""
     from rich.panel import Panel
+    from rich.text import Text
 
     s = session.scenario
     i = session.index if index is None else index
@@ -80,9 +81,12 @@ def show_step(session: Any, index: int | None = None) -> None:
                     width=width, title=None if inside else esc(title),
                     subtitle=f"work folder: {esc(session.workdir)}"))
     if index is None or index == session.index:
-        out.print("When done: [bold]kflab check[/]   stuck: [bold]kflab hint[/]   "
-                  "show me: [bold]kflab solve[/]   where am I: [bold]kflab scenario status[/]",
-                  width=text_width())
+        parts = ["When done: [bold]kflab check[/]", "stuck: [bold]kflab hint[/]",
+                 "show me: [bold]kflab solve[/]", "where am I: [bold]kflab scenario status[/]"]
+        line = "   ".join(parts)
+        if len(Text.from_markup(line)) > text_width():  # two lines, never a command cut
+            line = "   ".join(parts[:2]) + "\n" + "   ".join(parts[2:])
+        out.print(line, width=text_width())
 
 
 def scenario_overview(s: Any, progress: str | None = None) -> None:

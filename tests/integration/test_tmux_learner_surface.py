@@ -99,3 +99,16 @@ def test_scenario_list_says_which_steps_run_here_at_80_columns(term: Terminal) -
     assert "distributed-training-trainjob on this machine: steps 1-4 run here; step 5" in \
         text, out
     assert not _wrapped_by_the_terminal(term, "l")
+
+
+def test_the_step_footer_keeps_each_command_whole_at_80_columns(term: Terminal) -> None:
+    """A newcomer saw `where am I:` at the end of one line and `kflab scenario status` on the
+    next: at 80 columns the footer goes on two lines, each command whole."""
+    term.open("f", 80)
+    rc, out, _ = term.type("f", "kflab scenario start pipeline-classifiers --workdir pc")
+    assert rc == 0, out
+    lines = term.screen("f").splitlines()
+    assert any("where am I: kflab scenario status" in line for line in lines), out
+    assert any("When done: kflab check" in line and "stuck: kflab hint" in line
+               for line in lines), out
+    assert not _wrapped_by_the_terminal(term, "f")

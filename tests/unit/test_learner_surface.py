@@ -46,3 +46,32 @@ def test_doctor_piped_prints_plain_columns(kflab) -> None:
                if line.strip()}
     assert results["cpus"] in ("pass", "warn", "fail"), results
     assert results["local backend"] == "pass", results
+
+
+def test_a_skip_reason_wraps_under_itself_on_a_terminal(monkeypatch) -> None:
+    """At 80 columns the demo's `- skipped:` reasons and long commands wrapped back to
+    column 0; on a terminal they now wrap under their own text (rich Console forced to a
+    terminal 60 wide: no pty needed to see rich's wrapping)."""
+    import io
+
+    from rich.console import Console
+
+    from lab.term import console as term_console
+    from lab.term.progress import Progress
+
+    buf = io.StringIO()
+    monkeypatch.setattr(term_console, "_console",
+                        Console(file=buf, force_terminal=True, width=60, color_system=None,
+                                highlight=False, emoji=False))
+    show = Progress()
+    why = ("needs an NVIDIA GPU (0 GPU(s) on the local backend, 1 needed: no NVIDIA driver "
+           "here, so nothing can use a GPU)")
+    show({"event": "step-finished", "result": type("R", (), {"error": None,
+                                                              "skip_reason": why})()})
+    show({"event": "action", "verb": "command", "args": ["python", "grid_search.py",
+                                                          "--workers", "4", "--out",
+                                                          "result-sequential.json"]})
+    lines = [line for line in buf.getvalue().splitlines() if line.strip()]
+    assert len(lines) > 2 and lines[0].lstrip().split()[1:3] == ["-", "skipped:"], lines
+    assert all(line.startswith(" ") for line in lines[1:]), lines  # never back at column 0
+    assert " ".join(" ".join(lines).split()).count("result-sequential.json") == 1

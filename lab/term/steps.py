@@ -21,7 +21,9 @@ def step_markdown(text: str) -> Any:
             width = max(20, options.max_width - 2)  # Syntax padding
             code = "\n".join(fit_code_line(line, width, self.lexer_name)
                              for line in str(self.text).rstrip().splitlines())
-            yield Syntax(code, self.lexer_name, theme=self.theme, word_wrap=False, padding=1)
+            # padding (0, 1): Markdown already spaces blocks; vertical padding doubled it
+            yield Syntax(code, self.lexer_name, theme=self.theme, word_wrap=False,
+                         padding=(0, 1))
 
     class StepMarkdown(Markdown):
         elements: ClassVar[dict[str, Any]] = {**Markdown.elements, "fence": FittedCode,

@@ -75,3 +75,20 @@ def test_a_skip_reason_wraps_under_itself_on_a_terminal(monkeypatch) -> None:
     assert len(lines) > 2 and lines[0].lstrip().split()[1:3] == ["-", "skipped:"], lines
     assert all(line.startswith(" ") for line in lines[1:]), lines  # never back at column 0
     assert " ".join(" ".join(lines).split()).count("result-sequential.json") == 1
+
+
+def test_a_code_block_in_a_step_has_one_blank_line_around_it() -> None:
+    """A newcomer saw two blank lines above and below every command in a step's panel
+    (Markdown's spacing plus the code's own vertical padding): one each now."""
+    import io
+
+    from rich.console import Console
+
+    from lab.term.steps import step_markdown
+
+    buf = io.StringIO()
+    Console(file=buf, force_terminal=True, width=80, color_system=None).print(
+        step_markdown("Run it:\n\n```bash\nkflab pipeline run pipeline.py\n```\n\nThen look."))
+    lines = [line.strip() for line in buf.getvalue().splitlines()]
+    at = lines.index("kflab pipeline run pipeline.py")
+    assert lines[at - 2:at + 3] == ["Run it:", "", lines[at], "", "Then look."], lines

@@ -95,6 +95,16 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(f"{secs:9.1f} s  {folder}")
 
 
+@pytest.fixture(autouse=True)
+def _fresh_console() -> None:
+    """kflab's rich console binds the stdout of its first use (lab/term/console.py); in a
+    test that is pytest's capture of that test, closed afterwards: each test starts with
+    none, so no test prints to another's closed stream (order-dependent failures)."""
+    from lab.term import console
+
+    console._console = None
+
+
 @pytest.fixture
 def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh state folder, also exported as KFLAB_STATE for child processes."""

@@ -57,9 +57,12 @@ def _session(obj: Obj) -> Session:
     from lab.term.console import echo_wrapped
 
     session = guided.active(obj.state)
-    if not Path.cwd().resolve().is_relative_to(session.workdir.resolve()):
+    folder = session.workdir.resolve()
+    if not Path.cwd().resolve().is_relative_to(folder):
+        home = Path.home().resolve()
+        shown = f"~/{folder.relative_to(home)}" if folder.is_relative_to(home) else folder
         echo_wrapped(f"(lab {session.scenario.id}, the one started last; its files are in "
-                     f"{session.workdir})")
+                     f"{shown})")
     return session
 
 

@@ -193,6 +193,10 @@ class UiServer:
 
 
 class _Server(ThreadingHTTPServer):
+    # a page opens several connections at once (and event streams): socketserver's backlog
+    # of 5 is small for that on a busy machine (a "Failed to fetch" in a browser test)
+    request_queue_size = 64
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         """One line, not socketserver's traceback dump (a request cut off mid-way)."""
         exc = sys.exc_info()[1]

@@ -164,13 +164,18 @@ def class_delete(obj: Obj, class_name: str, yes: bool, kubeconfig: str | None,
     from lab.teaching import class_
 
     if not yes:
-        if not sys.stdin.isatty():  # click would read EOF and say only "aborted"
+        try:
+            sure = click.confirm(f"delete class {class_name!r} and everything its students "
+                                 "made?", default=False)
+        except click.exceptions.Abort:
+            if sys.stdin.isatty():  # Ctrl-C or Ctrl-D at the question
+                raise
+            # no terminal and nothing piped in: click would say only "aborted"
             raise LabError(f"class delete asks before deleting class {class_name!r}, and "
-                           "there is no terminal to answer",
-                           hint=f"run `kflab class delete --class {class_name} --yes` to delete "
-                                "without asking")
-        click.confirm(f"delete class {class_name!r} and everything its students made?",
-                      abort=True)
+                           "there is no answer on its input", hint=f"run `kflab class delete "
+                           f"--class {class_name} --yes` to delete without asking") from None
+        if not sure:
+            raise click.exceptions.Abort()
     kube, _, _ = class_.instructor_cluster(obj.state, kubeconfig, context)
     for item in class_.delete_class(kube, obj.state, class_name):
         click.echo(f"  deleted {item}")
